@@ -1,0 +1,1 @@
+//! The plugin SDK (skeleton).

@@ -1,0 +1,3 @@
+fn main() {
+    println!("orrery {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,140 @@
+//! The envelope every message travels in, on every hop.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::codec::{self, DecodeError, EncodeError};
+use crate::open_enum::open_enum;
+
+/// The protocol major version this release speaks. Additive changes (new
+/// fields, new enum values, new message kinds) never bump it; a peer that
+/// sees a different major refuses the link with a message naming both.
+pub const PROTOCOL_MAJOR: u16 = 1;
+
+open_enum! {
+    /// What an envelope's body holds.
+    pub enum MessageKind {
+        /// Plugin → host, first frame: the plugin's [`crate::Announcement`].
+        Announce = "announce",
+        /// A [`crate::CreateRequest`].
+        Create = "create",
+        /// A [`crate::ReadRequest`].
+        Read = "read",
+        /// An [`crate::UpdateRequest`].
+        Update = "update",
+        /// A [`crate::DeleteRequest`].
+        Delete = "delete",
+        /// A [`crate::StatusRequest`].
+        Status = "status",
+        /// A [`crate::ListRequest`].
+        List = "list",
+        /// The answer to create, read, update, delete or status: a [`crate::ProgressEvent`].
+        Progress = "progress",
+        /// The answer to list: a [`crate::ListResult`].
+        ListResult = "list_result",
+        /// Cancel the request whose message id is in `correlation`: a [`crate::Cancel`].
+        Cancel = "cancel",
+        /// A liveness probe; answered with `pong`. Empty body.
+        Ping = "ping",
+        /// The answer to `ping`. Empty body.
+        Pong = "pong",
+        /// A request could not be understood: a [`crate::ProtocolError`].
+        Error = "error",
+    }
+}
+
+impl Default for MessageKind {
+    fn default() -> Self {
+        MessageKind::Unknown(String::new())
+    }
+}
+
+/// W3C trace context, carried so one apply is one trace across processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TraceContext {
+    /// The `traceparent` header value.
+    pub traceparent: String,
+    /// The `tracestate` header value; often empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tracestate: String,
+}
+
+/// The outer message on every hop: plugin frames and NATS payloads alike.
+///
+/// The body is itself an encoded message (a MessagePack map) carried as
+/// `bin`, so a relay can forward it without decoding and a receiver can
+/// reject an unknown kind without understanding its body.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Envelope {
+    /// The sender's protocol major version.
+    pub protocol: u16,
+    /// This message's id: a UUID v7, as 16 bytes.
+    pub id: Uuid,
+    /// For answers and cancels: the id of the request message they refer to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<Uuid>,
+    /// What the body holds.
+    pub kind: MessageKind,
+    /// When the sender stops waiting, in milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+    /// Trace context of the span that sent the message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
+    /// The encoded body.
+    #[serde(with = "serde_bytes")]
+    pub body: Vec<u8>,
+}
+
+impl Envelope {
+    /// A new message of `kind` carrying `body`, with a fresh UUID v7.
+    pub fn new<T: Serialize>(kind: MessageKind, body: &T) -> Result<Self, EncodeError> {
+        Ok(Envelope {
+            protocol: PROTOCOL_MAJOR,
+            id: Uuid::now_v7(),
+            correlation: None,
+            kind,
+            deadline_ms: None,
+            trace: None,
+            body: codec::encode(body)?,
+        })
+    }
+
+    /// An answer to this message: correlated to its id, same trace.
+    pub fn reply<T: Serialize>(&self, kind: MessageKind, body: &T) -> Result<Self, EncodeError> {
+        let mut reply = Envelope::new(kind, body)?;
+        reply.correlation = Some(self.id);
+        reply.trace.clone_from(&self.trace);
+        Ok(reply)
+    }
+
+    /// Sets the deadline.
+    pub fn with_deadline_ms(mut self, deadline_ms: Option<u64>) -> Self {
+        self.deadline_ms = deadline_ms;
+        self
+    }
+
+    /// Sets the trace context.
+    pub fn with_trace(mut self, trace: Option<TraceContext>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// Decodes the body as `T`.
+    pub fn body<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        codec::decode(&self.body)
+    }
+
+    /// Encodes the whole envelope.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        codec::encode(self)
+    }
+
+    /// Decodes a whole envelope from untrusted bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        codec::decode(bytes)
+    }
+}
