@@ -1,1 +1,43 @@
-//! The plugin SDK (skeleton).
+//! # orrery-plugin-sdk
+//!
+//! Write an Orrery plugin by implementing [`ResourcePlugin`] and calling
+//! [`serve`] from `main`. The SDK speaks the frame protocol on stdin/stdout
+//! (`docs/protocol.md`), serves requests concurrently, enforces deadlines
+//! and cancellation, turns handler panics into `InternalFailure` results and
+//! logs to stderr.
+//!
+//! - [`plugin`]: the trait.
+//! - [`result`]: what handlers return ([`done`], [`in_progress`], [`PluginError`]).
+//! - [`properties`]: typed properties.
+//! - [`schema_builder`]: declare schemas ([`resource`], [`field`]).
+//! - [`paginate()`]: key-based list pages.
+//! - [`server`]: the provided main.
+//! - [`client`], [`process`]: the host side, used by satellites and tests.
+//! - [`harness`]: run a plugin in-process.
+//! - [`conformance`]: the conformance suite.
+//!
+//! The SDK knows nothing of NATS: it speaks only the stdio link.
+
+pub mod client;
+pub mod conformance;
+pub mod frame_io;
+pub mod harness;
+mod logging;
+pub mod paginate;
+pub mod plugin;
+pub mod process;
+pub mod properties;
+pub mod result;
+pub mod schema_builder;
+pub mod server;
+mod stdio;
+
+pub use client::{Answer, CallError, ConnectError, PluginClient};
+pub use logging::LOG_FORMAT_ENV;
+pub use orrery_schema as schema;
+pub use paginate::paginate;
+pub use plugin::{PluginInfo, ResourcePlugin};
+pub use properties::{from_properties, from_value, to_properties, to_value};
+pub use result::{deleted, done, in_progress, ListPage, OpResult, PluginError};
+pub use schema_builder::{field, resource, FieldBuilder, ResourceBuilder};
+pub use server::{announcement, serve, serve_io};

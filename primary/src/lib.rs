@@ -1,1 +1,1 @@
-//! The primary (skeleton).
+//! The primary: stacks, plans, scheduling and state (being built).

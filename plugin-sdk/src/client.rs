@@ -1,0 +1,331 @@
+//! The host side of the link: send requests to a plugin, correlate answers.
+//!
+//! Used by the satellite for plugin processes, by the in-process harness and
+//! by the conformance suite. When the link breaks (the process exits, or
+//! writes bytes that are not frames) every waiting call fails at once with
+//! [`CallError::LinkClosed`] instead of waiting for its deadline.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use orrery_schema::{
+    Announcement, Cancel, Envelope, ListResult, MessageKind, ProgressEvent, ProtocolError, Request,
+    Uuid, PROTOCOL_MAJOR,
+};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::codec::FramedRead;
+
+use crate::frame_io::{write_frames, FrameCodec, WRITE_QUEUE};
+
+/// Why the handshake failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConnectError {
+    /// No announcement arrived in time.
+    #[error("plugin sent no announcement within {0:?}")]
+    Timeout(Duration),
+    /// The link closed before the announcement.
+    #[error("plugin closed the link before announcing itself: {0}")]
+    Closed(String),
+    /// The first frame was not a valid announcement.
+    #[error("plugin's first message is not a valid announcement: {0}")]
+    BadAnnouncement(String),
+    /// The plugin speaks another protocol major.
+    #[error("plugin `{name}` speaks protocol {plugin} but this host speaks protocol {host}")]
+    UnsupportedProtocol {
+        /// The plugin's name.
+        name: String,
+        /// The plugin's protocol major.
+        plugin: u16,
+        /// This host's protocol major.
+        host: u16,
+    },
+}
+
+/// Why a call produced no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The link broke while the call was waiting, or before it was sent.
+    #[error("plugin link closed: {0}")]
+    LinkClosed(String),
+    /// The deadline passed; a cancel was sent to the plugin.
+    #[error("no answer before the deadline")]
+    DeadlineExceeded,
+    /// The request could not be encoded.
+    #[error("cannot encode request: {0}")]
+    Encode(String),
+    /// The answer's kind does not fit the request.
+    #[error("unexpected answer of kind `{0}`")]
+    UnexpectedAnswer(MessageKind),
+}
+
+/// A decoded answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The answer to create, read, update, delete or status.
+    Progress(ProgressEvent),
+    /// The answer to list.
+    List(ListResult),
+    /// The plugin could not understand the request.
+    Error(ProtocolError),
+}
+
+type Pending = Arc<Mutex<HashMap<Uuid, oneshot::Sender<Envelope>>>>;
+
+/// A connected plugin link. Cheap to clone; all clones share the link.
+#[derive(Clone)]
+pub struct PluginClient {
+    out: mpsc::Sender<Envelope>,
+    pending: Pending,
+    closed: watch::Receiver<Option<String>>,
+    announcement: Arc<Announcement>,
+}
+
+impl PluginClient {
+    /// Reads the plugin's announcement (within `timeout`), checks its
+    /// protocol major and starts correlating answers.
+    pub async fn connect<R, W>(
+        reader: R,
+        writer: W,
+        timeout: Duration,
+    ) -> Result<Self, ConnectError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut frames = FramedRead::new(reader, FrameCodec::default());
+        let first = tokio::time::timeout(timeout, frames.next())
+            .await
+            .map_err(|_| ConnectError::Timeout(timeout))?;
+        let bytes = match first {
+            None => return Err(ConnectError::Closed("end of stream".into())),
+            Some(Err(e)) => return Err(ConnectError::Closed(e.to_string())),
+            Some(Ok(Err(e))) => return Err(ConnectError::BadAnnouncement(e.to_string())),
+            Some(Ok(Ok(bytes))) => bytes,
+        };
+        let envelope =
+            Envelope::decode(&bytes).map_err(|e| ConnectError::BadAnnouncement(e.to_string()))?;
+        if envelope.kind != MessageKind::Announce {
+            return Err(ConnectError::BadAnnouncement(format!(
+                "expected `announce`, got `{}`",
+                envelope.kind
+            )));
+        }
+        let announcement: Announcement = envelope
+            .body()
+            .map_err(|e| ConnectError::BadAnnouncement(e.to_string()))?;
+        let plugin_major = announcement.protocol.max(envelope.protocol);
+        if announcement.protocol != PROTOCOL_MAJOR || envelope.protocol != PROTOCOL_MAJOR {
+            return Err(ConnectError::UnsupportedProtocol {
+                name: announcement.name,
+                plugin: plugin_major,
+                host: PROTOCOL_MAJOR,
+            });
+        }
+
+        let (out, rx) = mpsc::channel(WRITE_QUEUE);
+        let (closed_tx, closed) = watch::channel(None);
+        let pending: Pending = Arc::default();
+        let closed_tx = Arc::new(closed_tx);
+        let on_close = closed_tx.clone();
+        let pending_w = pending.clone();
+        tokio::spawn(async move {
+            if let Err(e) = write_frames(writer, rx).await {
+                close(
+                    &on_close,
+                    &pending_w,
+                    format!("writing to the plugin failed: {e}"),
+                );
+            }
+        });
+        tokio::spawn(read_answers(frames, pending.clone(), closed_tx));
+        Ok(PluginClient {
+            out,
+            pending,
+            closed,
+            announcement: Arc::new(announcement),
+        })
+    }
+
+    /// What the plugin announced.
+    pub fn announcement(&self) -> &Announcement {
+        &self.announcement
+    }
+
+    /// Why the link closed, if it has.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.closed.borrow().clone()
+    }
+
+    /// Resolves when the link closes, with the reason.
+    pub async fn wait_closed(&self) -> String {
+        let mut rx = self.closed.clone();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return "link dropped".into();
+            }
+        }
+    }
+
+    /// How many calls are waiting for an answer.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    /// Sends an envelope and waits for the envelope that answers it, at most
+    /// `timeout`. On timeout a `cancel` is sent to the plugin.
+    pub async fn call(&self, envelope: Envelope, timeout: Duration) -> Result<Envelope, CallError> {
+        if let Some(reason) = self.closed_reason() {
+            return Err(CallError::LinkClosed(reason));
+        }
+        let id = envelope.id;
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        if self.out.send(envelope).await.is_err() {
+            lock(&self.pending).remove(&id);
+            return Err(CallError::LinkClosed(
+                self.closed_reason()
+                    .unwrap_or_else(|| "writer stopped".into()),
+            ));
+        }
+        let mut closed = self.closed.clone();
+        let link_closed = async {
+            loop {
+                if let Some(reason) = closed.borrow_and_update().clone() {
+                    return reason;
+                }
+                if closed.changed().await.is_err() {
+                    return "link dropped".to_owned();
+                }
+            }
+        };
+        tokio::select! {
+            answer = rx => answer.map_err(|_| CallError::LinkClosed(
+                self.closed_reason().unwrap_or_else(|| "link closed".into()))),
+            reason = link_closed => {
+                lock(&self.pending).remove(&id);
+                Err(CallError::LinkClosed(reason))
+            }
+            () = tokio::time::sleep(timeout) => {
+                lock(&self.pending).remove(&id);
+                self.cancel(id, "deadline passed").await;
+                Err(CallError::DeadlineExceeded)
+            }
+        }
+    }
+
+    /// Asks the plugin to cancel the request with message id `id`.
+    pub async fn cancel(&self, id: Uuid, reason: &str) {
+        let cancel = Cancel {
+            reason: reason.to_owned(),
+        };
+        if let Ok(mut envelope) = Envelope::new(MessageKind::Cancel, &cancel) {
+            envelope.correlation = Some(id);
+            let _ = self.out.send(envelope).await;
+        }
+    }
+
+    /// Sends a typed request and decodes the answer.
+    pub async fn request(&self, request: &Request, timeout: Duration) -> Result<Answer, CallError> {
+        let envelope = request
+            .to_envelope()
+            .map_err(|e| CallError::Encode(e.to_string()))?
+            .with_deadline_ms(Some(deadline_ms(timeout)));
+        let answer = self.call(envelope, timeout).await?;
+        decode_answer(&answer)
+    }
+
+    /// Sends `ping` and waits for `pong`.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), CallError> {
+        let ping =
+            Envelope::new(MessageKind::Ping, &()).map_err(|e| CallError::Encode(e.to_string()))?;
+        let answer = self.call(ping, timeout).await?;
+        match answer.kind {
+            MessageKind::Pong => Ok(()),
+            other => Err(CallError::UnexpectedAnswer(other)),
+        }
+    }
+}
+
+/// Decodes an answer envelope.
+pub fn decode_answer(answer: &Envelope) -> Result<Answer, CallError> {
+    let bad = |e: orrery_schema::DecodeError| {
+        CallError::LinkClosed(format!(
+            "plugin sent an undecodable `{}` answer: {e}",
+            answer.kind
+        ))
+    };
+    match answer.kind {
+        MessageKind::Progress => answer.body().map(Answer::Progress).map_err(bad),
+        MessageKind::ListResult => answer.body().map(Answer::List).map_err(bad),
+        MessageKind::Error => answer.body().map(Answer::Error).map_err(bad),
+        ref other => Err(CallError::UnexpectedAnswer(other.clone())),
+    }
+}
+
+/// Milliseconds since the Unix epoch, `timeout` from now.
+pub fn deadline_ms(timeout: Duration) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (now + timeout).as_millis() as u64
+}
+
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<Envelope>>> {
+    pending.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn close(closed: &watch::Sender<Option<String>>, pending: &Pending, reason: String) {
+    closed.send_if_modified(|current| {
+        if current.is_none() {
+            *current = Some(reason);
+            true
+        } else {
+            false
+        }
+    });
+    // Dropping the senders fails every waiting call at once.
+    lock(pending).clear();
+}
+
+async fn read_answers<R: AsyncRead + Unpin>(
+    mut frames: FramedRead<R, FrameCodec>,
+    pending: Pending,
+    closed: Arc<watch::Sender<Option<String>>>,
+) {
+    let reason = loop {
+        let bytes = match frames.next().await {
+            None => break "plugin closed its output (process exited?)".to_owned(),
+            Some(Err(e)) => break format!("reading from the plugin failed: {e}"),
+            // A length prefix over the limit on a stdio link means the stream
+            // is not frames at all (typically a stray print on stdout): the
+            // link cannot resynchronise, so it is closed.
+            Some(Ok(Err(e))) => {
+                break format!(
+                    "plugin wrote bytes that are not frames on stdout ({e}); a stray print?"
+                )
+            }
+            Some(Ok(Ok(bytes))) => bytes,
+        };
+        let envelope = match Envelope::decode(&bytes) {
+            Ok(envelope) => envelope,
+            Err(e) => break format!("plugin wrote a frame that is not an envelope: {e}"),
+        };
+        let Some(id) = envelope.correlation else {
+            tracing::warn!(kind = %envelope.kind, "plugin sent an uncorrelated message; ignored");
+            continue;
+        };
+        match lock(&pending).remove(&id) {
+            Some(tx) => {
+                let _ = tx.send(envelope);
+            }
+            None => tracing::debug!(%id, "answer for a call no longer waiting"),
+        }
+    };
+    close(&closed, &pending, reason);
+}

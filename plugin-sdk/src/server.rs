@@ -1,0 +1,373 @@
+//! The plugin side of the link: the provided main.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::{FutureExt, StreamExt};
+use orrery_schema::{
+    Announcement, Capability, Envelope, ErrorCode, ListResult, MessageKind, Operation,
+    OperationStatus, ProgressEvent, ProtocolError, Request, Uuid, PROTOCOL_MAJOR,
+};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio_util::codec::FramedRead;
+use tracing::Instrument;
+
+use crate::frame_io::{write_frames, FrameCodec, WRITE_QUEUE};
+use crate::plugin::ResourcePlugin;
+use crate::result::{OpResult, PluginError};
+
+/// How long in-flight requests may run after the link closes or SIGTERM arrives.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The announcement the SDK sends for `plugin`.
+pub fn announcement<P: ResourcePlugin>(plugin: &P) -> Announcement {
+    let info = plugin.info();
+    Announcement {
+        protocol: PROTOCOL_MAJOR,
+        name: info.name,
+        version: info.version,
+        namespace: info.namespace,
+        capabilities: vec![
+            Capability::Cancel,
+            Capability::Concurrent,
+            Capability::Ping,
+            Capability::TraceContext,
+            Capability::List,
+        ],
+        rate_limit: plugin.rate_limit(),
+        discovery_filters: plugin.discovery_filters(),
+        label_config: plugin.label_config(),
+        resources: plugin.resources(),
+        sdk: concat!("orrery-plugin-sdk/", env!("CARGO_PKG_VERSION")).to_owned(),
+    }
+}
+
+/// Runs `plugin` on this process's stdin and stdout until stdin closes or
+/// SIGTERM arrives, then exits. Logs go to stderr.
+///
+/// Before serving, stdout is moved to a private descriptor and descriptor 1
+/// is pointed at stderr: a stray `println!` in plugin code lands in the log
+/// instead of corrupting the frame stream.
+pub fn serve<P: ResourcePlugin>(plugin: P) -> ! {
+    crate::logging::init();
+    let code = match serve_stdio(plugin) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "plugin link failed");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+fn serve_stdio<P: ResourcePlugin>(plugin: P) -> std::io::Result<()> {
+    let frames_out = crate::stdio::take_stdout_for_frames()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let mut sigterm =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let stdout = tokio::fs::File::from_std(frames_out);
+        serve_io(Arc::new(plugin), tokio::io::stdin(), stdout, async move {
+            sigterm.recv().await;
+            tracing::info!("SIGTERM: finishing in-flight requests");
+        })
+        .await
+    })
+}
+
+type InFlight = Arc<Mutex<HashMap<Uuid, oneshot::Sender<()>>>>;
+
+/// Serves `plugin` over any pair of byte streams until the reader ends or
+/// `shutdown` completes; in-flight requests get [`SHUTDOWN_GRACE`] to finish.
+pub async fn serve_io<P, R, W>(
+    plugin: Arc<P>,
+    reader: R,
+    writer: W,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    P: ResourcePlugin,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, rx) = mpsc::channel::<Envelope>(WRITE_QUEUE);
+    let writer = tokio::spawn(write_frames(writer, rx));
+    let hello = Envelope::new(MessageKind::Announce, &announcement(plugin.as_ref()))
+        .map_err(std::io::Error::other)?;
+    let _ = out.send(hello).await;
+
+    let in_flight: InFlight = Arc::default();
+    let mut tasks = JoinSet::new();
+    let mut frames = FramedRead::new(reader, FrameCodec::default());
+    tokio::pin!(shutdown);
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            () = &mut shutdown => break,
+        };
+        // Reap finished tasks so the set does not grow with the link's age.
+        while tasks.try_join_next().is_some() {}
+        let bytes = match frame {
+            None => break,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "reading frames failed");
+                break;
+            }
+            Some(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "ignoring an oversized frame");
+                continue;
+            }
+            Some(Ok(Ok(bytes))) => bytes,
+        };
+        let envelope = match Envelope::decode(&bytes) {
+            Ok(envelope) => envelope,
+            Err(e) => {
+                tracing::warn!(error = %e, len = bytes.len(), "ignoring a frame that is not an envelope");
+                continue;
+            }
+        };
+        handle(&plugin, envelope, &out, &in_flight, &mut tasks).await;
+    }
+
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+        tracing::warn!("in-flight requests still running after the grace period; abandoning them");
+    }
+    drop(out);
+    match writer.await {
+        Ok(result) => result,
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+async fn handle<P: ResourcePlugin>(
+    plugin: &Arc<P>,
+    envelope: Envelope,
+    out: &mpsc::Sender<Envelope>,
+    in_flight: &InFlight,
+    tasks: &mut JoinSet<()>,
+) {
+    let reply_error = |code: ErrorCode, message: String| {
+        tracing::warn!(kind = %envelope.kind, %code, %message, "refusing a message");
+        envelope.reply(MessageKind::Error, &ProtocolError { code, message })
+    };
+    if envelope.protocol != PROTOCOL_MAJOR {
+        let msg = format!(
+            "message speaks protocol {} but this plugin speaks protocol {PROTOCOL_MAJOR}",
+            envelope.protocol
+        );
+        send(out, reply_error(ErrorCode::UnsupportedProtocol, msg)).await;
+        return;
+    }
+    match envelope.kind {
+        MessageKind::Ping => send(out, envelope.reply(MessageKind::Pong, &())).await,
+        MessageKind::Cancel => {
+            let target = envelope.correlation;
+            let cancel = target.and_then(|id| lock(in_flight).remove(&id));
+            match cancel {
+                Some(tx) => {
+                    let _ = tx.send(());
+                }
+                None => tracing::debug!(?target, "cancel for a request that is not in flight"),
+            }
+        }
+        _ => match Request::from_envelope(&envelope) {
+            Ok(request) => {
+                let (cancel_tx, cancel_rx) = oneshot::channel();
+                lock(in_flight).insert(envelope.id, cancel_tx);
+                let task = run_request(
+                    plugin.clone(),
+                    envelope,
+                    request,
+                    cancel_rx,
+                    out.clone(),
+                    in_flight.clone(),
+                );
+                tasks.spawn(task);
+            }
+            Err(orrery_schema::RequestError::NotARequest(kind)) => {
+                let msg = format!("unknown message kind `{kind}`");
+                send(out, reply_error(ErrorCode::UnsupportedOperation, msg)).await;
+            }
+            Err(e) => send(out, reply_error(ErrorCode::MalformedMessage, e.to_string())).await,
+        },
+    }
+}
+
+fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<()>>> {
+    // A poisoned map only means a panic elsewhere while holding it; the map
+    // itself is still consistent (single inserts and removes).
+    in_flight.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn send(out: &mpsc::Sender<Envelope>, reply: Result<Envelope, orrery_schema::EncodeError>) {
+    match reply {
+        Ok(envelope) => {
+            let _ = out.send(envelope).await;
+        }
+        Err(e) => tracing::error!(error = %e, "cannot encode a reply"),
+    }
+}
+
+enum Reply {
+    Progress(ProgressEvent),
+    List(ListResult),
+}
+
+async fn run_request<P: ResourcePlugin>(
+    plugin: Arc<P>,
+    envelope: Envelope,
+    request: Request,
+    cancel: oneshot::Receiver<()>,
+    out: mpsc::Sender<Envelope>,
+    in_flight: InFlight,
+) {
+    let operation = request.operation();
+    let request_id = request.request_id().to_owned();
+    let resource_type = request.resource_type().to_owned();
+    let span = tracing::info_span!(
+        "plugin.handle",
+        operation = %operation,
+        resource_type = %resource_type,
+        request_id = %request_id,
+        traceparent = envelope.trace.as_ref().map(|t| t.traceparent.as_str()).unwrap_or(""),
+    );
+    let fail = |code: ErrorCode, message: String| {
+        failure(
+            &operation,
+            &request_id,
+            &resource_type,
+            PluginError::new(code, message),
+        )
+    };
+    let deadline = envelope.deadline_ms.map(deadline_instant);
+    let work = AssertUnwindSafe(dispatch(plugin.as_ref(), request)).catch_unwind();
+    let reply = tokio::select! {
+        result = work.instrument(span.clone()) => match result {
+            Ok(reply) => reply,
+            Err(panic) => {
+                let what = panic_message(panic.as_ref());
+                span.in_scope(|| tracing::error!(panic = %what, "handler panicked"));
+                fail(ErrorCode::InternalFailure, format!("plugin handler panicked: {what}"))
+            }
+        },
+        _ = cancel => fail(ErrorCode::Canceled, "canceled by the host".into()).canceled(),
+        () = sleep_until(deadline) => fail(
+            ErrorCode::DeadlineExceeded,
+            "the request's deadline passed before the handler finished".into(),
+        ),
+    };
+    lock(&in_flight).remove(&envelope.id);
+    let reply = match reply {
+        Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
+        Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
+    };
+    send(&out, reply).await;
+}
+
+impl Reply {
+    fn canceled(self) -> Self {
+        match self {
+            Reply::Progress(mut p) => {
+                p.status = OperationStatus::Canceled;
+                Reply::Progress(p)
+            }
+            Reply::List(mut l) => {
+                l.status = OperationStatus::Canceled;
+                Reply::List(l)
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn deadline_instant(deadline_ms: u64) -> tokio::time::Instant {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms))
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+fn failure(operation: &Operation, request_id: &str, resource_type: &str, e: PluginError) -> Reply {
+    if operation == &Operation::List {
+        return Reply::List(ListResult {
+            request_id: request_id.to_owned(),
+            resource_type: resource_type.to_owned(),
+            status: OperationStatus::Failure,
+            error_code: Some(e.code),
+            message: Some(e.message),
+            ..Default::default()
+        });
+    }
+    let mut event = ProgressEvent::failure(
+        operation.clone(),
+        request_id,
+        resource_type,
+        e.code,
+        e.message,
+    );
+    event.retry_after_ms = e.retry_after_ms;
+    Reply::Progress(event)
+}
+
+async fn dispatch<P: ResourcePlugin>(plugin: &P, request: Request) -> Reply {
+    let request_id = request.request_id().to_owned();
+    let resource_type = request.resource_type().to_owned();
+    let (operation, result): (Operation, OpResult) = match request {
+        Request::Create(r) => (Operation::Create, plugin.create(r).await),
+        Request::Read(r) => (Operation::Read, plugin.read(r).await),
+        Request::Update(r) => (Operation::Update, plugin.update(r).await),
+        Request::Delete(r) => (Operation::Delete, plugin.delete(r).await),
+        Request::Status(r) => (r.operation.clone(), plugin.status(r).await),
+        Request::List(r) => {
+            return match plugin.list(r).await {
+                Ok(page) => Reply::List(ListResult {
+                    request_id,
+                    resource_type,
+                    status: OperationStatus::Success,
+                    resources: page.resources,
+                    next_page_token: page.next_page_token,
+                    ..Default::default()
+                }),
+                Err(e) => failure(&Operation::List, &request_id, &resource_type, e),
+            }
+        }
+    };
+    match result {
+        Ok(mut event) => {
+            event.operation = operation;
+            if event.request_id.is_empty() {
+                event.request_id = request_id;
+            }
+            if event.resource_type.is_empty() {
+                event.resource_type = resource_type;
+            }
+            Reply::Progress(event)
+        }
+        Err(e) => failure(&operation, &request_id, &resource_type, e),
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The one test command: formatting, lints, every test, and smoke runs of the
+# benchmarks and the conformance command. CI (.ci/run) calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "build binaries"
+cargo build --workspace --bins --locked
+
+step "cargo test"
+cargo test --workspace --locked
+
+step "conformance command against the built local plugin"
+target/debug/orrery plugin test target/debug/orrery-plugin-local --fixtures plugins/local/conformance
+
+step "benchmark smoke run (figures in BENCHMARKS.md come from full runs)"
+ORRERY_BENCH_QUICK=1 cargo bench --locked -p orrery-schema --bench codec
+
+step "all tests passed"
