@@ -20,9 +20,29 @@ pub const END_MARKER: &str = "<!-- END GENERATED -->";
 fn table(out: &mut String, title: &str, rows: &[(&str, &str)]) {
     let _ = writeln!(out, "### {title}\n\n| value | meaning |\n|---|---|");
     for (wire, doc) in rows {
-        let _ = writeln!(out, "| `{wire}` | {} |", doc.trim());
+        let _ = writeln!(out, "| `{wire}` | {} |", without_rustdoc_links(doc.trim()));
     }
     out.push('\n');
+}
+
+/// Rustdoc links such as ``[`crate::CreateRequest`]`` read as plain code
+/// names (`` `CreateRequest` ``) in markdown meant for any language.
+fn without_rustdoc_links(doc: &str) -> String {
+    let mut out = String::with_capacity(doc.len());
+    let mut rest = doc;
+    while let Some(start) = rest.find("[`crate::") {
+        let name_start = start + "[`crate::".len();
+        let Some(len) = rest[name_start..].find("`]") else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        out.push('`');
+        out.push_str(&rest[name_start..name_start + len]);
+        out.push('`');
+        rest = &rest[name_start + len + "`]".len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The markdown tables, exactly as they appear in `docs/protocol.md`.
