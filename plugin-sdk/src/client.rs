@@ -102,7 +102,11 @@ impl PluginClient {
         let bytes = match first {
             None => return Err(ConnectError::Closed("end of stream".into())),
             Some(Err(e)) => return Err(ConnectError::Closed(e.to_string())),
-            Some(Ok(Err(e))) => return Err(ConnectError::BadAnnouncement(e.to_string())),
+            Some(Ok(Err(e))) => {
+                return Err(ConnectError::BadAnnouncement(format!(
+                    "{e}; a plugin's stdout must carry only frames (a stray print?)"
+                )))
+            }
             Some(Ok(Ok(bytes))) => bytes,
         };
         let envelope =

@@ -266,9 +266,21 @@ async fn run_request<P: ResourcePlugin>(
         ),
     };
     lock(&in_flight).remove(&envelope.id);
-    let reply = match reply {
+    let encoded = match reply {
         Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
         Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
+    };
+    let reply = match encoded {
+        Ok(reply) => Ok(reply),
+        // An answer too large to send must still answer: the host would
+        // otherwise wait for its deadline.
+        Err(e) => match fail(
+            ErrorCode::InternalFailure,
+            format!("the plugin's answer cannot be sent: {e}"),
+        ) {
+            Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
+            Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
+        },
     };
     send(&out, reply).await;
 }

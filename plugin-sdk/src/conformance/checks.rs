@@ -57,6 +57,7 @@ impl Suite {
                 Err(problems.join("; "))
             },
         );
+        let mut last_target = None;
         for fixture in fixtures {
             let ty = fixture.resource_type.clone();
             let Some(schema) = announcement.resource(&ty).cloned() else {
@@ -90,6 +91,7 @@ impl Suite {
             {
                 map.values_mut().for_each(|v| substitute(v, &dir));
             }
+            last_target = Some(fixture.target.clone());
             if let Err(e) = self.lifecycle(&fixture, &schema).await {
                 self.report
                     .record("lifecycle", Some(&ty), Err(format!("stopped early: {e}")));
@@ -97,7 +99,9 @@ impl Suite {
             self.concurrency(&fixture, &schema).await;
             self.garbage(&fixture, &schema).await;
         }
-        self.unknown_type(fixtures).await;
+        if let Some(target) = last_target {
+            self.unknown_type(&target).await;
+        }
         self.finish().await;
         self.report
     }
@@ -538,12 +542,11 @@ impl Suite {
         self.expect("garbage_properties_rejected", ty, result);
     }
 
-    async fn unknown_type(&mut self, fixtures: &[Fixture]) {
-        let Some(target) = fixtures.first().map(|f| f.target.clone()) else {
-            return;
-        };
+    /// A type the plugin never announced must be refused as invalid, on a
+    /// target that is otherwise valid.
+    async fn unknown_type(&mut self, target: &Target) {
         let result = match self
-            .create(&target, "Conformance::No::SuchType", PropertyMap::new())
+            .create(target, "Conformance::No::SuchType", PropertyMap::new())
             .await
         {
             Ok(event) => failure_with(&event, &ErrorCode::InvalidRequest),
