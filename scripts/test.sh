@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "nats-server (>= 2.10) for the tests that need one"
+ORRERY_NATS_SERVER="$(./scripts/ensure-nats.sh)"
+export ORRERY_NATS_SERVER
+"$ORRERY_NATS_SERVER" --version
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

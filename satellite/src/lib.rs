@@ -1,5 +1,13 @@
 //! # orrery-satellite
 //!
-//! Plugin process supervision and the NATS relay. Not built yet: the plugin
-//! side it will drive (`orrery_plugin_sdk::process`, `orrery_plugin_sdk::client`)
-//! is in place and tested.
+//! Supervises plugin processes and relays operations to them.
+//!
+//! - [`supervisor`]: restart and crash-loop decisions, time passed in.
+//! - [`plugin_host`]: the process edge: start, capture logs, watch, restart.
+//! - [`relay`]: serving plugins over NATS as a NATS service, with drain.
+//! - [`bus`]: the caller's side, sending operations to satellites.
+
+pub mod bus;
+pub mod plugin_host;
+pub mod relay;
+pub mod supervisor;

@@ -1,0 +1,249 @@
+//! `orrery-satellite`: supervises plugin processes and serves their
+//! operations over NATS until SIGTERM/SIGINT, then drains and exits 0.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
+use orrery_satellite::relay::{self, RelayConfig};
+use serde::{Deserialize, Serialize};
+
+/// Serve Orrery plugins over NATS.
+///
+/// Settings come from, in increasing priority: defaults, the TOML file given
+/// by --config, environment variables prefixed ORRERY_SATELLITE_ (for
+/// example ORRERY_SATELLITE_NATS_URL), and flags.
+#[derive(Parser, Debug, Serialize, Deserialize, Default)]
+#[command(name = "orrery-satellite", version)]
+struct Flags {
+    /// TOML configuration file.
+    #[arg(long)]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// NATS server URL(s), comma-separated. Default nats://127.0.0.1:4222.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nats_url: Option<String>,
+    /// NATS credentials file (JWT + nkey seed).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nats_creds: Option<PathBuf>,
+    /// NATS nkey seed file.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nats_nkey: Option<PathBuf>,
+    /// CA certificate (PEM) to verify the NATS server's TLS certificate.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; needs --tls-key.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key: Option<PathBuf>,
+    /// This satellite's id in service info. Default: the host name and pid.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    /// A plugin binary to run; repeat for several.
+    #[arg(long = "plugin")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    plugins: Vec<PathBuf>,
+    /// Serve only this target; repeat for several. Default: every target.
+    #[arg(long = "target")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    targets: Vec<String>,
+    /// Most requests in flight per plugin (default 256).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_in_flight: Option<usize>,
+    /// Seconds a drain waits for in-flight requests (default 30).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drain_grace_secs: Option<u64>,
+    /// Seconds a plugin may take to announce itself (default 10).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handshake_timeout_secs: Option<u64>,
+    /// Log JSON lines instead of text.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    log_json: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Settings {
+    #[serde(default = "default_url")]
+    nats_url: String,
+    nats_creds: Option<PathBuf>,
+    nats_nkey: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    id: Option<String>,
+    #[serde(default)]
+    plugins: Vec<PathBuf>,
+    #[serde(default)]
+    targets: Vec<String>,
+    #[serde(default = "default_in_flight")]
+    max_in_flight: usize,
+    #[serde(default = "default_grace")]
+    drain_grace_secs: u64,
+    #[serde(default = "default_handshake")]
+    handshake_timeout_secs: u64,
+    #[serde(default)]
+    log_json: bool,
+}
+
+fn default_url() -> String {
+    "nats://127.0.0.1:4222".into()
+}
+fn default_in_flight() -> usize {
+    256
+}
+fn default_grace() -> u64 {
+    30
+}
+fn default_handshake() -> u64 {
+    10
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    let mut figment = Figment::new();
+    if let Some(path) = &flags.config {
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    let settings: Settings = match figment
+        .merge(Env::prefixed("ORRERY_SATELLITE_"))
+        .merge(Serialized::defaults(&flags))
+        .extract()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(settings.log_json);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(settings: Settings) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !settings.plugins.is_empty(),
+        "no plugins configured: pass --plugin PATH"
+    );
+    let mut hosts = Vec::new();
+    for path in &settings.plugins {
+        let mut spec = PluginSpec::new(path);
+        spec.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
+        let host = PluginHost::start(spec)
+            .await
+            .with_context(|| format!("starting plugin {}", path.display()))?;
+        tracing::info!(plugin = %host.name(), version = %host.announcement().version, "plugin ready");
+        hosts.push(host);
+    }
+    let client = connect(&settings).await?;
+    let id = settings.id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let config = RelayConfig {
+        satellite_id: id,
+        targets: settings.targets.clone(),
+        max_in_flight: settings.max_in_flight,
+        drain_grace: Duration::from_secs(settings.drain_grace_secs),
+        ..RelayConfig::default()
+    };
+    relay::serve(client, hosts, config, shutdown_signal()).await?;
+    tracing::info!("drained; exiting");
+    Ok(())
+}
+
+async fn connect(settings: &Settings) -> anyhow::Result<async_nats::Client> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name("orrery-satellite")
+        .retry_on_initial_connect()
+        .event_callback(|event| async move {
+            tracing::info!(%event, "NATS connection event");
+        });
+    if let Some(creds) = &settings.nats_creds {
+        options = options
+            .credentials_file(creds)
+            .await
+            .with_context(|| format!("reading credentials {}", creds.display()))?;
+    }
+    if let Some(nkey) = &settings.nats_nkey {
+        let seed = std::fs::read_to_string(nkey)
+            .with_context(|| format!("reading nkey {}", nkey.display()))?;
+        options = options.nkey(seed.trim().to_owned());
+    }
+    if let Some(ca) = &settings.tls_ca {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let (Some(cert), Some(key)) = (&settings.tls_cert, &settings.tls_key) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    let urls: Vec<String> = settings
+        .nats_url
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .collect();
+    let addrs: Vec<async_nats::ServerAddr> = urls
+        .iter()
+        .map(|u| u.parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("invalid NATS URL in {}", settings.nats_url))?;
+    let client = options.connect(addrs).await.context("connecting to NATS")?;
+    Ok(client)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; SIGTERM will not drain");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.with_ansi(false).try_init()
+    };
+}

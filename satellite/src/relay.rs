@@ -1,0 +1,290 @@
+//! The NATS relay: serves plugin operations on `orrery.op.<plugin>.<target>`
+//! in a queue group per plugin, as a NATS service (`$SRV.PING/INFO/STATS`).
+//!
+//! N satellites serving the same plugin share its queue group, so adding one
+//! adds capacity with no change on the primary. Concurrency per plugin is
+//! bounded: when every permit is taken the relay stops pulling from NATS
+//! (back-pressure) instead of queueing without bound.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::service::ServiceExt;
+use futures::StreamExt;
+use orrery_schema::{
+    Envelope, ErrorCode, ListResult, MessageKind, OperationStatus, ProgressEvent, ProtocolError,
+    Request, PROTOCOL_MAJOR,
+};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::plugin_host::{stopped, PluginHost};
+
+/// Subjects of operations start with this.
+pub const SUBJECT_PREFIX: &str = "orrery.op";
+/// The NATS service name satellites register.
+pub const SERVICE_NAME: &str = "orrery-satellite";
+
+/// The subject operations for `plugin` on `target` are sent to.
+pub fn operation_subject(plugin: &str, target: &str) -> String {
+    format!("{SUBJECT_PREFIX}.{plugin}.{target}")
+}
+
+/// The queue group of every satellite serving `plugin`.
+pub fn queue_group(plugin: &str) -> String {
+    format!("orrery-{plugin}")
+}
+
+/// How the relay serves.
+#[derive(Clone, Debug)]
+pub struct RelayConfig {
+    /// This satellite's id, shown in service info.
+    pub satellite_id: String,
+    /// Targets served; empty means every target.
+    pub targets: Vec<String>,
+    /// Most requests in flight per plugin.
+    pub max_in_flight: usize,
+    /// Timeout for requests that carry no deadline.
+    pub default_timeout: Duration,
+    /// How long a drain waits for in-flight requests.
+    pub drain_grace: Duration,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            satellite_id: "satellite".into(),
+            targets: Vec::new(),
+            max_in_flight: 256,
+            default_timeout: Duration::from_secs(60),
+            drain_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why the relay could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// Registering the service or an endpoint failed.
+    #[error("cannot register with NATS: {0}")]
+    Register(String),
+}
+
+/// Serves every plugin until `shutdown` completes, then drains: stops
+/// taking requests, finishes those in flight (up to the grace period) and
+/// stops the plugins.
+pub async fn serve(
+    client: async_nats::Client,
+    hosts: Vec<PluginHost>,
+    config: RelayConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RelayError> {
+    let plugins: Vec<String> = hosts
+        .iter()
+        .map(|h| format!("{}@{}", h.name(), h.announcement().version))
+        .collect();
+    let service = client
+        .service_builder()
+        .description("Orrery satellite: relays operations to plugin processes")
+        .metadata(HashMap::from([
+            ("satellite_id".to_owned(), config.satellite_id.clone()),
+            ("plugins".to_owned(), plugins.join(",")),
+            ("protocol".to_owned(), PROTOCOL_MAJOR.to_string()),
+        ]))
+        .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|e| RelayError::Register(e.to_string()))?;
+
+    let targets = if config.targets.is_empty() {
+        vec!["*".to_owned()]
+    } else {
+        config.targets.clone()
+    };
+    let mut endpoints = Vec::new();
+    for host in &hosts {
+        let permits = Arc::new(Semaphore::new(config.max_in_flight));
+        for target in &targets {
+            let name = format!("{}-{}", host.name(), target.replace('*', "all"));
+            let endpoint = service
+                .endpoint_builder()
+                .name(name)
+                .queue_group(queue_group(host.name()))
+                .metadata(HashMap::from([
+                    ("plugin".to_owned(), host.name().to_owned()),
+                    ("version".to_owned(), host.announcement().version.clone()),
+                    ("target".to_owned(), target.clone()),
+                ]))
+                .add(operation_subject(host.name(), target))
+                .await
+                .map_err(|e| RelayError::Register(e.to_string()))?;
+            endpoints.push((endpoint, host.clone(), permits.clone()));
+        }
+    }
+    tracing::info!(satellite = %config.satellite_id, plugins = %plugins.join(","), ?targets, "serving");
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut loops = JoinSet::new();
+    for (endpoint, host, permits) in endpoints {
+        loops.spawn(serve_endpoint(
+            endpoint,
+            host,
+            permits,
+            config.clone(),
+            stop_rx.clone(),
+        ));
+    }
+    shutdown.await;
+    tracing::info!(satellite = %config.satellite_id, "draining: no new requests, finishing in-flight ones");
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(config.drain_grace, async {
+        while loops.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("drain grace period over; abandoning the requests still in flight");
+    }
+    for host in &hosts {
+        host.stop(Duration::from_secs(5)).await;
+    }
+    let _ = service.stop().await;
+    let _ = client.flush().await;
+    Ok(())
+}
+
+async fn serve_endpoint(
+    mut endpoint: async_nats::service::endpoint::Endpoint,
+    host: PluginHost,
+    permits: Arc<Semaphore>,
+    config: RelayConfig,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut in_flight = JoinSet::new();
+    let mut stopping = false;
+    loop {
+        // Take a permit before pulling the next request: a full plugin
+        // leaves requests in NATS, where another satellite can take them.
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = stopped(&mut stop), if !stopping => {
+                stopping = true;
+                let _ = endpoint.stop().await;
+                continue;
+            }
+        };
+        let request = tokio::select! {
+            request = endpoint.next() => request,
+            () = stopped(&mut stop), if !stopping => {
+                stopping = true;
+                // Unsubscribing leaves already-delivered requests in the
+                // stream; the loop keeps serving them until it ends.
+                let _ = endpoint.stop().await;
+                continue;
+            }
+        };
+        let Some(request) = request else { break };
+        let host = host.clone();
+        let default_timeout = config.default_timeout;
+        in_flight.spawn(async move {
+            handle(request, &host, default_timeout).await;
+            drop(permit);
+        });
+        while in_flight.try_join_next().is_some() {}
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+async fn handle(
+    request: async_nats::service::Request,
+    host: &PluginHost,
+    default_timeout: Duration,
+) {
+    let payload = &request.message.payload;
+    let answer = match Envelope::decode(payload) {
+        Err(e) => {
+            if request.message.reply.is_none() {
+                tracing::warn!(subject = %request.message.subject, error = %e, "dropping undecodable bytes without a reply subject");
+                return;
+            }
+            tracing::warn!(subject = %request.message.subject, error = %e, "answering undecodable bytes with an error");
+            protocol_error(
+                None,
+                ErrorCode::MalformedMessage,
+                format!("not an Orrery envelope: {e}"),
+            )
+        }
+        Ok(envelope) if envelope.protocol != PROTOCOL_MAJOR => protocol_error(
+            Some(&envelope),
+            ErrorCode::UnsupportedProtocol,
+            format!(
+                "request speaks protocol {} but this satellite speaks protocol {PROTOCOL_MAJOR}",
+                envelope.protocol
+            ),
+        ),
+        Ok(envelope) => {
+            let timeout = envelope.deadline_ms.map_or(default_timeout, until);
+            match host.call(envelope.clone(), timeout).await {
+                Ok(answer) => answer,
+                Err(e) => failure_answer(&envelope, e.code(), e.to_string()),
+            }
+        }
+    };
+    let bytes = match answer.encode() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode an answer");
+            return;
+        }
+    };
+    if let Err(e) = request.respond(Ok(bytes.into())).await {
+        tracing::warn!(error = %e, "cannot send an answer");
+    }
+}
+
+fn until(deadline_ms: u64) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Duration::from_millis(deadline_ms.saturating_sub(now))
+}
+
+fn protocol_error(to: Option<&Envelope>, code: ErrorCode, message: String) -> Envelope {
+    let body = ProtocolError { code, message };
+    let reply = match to {
+        Some(envelope) => envelope.reply(MessageKind::Error, &body),
+        None => Envelope::new(MessageKind::Error, &body),
+    };
+    reply.unwrap_or_default()
+}
+
+/// The answer a satellite gives on behalf of a plugin that could not answer.
+pub fn failure_answer(envelope: &Envelope, code: ErrorCode, message: String) -> Envelope {
+    let reply = match Request::from_envelope(envelope) {
+        Ok(Request::List(r)) => envelope.reply(
+            MessageKind::ListResult,
+            &ListResult {
+                request_id: r.request_id,
+                resource_type: r.resource_type,
+                status: OperationStatus::Failure,
+                error_code: Some(code),
+                message: Some(message),
+                ..Default::default()
+            },
+        ),
+        Ok(request) => envelope.reply(
+            MessageKind::Progress,
+            &ProgressEvent::failure(
+                request.operation(),
+                request.request_id(),
+                request.resource_type(),
+                code,
+                message,
+            ),
+        ),
+        Err(_) => return protocol_error(Some(envelope), code, message),
+    };
+    reply.unwrap_or_default()
+}
