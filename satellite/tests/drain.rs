@@ -1,0 +1,123 @@
+//! The `orrery-satellite` binary under load: SIGTERM drains it.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{binary, NatsServer};
+use orrery_plugin_sdk::schema::{
+    CreateRequest, OperationStatus, PropertyMap, Request, Target, Value,
+};
+use orrery_plugin_sdk::Answer;
+use orrery_satellite::bus::{BusError, NatsBus};
+use orrery_satellite::relay;
+
+fn slow_create(i: usize) -> Request {
+    Request::Create(CreateRequest {
+        request_id: format!("drain-{i}"),
+        resource_type: "Testbed::Noop::Thing".into(),
+        label: format!("thing-{i}"),
+        target: Target {
+            name: "slow".into(),
+            config: PropertyMap::from([("delay_ms".to_owned(), Value::from(500))]),
+        },
+        properties: PropertyMap::from([("name".to_owned(), Value::from(format!("thing-{i}")))]),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
+    let server = NatsServer::start().await;
+    let mut satellite = Command::new(binary("orrery-satellite"))
+        .args([
+            "--nats-url",
+            &server.url,
+            "--id",
+            "drainer",
+            "--drain-grace-secs",
+            "30",
+        ])
+        .arg("--plugin")
+        .arg(binary("orrery-plugin-testbed"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = server.client().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = client
+            .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
+            .await;
+        if info.is_ok_and(|m| String::from_utf8_lossy(&m.payload).contains("drainer")) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "satellite did not register in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Publish every request and flush: once the server has answered the
+    // flush, all of them are routed to the satellite's subscription, so the
+    // signal below arrives with the whole batch taken and in flight.
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(format!("{inbox}.*")).await.unwrap();
+    for i in 0..50 {
+        let envelope = slow_create(i).to_envelope().unwrap().with_deadline_ms(Some(
+            orrery_plugin_sdk::client::deadline_ms(Duration::from_secs(60)),
+        ));
+        client
+            .publish_with_reply(
+                relay::operation_subject("testbed", "slow"),
+                format!("{inbox}.{i}"),
+                envelope.encode().unwrap().into(),
+            )
+            .await
+            .unwrap();
+    }
+    client.flush().await.unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &satellite.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let mut succeeded = std::collections::BTreeSet::new();
+    while succeeded.len() < 50 {
+        let message = tokio::time::timeout(
+            Duration::from_secs(30),
+            futures::StreamExt::next(&mut replies),
+        )
+        .await
+        .expect("every in-flight operation is answered during the drain")
+        .unwrap();
+        let envelope = orrery_plugin_sdk::schema::Envelope::decode(&message.payload).unwrap();
+        match orrery_plugin_sdk::client::decode_answer(&envelope) {
+            Ok(Answer::Progress(event)) if event.status == OperationStatus::Success => {
+                assert!(
+                    succeeded.insert(event.request_id.clone()),
+                    "answered twice: {}",
+                    event.request_id
+                );
+            }
+            other => panic!("an operation failed during the drain: {other:?}"),
+        }
+    }
+
+    let bus = NatsBus::new(client.clone());
+    let exit = tokio::task::spawn_blocking(move || satellite.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit.code(), Some(0), "a drained satellite exits 0");
+    let after = bus
+        .send("testbed", &slow_create(99), Duration::from_secs(5))
+        .await;
+    assert!(
+        matches!(after, Err(BusError::NoSatellite { .. })),
+        "takes nothing new: {after:?}"
+    );
+}
