@@ -1,1 +1,18 @@
-//! The primary: stacks, plans, scheduling and state (being built).
+//! # orrery-primary
+//!
+//! The primary: reads stack documents, plans, schedules operations through
+//! plugins, and remembers what it did.
+//!
+//! - [`stack`]: stack documents, validation, the dependency graph.
+//! - [`plan`]: the planner (pure).
+//! - [`scheduler`]: the scheduler, rate limiter and retry policy (pure, time passed in).
+//! - [`state`]: the state store.
+//! - [`apply`]: the executor, the I/O edge driving the scheduler.
+//! - [`engine`]: wiring of plugins, catalog and transport.
+
+pub mod apply;
+pub mod engine;
+pub mod plan;
+pub mod scheduler;
+pub mod stack;
+pub mod state;

@@ -13,14 +13,14 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(1);
         }
     };
     match runtime.block_on(cli::run(args)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(1)
         }
     }
 }

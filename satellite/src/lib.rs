@@ -6,8 +6,10 @@
 //! - [`plugin_host`]: the process edge: start, capture logs, watch, restart.
 //! - [`relay`]: serving plugins over NATS as a NATS service, with drain.
 //! - [`bus`]: the caller's side, sending operations to satellites.
+//! - [`transport`]: the `Transport` trait over NATS or the in-process [`transport::LocalBus`].
 
 pub mod bus;
 pub mod plugin_host;
 pub mod relay;
 pub mod supervisor;
+pub mod transport;

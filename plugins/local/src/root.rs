@@ -24,8 +24,11 @@ use serde::Deserialize;
 /// The target config of the `local` plugin.
 #[derive(Deserialize)]
 struct Config {
-    /// Absolute path of an existing directory; every resource lives under it.
+    /// Absolute path of a directory; every resource lives under it.
     root: String,
+    /// Create the root (and its parents) when it does not exist yet.
+    #[serde(default)]
+    create_root: bool,
 }
 
 /// A target's root directory, canonicalized.
@@ -71,7 +74,7 @@ impl fmt::Display for Kind {
 
 impl Root {
     /// Reads the root from the target config; it must be an absolute path
-    /// to an existing directory.
+    /// to an existing directory, unless `create_root` is true.
     pub async fn of(target: &Target) -> Result<Root, PluginError> {
         let config: Config = from_properties(&target.config).map_err(|e| {
             PluginError::invalid(format!(
@@ -87,6 +90,11 @@ impl Root {
         };
         if !Path::new(&config.root).is_absolute() {
             return Err(invalid("is not an absolute path"));
+        }
+        if config.create_root {
+            tokio::fs::create_dir_all(&config.root)
+                .await
+                .map_err(|e| invalid(&format!("cannot be created: {e}")))?;
         }
         let dir = match tokio::fs::canonicalize(&config.root).await {
             Ok(dir) => dir,

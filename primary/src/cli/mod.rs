@@ -1,10 +1,15 @@
 //! Argument parsing and dispatch of `orrery` subcommands.
+//!
+//! Exit codes: 0 success (for `plan`: no changes); 1 failure (an operation
+//! failed, checks failed, or an error); 2 `plan` found changes.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod inspect;
 mod plugin_test;
+mod stack_cmds;
 
 /// Orrery: an infrastructure-as-code runtime with plugins across hosts.
 #[derive(Parser, Debug)]
@@ -17,8 +22,28 @@ pub struct Cli {
     command: Command,
 }
 
+/// How results are printed.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// For scripts: one JSON document.
+    Json,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Show the plan for a stack document, confirm, and apply it.
+    Apply(stack_cmds::ApplyArgs),
+    /// Show what applying a stack document would change. Exit 0 when
+    /// nothing would, 2 when something would.
+    Plan(stack_cmds::PlanArgs),
+    /// Delete every resource of a stack.
+    Destroy(stack_cmds::DestroyArgs),
+    /// Show a command's progress (the latest command by default).
+    Status(inspect::StatusArgs),
+    /// List recorded resources.
+    Inventory(inspect::InventoryArgs),
     /// Work with plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -28,16 +53,19 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum PluginCommand {
-    /// Run the conformance suite against a plugin binary.
-    ///
-    /// Exit code 0 when every check passes, 1 when any fails, 2 when the
-    /// suite could not run.
+    /// Run the conformance suite against a plugin binary. Exit 0 when every
+    /// check passes, 1 otherwise.
     Test(plugin_test::Args),
 }
 
 /// Runs the parsed command; the exit code is the command's verdict.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Apply(args) => stack_cmds::apply_cmd(args).await,
+        Command::Plan(args) => stack_cmds::plan_cmd(args).await,
+        Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
+        Command::Status(args) => inspect::status(args),
+        Command::Inventory(args) => inspect::inventory(args),
         Command::Plugin(PluginCommand::Test(args)) => plugin_test::run(args).await,
         Command::Version => {
             println!(

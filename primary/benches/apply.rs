@@ -1,0 +1,251 @@
+//! Applies generated stacks of 1,000 and 10,000 no-op resources (wide, and
+//! a 10-layer DAG) embedded and through NATS, beside `terraform apply` of
+//! `terraform_data` resources of the same shapes measured in the same run.
+//!
+//! `cargo build --workspace --bins && ORRERY_NATS_SERVER=$(scripts/ensure-nats.sh) cargo bench -p orrery-primary --bench apply`
+//! `ORRERY_BENCH_QUICK=1` runs 100-resource stacks and skips Terraform.
+
+#[path = "../../satellite/tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use orrery_primary::apply::{Executor, Options};
+use orrery_primary::plan::{self, Mode, SecretHasher};
+use orrery_primary::stack::{self, Catalog};
+use orrery_primary::state::SqliteStore;
+use orrery_satellite::bus::NatsBus;
+use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
+use orrery_satellite::relay::{self, RelayConfig};
+use orrery_satellite::transport::{LocalBus, Transport};
+
+#[derive(Clone, Copy)]
+enum Shape {
+    Wide,
+    Layered,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Wide => "wide",
+            Shape::Layered => "10-layer",
+        }
+    }
+}
+
+fn stack_yaml(n: usize, shape: Shape, target: &str) -> String {
+    let mut doc =
+        format!("stack: bench\ntargets:\n  - name: {target}\n    plugin: testbed\nresources:\n");
+    let per_layer = n.div_ceil(10);
+    for i in 0..n {
+        let value = match shape {
+            Shape::Layered if i >= per_layer => format!("\"${{r{}.name}}\"", i - per_layer),
+            _ => i.to_string(),
+        };
+        doc.push_str(&format!(
+            "  - label: r{i}\n    type: Testbed::Noop::Thing\n    target: {target}\n    properties: {{ name: r{i}, value: {value} }}\n"
+        ));
+    }
+    doc
+}
+
+struct Run {
+    plan: Duration,
+    apply: Duration,
+    noop_plan: Duration,
+}
+
+async fn run(
+    transport: Arc<dyn Transport>,
+    catalog: &Catalog,
+    n: usize,
+    shape: Shape,
+    target: &str,
+) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let hasher = SecretHasher::new(store.secret_key().unwrap());
+    let yaml = stack_yaml(n, shape, target);
+    let plan_once = |stored: &[orrery_primary::state::StoredResource]| {
+        let s = stack::parse("bench.yaml", &yaml, "/tmp").unwrap();
+        let g = stack::validate(&s, catalog).unwrap();
+        let p = plan::plan(&s, &g, catalog, stored, Mode::Reconcile, &hasher);
+        (s, g, p)
+    };
+    let t = Instant::now();
+    let (s, g, p) = plan_once(&[]);
+    let plan_time = t.elapsed();
+    let options = Options {
+        max_concurrency: 256,
+        ..Options::default()
+    };
+    let executor = Executor::new(
+        transport,
+        store.clone(),
+        catalog.clone(),
+        hasher.clone(),
+        options,
+    );
+    let t = Instant::now();
+    let report = executor
+        .run("bench", "apply", &s.name, Some((&s, &g)), &p, &[])
+        .await
+        .unwrap();
+    let apply = t.elapsed();
+    assert!(report.ok() && report.succeeded == n, "{report:?}");
+    let t = Instant::now();
+    let stored = store.resources(Some("bench")).unwrap();
+    let (_, _, again) = plan_once(&stored);
+    let noop_plan = t.elapsed();
+    assert!(!again.has_changes());
+    Run {
+        plan: plan_time,
+        apply,
+        noop_plan,
+    }
+}
+
+fn terraform(n: usize, shape: Shape) -> Option<(Duration, Duration)> {
+    let which = std::process::Command::new("terraform")
+        .arg("version")
+        .output()
+        .ok()?;
+    if !which.status.success() {
+        return None;
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let per_layer = n.div_ceil(10);
+    let mut tf = String::new();
+    for i in 0..n {
+        let input = match shape {
+            Shape::Layered if i >= per_layer => format!("terraform_data.r{}.id", i - per_layer),
+            _ => format!("\"{i}\""),
+        };
+        tf.push_str(&format!(
+            "resource \"terraform_data\" \"r{i}\" {{\n  input = {input}\n}}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("main.tf"), tf).ok()?;
+    let tf_cmd = |args: &[&str], dir: &Path| {
+        std::process::Command::new("terraform")
+            .args(args)
+            .current_dir(dir)
+            .env("TF_IN_AUTOMATION", "1")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !tf_cmd(&["init", "-input=false"], dir.path()) {
+        return None;
+    }
+    let t = Instant::now();
+    if !tf_cmd(&["apply", "-auto-approve", "-input=false"], dir.path()) {
+        return None;
+    }
+    let apply = t.elapsed();
+    let t = Instant::now();
+    tf_cmd(&["plan", "-input=false"], dir.path());
+    Some((apply, t.elapsed()))
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::var("ORRERY_BENCH_QUICK").is_ok_and(|v| v == "1")
+        || !std::env::args().any(|a| a == "--bench");
+    let sizes: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
+    let testbed = common::binary("orrery-plugin-testbed");
+
+    let host = PluginHost::start(PluginSpec::new(&testbed)).await.unwrap();
+    let mut catalog = Catalog::new();
+    catalog.insert(host.announcement().clone());
+    let local: Arc<dyn Transport> = Arc::new(LocalBus::new([host.clone()]));
+
+    let server = common::NatsServer::start().await;
+    let mut stops = Vec::new();
+    for id in ["bench-a", "bench-b"] {
+        let h = PluginHost::start(PluginSpec::new(&testbed)).await.unwrap();
+        let client = server.client().await;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let config = RelayConfig {
+            satellite_id: id.into(),
+            ..RelayConfig::default()
+        };
+        tokio::spawn(async move {
+            let _ = relay::serve(client, vec![h], config, async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        stops.push(tx);
+    }
+    let nats: Arc<dyn Transport> = Arc::new(NatsBus::new(server.client().await));
+    // Wait until the satellites answer.
+    let probe = orrery_schema::Request::Read(orrery_schema::ReadRequest {
+        resource_type: "Testbed::Noop::Thing".into(),
+        target: orrery_schema::Target {
+            name: "lab".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    for _ in 0..500 {
+        if nats
+            .send("testbed", &probe, Duration::from_secs(2))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    println!("| shape | resources | path | plan | apply | resources/s | no-change plan | vs Terraform (resources/s) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &n in sizes {
+        for shape in [Shape::Wide, Shape::Layered] {
+            let tf = if quick || n > 1_000 {
+                None
+            } else {
+                terraform(n, shape)
+            };
+            for (k, (path, transport)) in [("embedded", &local), ("NATS, 2 satellites", &nats)]
+                .into_iter()
+                .enumerate()
+            {
+                // A fresh target per run: the testbed keeps its state in memory.
+                let target = format!("t{n}-{}-{k}", shape.name().replace('-', ""));
+                let r = run(transport.clone(), &catalog, n, shape, &target).await;
+                let vs = tf.map_or("—".to_owned(), |(apply, _)| {
+                    format!("{:.0}×", rate(n, r.apply) / rate(n, apply))
+                });
+                println!(
+                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {vs} |",
+                    shape.name(),
+                    r.plan.as_secs_f64() * 1e3,
+                    r.apply.as_secs_f64(),
+                    rate(n, r.apply),
+                    r.noop_plan.as_secs_f64() * 1e3,
+                );
+            }
+            if let Some((apply, plan)) = tf {
+                println!(
+                    "| {} | {n} | terraform apply (terraform_data) | — | {:.2} s | {:.0} | {:.0} ms | 1× |",
+                    shape.name(),
+                    apply.as_secs_f64(),
+                    rate(n, apply),
+                    plan.as_secs_f64() * 1e3
+                );
+            }
+        }
+    }
+    for stop in stops {
+        let _ = stop.send(());
+    }
+}

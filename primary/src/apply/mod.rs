@@ -1,0 +1,752 @@
+//! The executor: drives the scheduler's decisions through a transport and
+//! records every transition in the state store before acting on it. All
+//! decisions (order, rate, retries, polling) are the scheduler's; this is
+//! the I/O edge.
+
+mod ops;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use orrery_plugin_sdk::Answer;
+use orrery_satellite::transport::Transport;
+use orrery_schema::{
+    CreateRequest, DeleteRequest, ErrorCode, Operation, OperationStatus, ProgressEvent,
+    PropertyMap, Request, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,
+};
+use tokio::sync::{mpsc, watch};
+
+pub use ops::{bucket, Op, OpKind};
+
+use crate::plan::{Plan, SecretHasher};
+use crate::scheduler::{
+    Action as Step, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, TaskState,
+};
+use crate::stack::{Catalog, Graph, Reference, Stack};
+use crate::state::{CommandStatus, OperationRecord, SqliteStore, StoreError, StoredResource};
+
+/// How a command runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long one request may take.
+    pub request_timeout: Duration,
+    /// Most operations in flight at once.
+    pub max_concurrency: usize,
+    /// Retry policy for retryable failures.
+    pub retry: RetryPolicy,
+    /// How long an operation may stay InProgress.
+    pub poll_timeout: Duration,
+    /// Rate limits by bucket (`namespace/target`) overriding the announced ones.
+    pub rate_overrides: HashMap<String, BucketLimit>,
+    /// Seed of the scheduler's jitter.
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            request_timeout: Duration::from_secs(60),
+            max_concurrency: 64,
+            retry: RetryPolicy {
+                max_attempts: 8,
+                base: Duration::from_millis(200),
+                max: Duration::from_secs(30),
+                throttle_factor: 4,
+                jitter: 0.5,
+            },
+            poll_timeout: Duration::from_secs(30 * 60),
+            rate_overrides: HashMap::new(),
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// What happened to one operation, for live output.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// The resource.
+    pub label: String,
+    /// `create`, `update`, `delete`.
+    pub operation: &'static str,
+    /// `started`, `retrying`, `in_progress`, `succeeded`, `failed`, `dependency_failed`, `canceled`.
+    pub status: &'static str,
+    /// Detail: error code and message, attempt.
+    pub detail: String,
+}
+
+/// The outcome of a command.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Report {
+    /// The command's id.
+    pub command_id: String,
+    /// Operations that succeeded.
+    pub succeeded: usize,
+    /// Operations that failed: label, operation, code, message.
+    pub failed: Vec<(String, String, String, String)>,
+    /// Operations not attempted because a dependency failed.
+    pub dependency_failed: Vec<String>,
+    /// Operations not started because the command was canceled.
+    pub canceled: Vec<String>,
+    /// Requests retried.
+    pub retries: u64,
+    /// Requests sent to plugins (operations, retries and status polls).
+    pub requests: u64,
+    /// Wall time.
+    pub elapsed_ms: u64,
+}
+
+impl Report {
+    /// Whether every operation succeeded.
+    pub fn ok(&self) -> bool {
+        self.failed.is_empty() && self.dependency_failed.is_empty() && self.canceled.is_empty()
+    }
+}
+
+/// Runs plans.
+pub struct Executor {
+    transport: Arc<dyn Transport>,
+    store: SqliteStore,
+    catalog: Catalog,
+    hasher: SecretHasher,
+    options: Options,
+    events: Option<mpsc::UnboundedSender<Event>>,
+    cancel: watch::Receiver<bool>,
+}
+
+struct Running {
+    op: usize,
+    answer: Result<Answer, orrery_satellite::bus::BusError>,
+    polled: bool,
+}
+
+impl Executor {
+    /// An executor over a transport and a store.
+    pub fn new(
+        transport: Arc<dyn Transport>,
+        store: SqliteStore,
+        catalog: Catalog,
+        hasher: SecretHasher,
+        options: Options,
+    ) -> Self {
+        let (_, cancel) = watch::channel(false);
+        Executor {
+            transport,
+            store,
+            catalog,
+            hasher,
+            options,
+            events: None,
+            cancel,
+        }
+    }
+
+    /// Sends live events to `events`.
+    pub fn with_events(mut self, events: mpsc::UnboundedSender<Event>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Cancels the command when `cancel` turns true.
+    pub fn with_cancel(mut self, cancel: watch::Receiver<bool>) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    fn emit(&self, label: &str, operation: &'static str, status: &'static str, detail: String) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(Event {
+                label: label.to_owned(),
+                operation,
+                status,
+                detail,
+            });
+        }
+    }
+
+    /// Runs `plan` as command `command_id` of `stack_name`.
+    pub async fn run(
+        &self,
+        command_id: &str,
+        kind: &str,
+        stack_name: &str,
+        stack: Option<(&Stack, &Graph)>,
+        plan: &Plan,
+        stored: &[StoredResource],
+    ) -> Result<Report, StoreError> {
+        let started = Instant::now();
+        self.store.begin_command(command_id, stack_name, kind)?;
+        if let Some((stack, _)) = stack {
+            self.store.put_targets(&stack.name, &stack.targets)?;
+        }
+        let (ops, tasks) = ops::build(stack, &self.catalog, plan, stored);
+        let mut limits = HashMap::new();
+        for op in &ops {
+            let key = bucket(&self.catalog, &op.plugin, &op.target);
+            let limit = self
+                .options
+                .rate_overrides
+                .get(&key)
+                .copied()
+                .unwrap_or_else(|| {
+                    let rl = self
+                        .catalog
+                        .plugin(&op.plugin)
+                        .map(|a| a.rate_limit.clone())
+                        .unwrap_or_default();
+                    BucketLimit {
+                        rate_per_sec: rl.requests_per_second,
+                        burst: rl.burst.max(1),
+                    }
+                });
+            limits.insert(key, limit);
+        }
+        let config = Config {
+            max_concurrency: self.options.max_concurrency,
+            retry: self.options.retry.clone(),
+            poll_timeout: self.options.poll_timeout,
+            default_poll_interval: Duration::from_millis(500),
+            seed: self.options.seed,
+        };
+        let mut scheduler = match Scheduler::new(tasks, limits, config, Instant::now()) {
+            Ok(s) => s,
+            Err(e) => {
+                // The stack graph is acyclic; a cycle here means stored
+                // dependencies contradict it. Nothing has been started.
+                self.store
+                    .finish_command(command_id, &CommandStatus::Failed)?;
+                return Ok(Report {
+                    command_id: command_id.to_owned(),
+                    failed: vec![(
+                        String::new(),
+                        String::new(),
+                        "InvalidRequest".into(),
+                        e.to_string(),
+                    )],
+                    ..Default::default()
+                });
+            }
+        };
+
+        let mut outputs: HashMap<String, PropertyMap> = stored
+            .iter()
+            .map(|s| (s.label.clone(), s.properties.clone()))
+            .collect();
+        let request_ids: Vec<String> = ops
+            .iter()
+            .map(|_| uuid::Uuid::now_v7().to_string())
+            .collect();
+        let mut progress: Vec<Option<(String, Option<Value>)>> = vec![None; ops.len()];
+        let mut attempts = vec![0u32; ops.len()];
+        let mut report = Report {
+            command_id: command_id.to_owned(),
+            ..Default::default()
+        };
+        let mut in_flight = FuturesUnordered::new();
+        let mut cancel = self.cancel.clone();
+        let mut canceled = false;
+        let mut cancel_gone = false;
+
+        loop {
+            for step in scheduler.poll(Instant::now()) {
+                let (task, polled) = match step {
+                    Step::Start { task, attempt, .. } => {
+                        attempts[task] = attempt;
+                        if attempt > 1 {
+                            report.retries += 1;
+                        }
+                        (task, false)
+                    }
+                    Step::Poll { task } => (task, true),
+                };
+                let op = &ops[task];
+                let request = if polled {
+                    let (native_id, context) = progress[task].clone().unwrap_or_default();
+                    Request::Status(StatusRequest {
+                        request_id: request_ids[task].clone(),
+                        operation: operation_of(&op.kind),
+                        resource_type: op.resource_type.clone(),
+                        target: self.target(stack, op),
+                        native_id,
+                        context,
+                    })
+                } else {
+                    match self.request(stack, op, &request_ids[task], &outputs) {
+                        Ok(r) => r,
+                        Err(message) => {
+                            self.record(
+                                command_id,
+                                op,
+                                &request_ids[task],
+                                "failed",
+                                attempts[task],
+                                Some("InvalidRequest"),
+                                Some(&message),
+                            )?;
+                            scheduler.on_outcome(
+                                task,
+                                Outcome::Failed {
+                                    code: ErrorCode::InvalidRequest,
+                                    retry_after: None,
+                                },
+                                Instant::now(),
+                            );
+                            continue;
+                        }
+                    }
+                };
+                // Written before the request is sent: a restarted primary
+                // knows this request id may have taken effect.
+                let status = if polled { "in_progress" } else { "running" };
+                self.record(
+                    command_id,
+                    op,
+                    &request_ids[task],
+                    status,
+                    attempts[task],
+                    None,
+                    None,
+                )?;
+                if !polled {
+                    let detail = if attempts[task] > 1 {
+                        format!("attempt {}", attempts[task])
+                    } else {
+                        String::new()
+                    };
+                    self.emit(&op.label, op.kind.name(), "started", detail);
+                }
+                report.requests += 1;
+                let transport = self.transport.clone();
+                let plugin = op.plugin.clone();
+                let timeout = self.options.request_timeout;
+                in_flight.push(async move {
+                    let answer = transport.send(&plugin, &request, timeout).await;
+                    Running {
+                        op: task,
+                        answer,
+                        polled,
+                    }
+                });
+            }
+            if scheduler.is_finished() && in_flight.is_empty() {
+                break;
+            }
+            let wake = scheduler.next_wakeup();
+            tokio::select! {
+                Some(done) = in_flight.next() => {
+                    let mut outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op])?;
+                    // A status poll that failed retryably says nothing about
+                    // the operation: it is still in progress; poll again
+                    // rather than start the operation over.
+                    if done.polled {
+                        if let Outcome::Failed { code, retry_after } = &outcome {
+                            if code.is_retryable() {
+                                outcome = Outcome::InProgress { retry_after: Some(retry_after.unwrap_or(Duration::from_millis(500))) };
+                            }
+                        }
+                    }
+                    scheduler.on_outcome(done.op, outcome, Instant::now());
+                }
+                () = sleep_until(wake), if wake.is_some() => {}
+                changed = cancel.changed(), if !canceled && !cancel_gone => {
+                    match changed {
+                        Ok(()) if *cancel.borrow() => {
+                            canceled = true;
+                            scheduler.cancel(Instant::now());
+                        }
+                        Ok(()) => {}
+                        // Nobody can cancel any more.
+                        Err(_) => cancel_gone = true,
+                    }
+                }
+            }
+        }
+
+        for (task, op) in ops.iter().enumerate() {
+            match scheduler.state(task) {
+                TaskState::Succeeded => report.succeeded += 1,
+                TaskState::Failed { code, .. } => {
+                    let message = String::new();
+                    report.failed.push((
+                        op.label.clone(),
+                        op.kind.name().into(),
+                        code.to_string(),
+                        message,
+                    ));
+                }
+                TaskState::DependencyFailed { root } => {
+                    report.dependency_failed.push(op.label.clone());
+                    let root = &ops[*root].label;
+                    let message = format!("not attempted: dependency `{root}` failed");
+                    self.record(
+                        command_id,
+                        op,
+                        &request_ids[task],
+                        "dependency_failed",
+                        0,
+                        Some("DependencyFailure"),
+                        Some(&message),
+                    )?;
+                    self.emit(&op.label, op.kind.name(), "dependency_failed", message);
+                }
+                TaskState::Canceled => {
+                    report.canceled.push(op.label.clone());
+                    self.record(
+                        command_id,
+                        op,
+                        &request_ids[task],
+                        "canceled",
+                        0,
+                        Some("Canceled"),
+                        None,
+                    )?;
+                    self.emit(&op.label, op.kind.name(), "canceled", String::new());
+                }
+                _ => {}
+            }
+        }
+        // Messages of failures come from the operation records.
+        if let Some(record) = self.store.command(Some(command_id))? {
+            for failure in &mut report.failed {
+                if let Some(o) = record
+                    .operations
+                    .iter()
+                    .find(|o| o.label == failure.0 && o.operation == failure.1)
+                {
+                    failure.3 = o.message.clone().unwrap_or_default();
+                }
+            }
+        }
+        let status = if canceled {
+            CommandStatus::Canceled
+        } else if report.ok() {
+            CommandStatus::Completed
+        } else {
+            CommandStatus::Failed
+        };
+        self.store.finish_command(command_id, &status)?;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(report)
+    }
+
+    fn target(&self, stack: Option<(&Stack, &Graph)>, op: &Op) -> Target {
+        let config = stack
+            .and_then(|(s, _)| s.target(&op.target))
+            .map(|t| t.config.clone())
+            .unwrap_or_default();
+        Target {
+            name: op.target.clone(),
+            config,
+        }
+    }
+
+    fn schema(&self, op: &Op) -> Option<&ResourceSchema> {
+        self.catalog.schema(&op.plugin, &op.resource_type)
+    }
+
+    /// The request of an operation, references resolved from `outputs`.
+    fn request(
+        &self,
+        stack: Option<(&Stack, &Graph)>,
+        op: &Op,
+        request_id: &str,
+        outputs: &HashMap<String, PropertyMap>,
+    ) -> Result<Request, String> {
+        let target = self.target(stack, op);
+        let desired = || -> Result<PropertyMap, String> {
+            let (stack, _) = stack.ok_or("no stack for a create or update")?;
+            let decl = op
+                .index
+                .and_then(|i| stack.resources.get(i))
+                .ok_or("resource not in the stack")?;
+            let lookup = |r: &Reference| {
+                outputs
+                    .get(&r.resource)
+                    .and_then(|p| p.get(&r.property))
+                    .cloned()
+            };
+            decl.properties
+                .iter()
+                .map(|(k, e)| {
+                    e.resolve(&lookup).map(|v| (k.clone(), v)).ok_or_else(|| {
+                        format!("property `{k}` references a value that is not known")
+                    })
+                })
+                .collect()
+        };
+        Ok(match op.kind {
+            OpKind::Create => Request::Create(CreateRequest {
+                request_id: request_id.to_owned(),
+                resource_type: op.resource_type.clone(),
+                label: op.label.clone(),
+                target,
+                properties: desired()?,
+            }),
+            OpKind::Update => {
+                let stored = op
+                    .stored
+                    .as_ref()
+                    .ok_or("update of a resource with no record")?;
+                Request::Update(UpdateRequest {
+                    request_id: request_id.to_owned(),
+                    resource_type: op.resource_type.clone(),
+                    label: op.label.clone(),
+                    target,
+                    native_id: stored.native_id.clone(),
+                    prior_properties: stored.properties.clone(),
+                    properties: desired()?,
+                })
+            }
+            OpKind::Delete { .. } => {
+                let stored = op
+                    .stored
+                    .as_ref()
+                    .ok_or("delete of a resource with no record")?;
+                Request::Delete(DeleteRequest {
+                    request_id: request_id.to_owned(),
+                    resource_type: op.resource_type.clone(),
+                    target,
+                    native_id: stored.native_id.clone(),
+                    properties: stored.properties.clone(),
+                })
+            }
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        command_id: &str,
+        op: &Op,
+        request_id: &str,
+        status: &str,
+        attempts: u32,
+        code: Option<&str>,
+        message: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.store.put_operation(
+            command_id,
+            &OperationRecord {
+                label: op.label.clone(),
+                operation: op.kind.name().to_owned(),
+                request_id: request_id.to_owned(),
+                status: status.to_owned(),
+                attempts: attempts as i64,
+                error_code: code.map(str::to_owned),
+                message: message.map(str::to_owned),
+            },
+        )
+    }
+
+    /// Records an answer and turns it into the scheduler's outcome.
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &self,
+        command_id: &str,
+        stack: Option<(&Stack, &Graph)>,
+        op: &Op,
+        request_id: &str,
+        attempts: u32,
+        answer: Result<Answer, orrery_satellite::bus::BusError>,
+        outputs: &mut HashMap<String, PropertyMap>,
+        progress: &mut Option<(String, Option<Value>)>,
+    ) -> Result<Outcome, StoreError> {
+        let event = match answer {
+            Ok(Answer::Progress(event)) => event,
+            Ok(Answer::Error(e)) => ProgressEvent::failure(
+                operation_of(&op.kind),
+                request_id,
+                &op.resource_type,
+                e.code,
+                e.message,
+            ),
+            Ok(Answer::List(_)) => ProgressEvent::failure(
+                operation_of(&op.kind),
+                request_id,
+                &op.resource_type,
+                ErrorCode::InternalFailure,
+                "plugin answered with a list page",
+            ),
+            Err(e) => ProgressEvent::failure(
+                operation_of(&op.kind),
+                request_id,
+                &op.resource_type,
+                e.code(),
+                e.to_string(),
+            ),
+        };
+        let name = op.kind.name();
+        match event.status {
+            OperationStatus::Success => {
+                self.apply_success(stack, op, &event, outputs)?;
+                self.record(
+                    command_id,
+                    op,
+                    request_id,
+                    "succeeded",
+                    attempts,
+                    None,
+                    None,
+                )?;
+                self.emit(
+                    &op.label,
+                    name,
+                    "succeeded",
+                    event.native_id.clone().unwrap_or_default(),
+                );
+                Ok(Outcome::Success)
+            }
+            OperationStatus::InProgress | OperationStatus::Pending => {
+                *progress = Some((
+                    event.native_id.clone().unwrap_or_default(),
+                    event.context.clone(),
+                ));
+                self.record(
+                    command_id,
+                    op,
+                    request_id,
+                    "in_progress",
+                    attempts,
+                    None,
+                    event.message.as_deref(),
+                )?;
+                self.emit(&op.label, name, "in_progress", String::new());
+                Ok(Outcome::InProgress {
+                    retry_after: event.retry_after_ms.map(Duration::from_millis),
+                })
+            }
+            _ => {
+                let code = event
+                    .error_code
+                    .clone()
+                    .unwrap_or(ErrorCode::InternalFailure);
+                // Deleting what is already gone is what a delete wants.
+                if matches!(op.kind, OpKind::Delete { .. }) && code == ErrorCode::NotFound {
+                    self.apply_success(stack, op, &event, outputs)?;
+                    self.record(
+                        command_id,
+                        op,
+                        request_id,
+                        "succeeded",
+                        attempts,
+                        None,
+                        Some("already gone"),
+                    )?;
+                    self.emit(&op.label, name, "succeeded", "already gone".into());
+                    return Ok(Outcome::Success);
+                }
+                let message = event.message.clone().unwrap_or_default();
+                self.record(
+                    command_id,
+                    op,
+                    request_id,
+                    "failed",
+                    attempts,
+                    Some(code.as_str()),
+                    Some(&message),
+                )?;
+                let status = if code.is_retryable() {
+                    "retrying"
+                } else {
+                    "failed"
+                };
+                self.emit(&op.label, name, status, format!("{code}: {message}"));
+                Ok(Outcome::Failed {
+                    code,
+                    retry_after: event.retry_after_ms.map(Duration::from_millis),
+                })
+            }
+        }
+    }
+
+    fn apply_success(
+        &self,
+        stack: Option<(&Stack, &Graph)>,
+        op: &Op,
+        event: &ProgressEvent,
+        outputs: &mut HashMap<String, PropertyMap>,
+    ) -> Result<(), StoreError> {
+        let stack_name = stack
+            .map(|(s, _)| s.name.as_str())
+            .or(op.stored.as_ref().map(|s| s.stack.as_str()))
+            .unwrap_or("");
+        match op.kind {
+            OpKind::Delete { keep_record } => {
+                if !keep_record {
+                    self.store.remove_resource(stack_name, &op.label)?;
+                    outputs.remove(&op.label);
+                }
+            }
+            OpKind::Create | OpKind::Update => {
+                let schema = self.schema(op);
+                let is_secret = |field: &str| {
+                    schema
+                        .and_then(|s| s.field(field))
+                        .is_some_and(|f| f.hints.write_only || f.hints.opaque)
+                };
+                let mut properties = event.properties.clone().unwrap_or_default();
+                properties.retain(|k, _| !is_secret(k));
+                let mut secret_hashes = std::collections::BTreeMap::new();
+                let mut deps = Vec::new();
+                if let (Some((stack, graph)), Some(index)) = (stack, op.index) {
+                    let decl = &stack.resources[index];
+                    let lookup = |r: &Reference| {
+                        outputs
+                            .get(&r.resource)
+                            .and_then(|p| p.get(&r.property))
+                            .cloned()
+                    };
+                    for (k, e) in &decl.properties {
+                        if is_secret(k) {
+                            if let Some(v) = e.resolve(&lookup) {
+                                secret_hashes.insert(k.clone(), self.hasher.hash(k, &v));
+                            }
+                        }
+                    }
+                    deps = graph.deps[index]
+                        .iter()
+                        .map(|(d, _)| stack.resources[*d].label.clone())
+                        .collect();
+                }
+                let native_id = event
+                    .native_id
+                    .clone()
+                    .or_else(|| op.stored.as_ref().map(|s| s.native_id.clone()))
+                    .unwrap_or_default();
+                let record = StoredResource {
+                    stack: stack_name.to_owned(),
+                    label: op.label.clone(),
+                    resource_type: op.resource_type.clone(),
+                    target: op.target.clone(),
+                    plugin: op.plugin.clone(),
+                    native_id,
+                    properties: properties.clone(),
+                    secret_hashes,
+                    deps,
+                    managed: true,
+                    version: 0,
+                };
+                self.store.put_resource(&record)?;
+                outputs.insert(op.label.clone(), properties);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn operation_of(kind: &OpKind) -> Operation {
+    match kind {
+        OpKind::Create => Operation::Create,
+        OpKind::Update => Operation::Update,
+        OpKind::Delete { .. } => Operation::Delete,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

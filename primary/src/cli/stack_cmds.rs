@@ -1,0 +1,433 @@
+//! `orrery apply`, `plan` and `destroy`.
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use orrery_primary::apply::{Event, Executor, Options, Report};
+use orrery_primary::engine::{plugin_search_path, Embedded};
+use orrery_primary::plan::{self, Action, Mode, Plan, SecretHasher};
+use orrery_primary::scheduler::BucketLimit;
+use orrery_primary::stack::{self, Graph, Stack};
+use orrery_primary::state::SqliteStore;
+use tokio::sync::mpsc;
+
+use super::Output;
+
+/// Options shared by commands that work on a stack.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Common {
+    /// Directory of the embedded state store.
+    #[arg(long, env = "ORRERY_DATA_DIR", default_value = ".orrery")]
+    pub data_dir: PathBuf,
+    /// Directory holding plugin binaries `orrery-plugin-<name>` (also searched:
+    /// $ORRERY_PLUGIN_DIR, the directory of `orrery`, PATH).
+    #[arg(long)]
+    pub plugin_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ApplyArgs {
+    /// The stack document (YAML or JSON).
+    pub file: PathBuf,
+    /// Apply without asking for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Show the plan and stop (same as `orrery plan`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// `reconcile` deletes resources of the stack the document no longer
+    /// declares; `patch` never deletes.
+    #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
+    pub mode: ModeArg,
+    /// Most operations in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Override a plugin's announced rate limit: `NAMESPACE/TARGET=RATE[:BURST]`
+    /// in requests per second, e.g. `Local/home=50:10`. Repeatable.
+    #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
+    pub rate_limits: Vec<(String, BucketLimit)>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn parse_rate_limit(s: &str) -> Result<(String, BucketLimit), String> {
+    let (bucket, limit) = s
+        .split_once('=')
+        .ok_or("expected NAMESPACE/TARGET=RATE[:BURST]")?;
+    let (rate, burst) = match limit.split_once(':') {
+        Some((r, b)) => (r, b.parse::<u32>().map_err(|e| format!("burst: {e}"))?),
+        None => (limit, 1),
+    };
+    let rate: f64 = rate.parse().map_err(|e| format!("rate: {e}"))?;
+    if !rate.is_finite() || rate < 0.0 {
+        return Err("rate must be a non-negative number".into());
+    }
+    Ok((
+        bucket.to_owned(),
+        BucketLimit {
+            rate_per_sec: rate,
+            burst: burst.max(1),
+        },
+    ))
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PlanArgs {
+    /// The stack document (YAML or JSON).
+    pub file: PathBuf,
+    /// See `apply --mode`.
+    #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
+    pub mode: ModeArg,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DestroyArgs {
+    /// The stack document whose stack to destroy.
+    #[arg(required_unless_present = "stack")]
+    pub file: Option<PathBuf>,
+    /// The stack's name, instead of a document.
+    #[arg(long)]
+    pub stack: Option<String>,
+    /// Destroy without asking for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ModeArg {
+    Reconcile,
+    Patch,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Reconcile => Mode::Reconcile,
+            ModeArg::Patch => Mode::Patch,
+        }
+    }
+}
+
+/// A loaded, validated stack with its plugins running.
+struct Loaded {
+    stack: Stack,
+    graph: Graph,
+    embedded: Embedded,
+    store: SqliteStore,
+}
+
+fn read_stack(file: &Path) -> anyhow::Result<Stack> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let dir = std::fs::canonicalize(file)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    Ok(stack::parse(
+        &file.display().to_string(),
+        &text,
+        &dir.display().to_string(),
+    )?)
+}
+
+async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
+    let stack = read_stack(file)?;
+    let plugins: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
+    let embedded = Embedded::start(
+        &plugins.into_iter().collect::<Vec<_>>(),
+        &plugin_search_path(common.plugin_dir.as_deref()),
+    )
+    .await?;
+    let graph = match stack::validate(&stack, &embedded.catalog) {
+        Ok(graph) => graph,
+        Err(errors) => {
+            embedded.stop().await;
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            bail!(
+                "the stack is invalid; nothing was changed:\n  {}",
+                lines.join("\n  ")
+            );
+        }
+    };
+    let store = SqliteStore::open(&common.data_dir)?;
+    Ok(Loaded {
+        stack,
+        graph,
+        embedded,
+        store,
+    })
+}
+
+fn print_plan(plan: &Plan, output: Output) {
+    if output == Output::Json {
+        let changes: Vec<serde_json::Value> = plan
+            .changes
+            .iter()
+            .map(|c| {
+                serde_json::json!({"label": c.label, "type": c.resource_type, "target": c.target,
+                    "action": c.action.name(), "fields": c.fields})
+            })
+            .collect();
+        let [create, update, replace, delete, noop] = plan.counts();
+        println!(
+            "{}",
+            serde_json::json!({"changes": changes, "summary": {"create": create, "update": update,
+                "replace": replace, "delete": delete, "no_op": noop}})
+        );
+        return;
+    }
+    for c in &plan.changes {
+        let sign = match c.action {
+            Action::Create => "+",
+            Action::Update => "~",
+            Action::Replace { .. } => "-/+",
+            Action::Delete => "-",
+            Action::NoOp => continue,
+        };
+        let fields = if c.fields.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", c.fields.join(", "))
+        };
+        println!(
+            "  {sign:>3} {} {} [{}]{fields}",
+            c.action.name(),
+            c.label,
+            c.resource_type
+        );
+    }
+    let [create, update, replace, delete, noop] = plan.counts();
+    if plan.has_changes() {
+        println!("Plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete, {noop} unchanged.");
+    } else {
+        println!("No changes: {noop} resources up to date.");
+    }
+}
+
+fn confirm(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        bail!("refusing to change resources without confirmation: stdin is not a terminal (pass --yes)");
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load(&args.file, &args.common).await?;
+    let stored = loaded.store.resources(Some(&loaded.stack.name))?;
+    let hasher = SecretHasher::new(loaded.store.secret_key()?);
+    let plan = plan::plan(
+        &loaded.stack,
+        &loaded.graph,
+        &loaded.embedded.catalog,
+        &stored,
+        args.mode.into(),
+        &hasher,
+    );
+    print_plan(&plan, args.common.output);
+    loaded.embedded.stop().await;
+    Ok(if plan.has_changes() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load(&args.file, &args.common).await?;
+    let stored = loaded.store.resources(Some(&loaded.stack.name))?;
+    let hasher = SecretHasher::new(loaded.store.secret_key()?);
+    let plan = plan::plan(
+        &loaded.stack,
+        &loaded.graph,
+        &loaded.embedded.catalog,
+        &stored,
+        args.mode.into(),
+        &hasher,
+    );
+    print_plan(&plan, args.common.output);
+    if args.dry_run || !plan.has_changes() {
+        loaded.embedded.stop().await;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes && !confirm("Apply these changes?")? {
+        loaded.embedded.stop().await;
+        println!("Nothing changed.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let options = Options {
+        max_concurrency: args.concurrency,
+        rate_overrides: args.rate_limits.iter().cloned().collect(),
+        ..Options::default()
+    };
+    let report = execute(
+        &loaded,
+        &plan,
+        &stored,
+        hasher,
+        options,
+        "apply",
+        args.common.output,
+    )
+    .await;
+    loaded.embedded.stop().await;
+    finish(report?, args.common.output)
+}
+
+pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
+    let (name, file) = match (&args.stack, &args.file) {
+        (Some(name), _) => (name.clone(), None),
+        (None, Some(file)) => (read_stack(file)?.name, Some(file.clone())),
+        (None, None) => bail!("name a stack document or --stack"),
+    };
+    let store = SqliteStore::open(&args.common.data_dir)?;
+    let stored = store.resources(Some(&name))?;
+    let plan = plan::plan_destroy(&stored);
+    print_plan(&plan, args.common.output);
+    if !plan.has_changes() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes && !confirm(&format!("Destroy every resource of stack `{name}`?"))? {
+        println!("Nothing changed.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let plugins: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
+    let embedded = Embedded::start(
+        &plugins.into_iter().collect::<Vec<_>>(),
+        &plugin_search_path(args.common.plugin_dir.as_deref()),
+    )
+    .await?;
+    // Targets' configs come from the document when given (deletes need them).
+    let stack = match &file {
+        Some(f) => read_stack(f)?,
+        None => Stack {
+            name: name.clone(),
+            source: String::new(),
+            targets: store.targets(&name)?,
+            resources: Vec::new(),
+        },
+    };
+    let loaded = Loaded {
+        graph: Graph::default(),
+        stack,
+        embedded,
+        store,
+    };
+    let hasher = SecretHasher::new(loaded.store.secret_key()?);
+    let report = execute(
+        &loaded,
+        &plan,
+        &stored,
+        hasher,
+        Options::default(),
+        "destroy",
+        args.common.output,
+    )
+    .await;
+    loaded.embedded.stop().await;
+    finish(report?, args.common.output)
+}
+
+async fn execute(
+    loaded: &Loaded,
+    plan: &Plan,
+    stored: &[orrery_primary::state::StoredResource],
+    hasher: SecretHasher,
+    options: Options,
+    kind: &str,
+    output: Output,
+) -> anyhow::Result<Report> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let total = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp)
+        .count() as u64;
+    let bar = if output == Output::Text {
+        indicatif::ProgressBar::new(total)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let printer = {
+        let bar = bar.clone();
+        tokio::spawn(async move {
+            while let Some(e) = rx.recv().await {
+                if output == Output::Text {
+                    let detail = if e.detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", e.detail)
+                    };
+                    let line = format!("  {} {}: {}{detail}", e.operation, e.label, e.status);
+                    if bar.is_hidden() {
+                        println!("{line}");
+                    } else {
+                        bar.println(line);
+                    }
+                }
+                if matches!(
+                    e.status,
+                    "succeeded" | "failed" | "dependency_failed" | "canceled"
+                ) {
+                    bar.inc(1);
+                }
+            }
+        })
+    };
+    let executor = Executor::new(
+        loaded.embedded.transport(),
+        loaded.store.clone(),
+        loaded.embedded.catalog.clone(),
+        hasher,
+        options,
+    )
+    .with_events(tx);
+    let command_id = uuid::Uuid::now_v7().to_string();
+    let graph = Some((&loaded.stack, &loaded.graph));
+    let report = executor
+        .run(&command_id, kind, &loaded.stack.name, graph, plan, stored)
+        .await?;
+    drop(executor);
+    let _ = printer.await;
+    bar.finish_and_clear();
+    Ok(report)
+}
+
+fn finish(report: Report, output: Output) -> anyhow::Result<ExitCode> {
+    if output == Output::Json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} in {:.1}s: {} succeeded, {} failed, {} not attempted (dependency failed), {} canceled, {} retries. Command {}.",
+            if report.ok() { "Done" } else { "Finished with failures" },
+            report.elapsed_ms as f64 / 1000.0,
+            report.succeeded,
+            report.failed.len(),
+            report.dependency_failed.len(),
+            report.canceled.len(),
+            report.retries,
+            report.command_id
+        );
+        for (label, op, code, message) in &report.failed {
+            println!("  failed: {op} {label}: {code}: {message}");
+        }
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,101 @@
+//! Wiring for a command: the state store, the plugins' catalog and a
+//! transport (in-process plugins for the embedded mode, NATS otherwise).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
+use orrery_satellite::transport::{LocalBus, Transport};
+
+use crate::stack::Catalog;
+
+/// Environment variable naming a directory of plugin binaries.
+pub const PLUGIN_DIR_ENV: &str = "ORRERY_PLUGIN_DIR";
+
+/// Why plugins could not be made available.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No binary `orrery-plugin-<name>` was found.
+    #[error("plugin `{name}` not found: looked for `orrery-plugin-{name}` in {searched}")]
+    PluginNotFound {
+        /// The plugin.
+        name: String,
+        /// Where it looked.
+        searched: String,
+    },
+    /// The plugin did not start.
+    #[error(transparent)]
+    Spawn(#[from] orrery_plugin_sdk::process::SpawnError),
+}
+
+/// Where plugin binaries are looked for: `dir` if given, then
+/// `$ORRERY_PLUGIN_DIR`, then the directory of this executable, then `PATH`.
+pub fn plugin_search_path(dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    out.extend(dir.map(Path::to_path_buf));
+    out.extend(std::env::var_os(PLUGIN_DIR_ENV).map(PathBuf::from));
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        out.push(exe_dir);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&path));
+    }
+    out
+}
+
+/// Finds `orrery-plugin-<name>`.
+pub fn find_plugin(name: &str, search: &[PathBuf]) -> Result<PathBuf, EngineError> {
+    let file = format!("orrery-plugin-{name}");
+    search
+        .iter()
+        .map(|d| d.join(&file))
+        .find(|p| p.is_file())
+        .ok_or_else(|| EngineError::PluginNotFound {
+            name: name.to_owned(),
+            searched: search
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Plugins running in this process's care, for the embedded mode.
+pub struct Embedded {
+    /// The in-process relay.
+    pub bus: LocalBus,
+    /// Their announcements.
+    pub catalog: Catalog,
+}
+
+impl Embedded {
+    /// Starts the named plugins.
+    pub async fn start(names: &[String], search: &[PathBuf]) -> Result<Embedded, EngineError> {
+        let mut hosts = Vec::new();
+        let mut catalog = Catalog::new();
+        for name in names {
+            let path = find_plugin(name, search)?;
+            let host = PluginHost::start(PluginSpec::new(path)).await?;
+            catalog.insert(host.announcement().clone());
+            hosts.push(host);
+        }
+        Ok(Embedded {
+            bus: LocalBus::new(hosts),
+            catalog,
+        })
+    }
+
+    /// The transport to use.
+    pub fn transport(&self) -> Arc<dyn Transport> {
+        Arc::new(self.bus.clone())
+    }
+
+    /// Stops the plugins.
+    pub async fn stop(&self) {
+        self.bus.stop(Duration::from_secs(5)).await;
+    }
+}

@@ -1,0 +1,110 @@
+//! Stack errors: the file, the line where known, the resource, the problem.
+
+use std::fmt;
+
+/// What is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The document does not parse, or has an unexpected shape.
+    Syntax(String),
+    /// Two resources share a label.
+    DuplicateLabel,
+    /// Two targets share a name.
+    DuplicateTarget(String),
+    /// The resource names a target the stack does not declare.
+    UnknownTarget(String),
+    /// The target names a plugin no satellite or embedded host announced.
+    UnknownPlugin(String),
+    /// The plugin does not announce the type.
+    UnknownType {
+        /// The type.
+        resource_type: String,
+        /// The plugin.
+        plugin: String,
+    },
+    /// A required field is absent.
+    MissingRequired(String),
+    /// A property the type does not have.
+    UnknownField {
+        /// The field.
+        field: String,
+        /// The type.
+        resource_type: String,
+    },
+    /// A reference to a resource that is not in the stack.
+    UnknownResource(String),
+    /// A reference to a property the referenced type does not have.
+    UnknownProperty {
+        /// The referenced resource.
+        resource: String,
+        /// The property.
+        property: String,
+    },
+    /// Resources that depend on each other in a circle.
+    Cycle(Vec<String>),
+    /// A target name that cannot be a NATS subject token.
+    BadTargetName(String),
+}
+
+/// One problem in a stack document.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct StackError {
+    /// The document.
+    pub file: String,
+    /// The line, where it could be found.
+    pub line: Option<usize>,
+    /// The resource concerned.
+    pub resource: Option<String>,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+impl fmt::Display for StackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(r) = &self.resource {
+            write!(f, "resource `{r}`: ")?;
+        }
+        match &self.problem {
+            Problem::Syntax(s) => write!(f, "{s}"),
+            Problem::DuplicateLabel => write!(f, "label used by more than one resource"),
+            Problem::DuplicateTarget(t) => write!(f, "target `{t}` declared more than once"),
+            Problem::UnknownTarget(t) => write!(f, "unknown target `{t}`"),
+            Problem::UnknownPlugin(p) => write!(
+                f,
+                "no plugin `{p}` is available (is a satellite serving it?)"
+            ),
+            Problem::UnknownType {
+                resource_type,
+                plugin,
+            } => {
+                write!(
+                    f,
+                    "unknown type `{resource_type}`: plugin `{plugin}` does not announce it"
+                )
+            }
+            Problem::MissingRequired(field) => write!(f, "missing required field `{field}`"),
+            Problem::UnknownField {
+                field,
+                resource_type,
+            } => {
+                write!(f, "unknown field `{field}` for type `{resource_type}`")
+            }
+            Problem::UnknownResource(r) => write!(
+                f,
+                "references resource `{r}`, which the stack does not declare"
+            ),
+            Problem::UnknownProperty { resource, property } => {
+                write!(f, "references `{resource}.{property}`, but that resource's type has no property `{property}`")
+            }
+            Problem::Cycle(members) => write!(f, "dependency cycle: {}", members.join(" -> ")),
+            Problem::BadTargetName(t) => {
+                write!(f, "target name `{t}` must be letters, digits, `-` or `_` (it is a NATS subject token)")
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Validation against announced schemas, and the dependency graph.
+
+use std::collections::{BTreeMap, HashMap};
+
+use orrery_schema::{Announcement, EdgeKind, ResourceSchema};
+
+use super::{Problem, Stack, StackError};
+
+/// The announced schemas, by plugin name.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    plugins: BTreeMap<String, Announcement>,
+}
+
+impl Catalog {
+    /// An empty catalog.
+    pub fn new() -> Self {
+        Catalog::default()
+    }
+
+    /// Adds (or replaces) a plugin's announcement.
+    pub fn insert(&mut self, announcement: Announcement) {
+        self.plugins.insert(announcement.name.clone(), announcement);
+    }
+
+    /// A plugin's announcement.
+    pub fn plugin(&self, name: &str) -> Option<&Announcement> {
+        self.plugins.get(name)
+    }
+
+    /// The schema of `resource_type` as announced by `plugin`.
+    pub fn schema(&self, plugin: &str, resource_type: &str) -> Option<&ResourceSchema> {
+        self.plugins.get(plugin)?.resource(resource_type)
+    }
+}
+
+/// Resources in dependency order, and each one's dependencies.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    /// Resource indices, every resource after those it depends on.
+    pub order: Vec<usize>,
+    /// For each resource, the resources it references and through which kind of edge.
+    pub deps: Vec<Vec<(usize, EdgeKind)>>,
+}
+
+/// Checks a stack against the catalog and builds its graph. Every problem
+/// found is reported, not just the first.
+pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackError>> {
+    let mut errors = Vec::new();
+    let err = |resource: Option<&super::ResourceDecl>, problem| StackError {
+        file: stack.source.clone(),
+        line: resource.and_then(|r| r.line),
+        resource: resource.map(|r| r.label.clone()),
+        problem,
+    };
+    let mut targets = HashMap::new();
+    for t in &stack.targets {
+        if targets.insert(t.name.as_str(), t).is_some() {
+            errors.push(err(None, Problem::DuplicateTarget(t.name.clone())));
+        }
+        if t.name.is_empty()
+            || !t
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            errors.push(err(None, Problem::BadTargetName(t.name.clone())));
+        }
+        if catalog.plugin(&t.plugin).is_none() {
+            errors.push(err(None, Problem::UnknownPlugin(t.plugin.clone())));
+        }
+    }
+    let mut index = HashMap::new();
+    for (i, r) in stack.resources.iter().enumerate() {
+        if index.insert(r.label.as_str(), i).is_some() {
+            errors.push(err(Some(r), Problem::DuplicateLabel));
+        }
+    }
+    let schema_of = |i: usize| -> Option<&ResourceSchema> {
+        let r = &stack.resources[i];
+        let target = targets.get(r.target.as_str())?;
+        catalog.schema(&target.plugin, &r.resource_type)
+    };
+
+    let mut deps = vec![Vec::new(); stack.resources.len()];
+    for (i, r) in stack.resources.iter().enumerate() {
+        let Some(target) = targets.get(r.target.as_str()) else {
+            errors.push(err(Some(r), Problem::UnknownTarget(r.target.clone())));
+            continue;
+        };
+        if catalog.plugin(&target.plugin).is_none() {
+            continue; // reported once, on the target
+        }
+        let Some(schema) = schema_of(i) else {
+            errors.push(err(
+                Some(r),
+                Problem::UnknownType {
+                    resource_type: r.resource_type.clone(),
+                    plugin: target.plugin.clone(),
+                },
+            ));
+            continue;
+        };
+        for field in &schema.fields {
+            let h = &field.hints;
+            if (h.required || h.required_on_create) && !r.properties.contains_key(&field.name) {
+                errors.push(err(Some(r), Problem::MissingRequired(field.name.clone())));
+            }
+        }
+        for (name, expr) in &r.properties {
+            let Some(field) = schema.field(name) else {
+                errors.push(err(
+                    Some(r),
+                    Problem::UnknownField {
+                        field: name.clone(),
+                        resource_type: r.resource_type.clone(),
+                    },
+                ));
+                continue;
+            };
+            let mut refs = Vec::new();
+            expr.references(&mut refs);
+            for reference in refs {
+                let Some(&j) = index.get(reference.resource.as_str()) else {
+                    errors.push(err(
+                        Some(r),
+                        Problem::UnknownResource(reference.resource.clone()),
+                    ));
+                    continue;
+                };
+                if let Some(other) = schema_of(j) {
+                    if other.field(&reference.property).is_none() {
+                        errors.push(err(
+                            Some(r),
+                            Problem::UnknownProperty {
+                                resource: reference.resource.clone(),
+                                property: reference.property.clone(),
+                            },
+                        ));
+                        continue;
+                    }
+                }
+                if !deps[i].iter().any(|(d, _)| *d == j) {
+                    deps[i].push((j, field.hints.edge_kind.clone()));
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    match topological_order(&deps) {
+        Ok(order) => Ok(Graph { order, deps }),
+        Err(cycle) => {
+            let members: Vec<String> = cycle
+                .iter()
+                .map(|&i| stack.resources[i].label.clone())
+                .collect();
+            Err(vec![err(
+                Some(&stack.resources[cycle[0]]),
+                Problem::Cycle(members),
+            )])
+        }
+    }
+}
+
+/// Kahn's algorithm; on a cycle, returns one cycle's members in order
+/// (first member repeated at the end).
+fn topological_order(deps: &[Vec<(usize, EdgeKind)>]) -> Result<Vec<usize>, Vec<usize>> {
+    let n = deps.len();
+    let mut indegree: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut dependents = vec![Vec::new(); n];
+    for (i, ds) in deps.iter().enumerate() {
+        for (d, _) in ds {
+            dependents[*d].push(i);
+        }
+    }
+    let mut ready: std::collections::VecDeque<usize> =
+        (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop_front() {
+        order.push(i);
+        for &j in &dependents[i] {
+            indegree[j] -= 1;
+            if indegree[j] == 0 {
+                ready.push_back(j);
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Walk dependencies from a node left over until one repeats.
+    let start = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
+    let mut seen = HashMap::new();
+    let mut path = Vec::new();
+    let mut node = start;
+    loop {
+        if let Some(&at) = seen.get(&node) {
+            let mut cycle: Vec<usize> = path[at..].to_vec();
+            cycle.reverse();
+            cycle.push(cycle[0]);
+            return Err(cycle);
+        }
+        seen.insert(node, path.len());
+        path.push(node);
+        node = match deps[node].iter().find(|(d, _)| indegree[*d] > 0) {
+            Some((d, _)) => *d,
+            None => return Err(path),
+        };
+    }
+}

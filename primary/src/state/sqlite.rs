@@ -1,0 +1,345 @@
+//! The embedded store: one SQLite file in the data directory, no server.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use orrery_schema::PropertyMap;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("state store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A stored record does not decode.
+    #[error("state store: record of `{label}` does not decode: {reason}")]
+    Corrupt {
+        /// The record.
+        label: String,
+        /// Why.
+        reason: String,
+    },
+    /// The data directory could not be created.
+    #[error("state store: cannot create {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The embedded SQLite store. Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS resources (
+    stack TEXT NOT NULL,
+    label TEXT NOT NULL,
+    resource_type TEXT NOT NULL,
+    target TEXT NOT NULL,
+    plugin TEXT NOT NULL,
+    native_id TEXT NOT NULL,
+    properties BLOB NOT NULL,
+    secret_hashes TEXT NOT NULL,
+    deps TEXT NOT NULL,
+    managed INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    format INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (stack, label)
+);
+CREATE TABLE IF NOT EXISTS targets (
+    stack TEXT NOT NULL,
+    name TEXT NOT NULL,
+    plugin TEXT NOT NULL,
+    config BLOB NOT NULL,
+    PRIMARY KEY (stack, name)
+);
+CREATE TABLE IF NOT EXISTS commands (
+    id TEXT PRIMARY KEY,
+    stack TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    finished_ms INTEGER,
+    format INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS operations (
+    command_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    error_code TEXT,
+    message TEXT,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (command_id, label, operation)
+);
+";
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) `dir/state.db` and applies migrations.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let conn = Connection::open(dir.join("state.db"))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+        )?;
+        conn.execute_batch(SCHEMA)?;
+        let store = SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+        };
+        store.ensure_secret_key()?;
+        Ok(store)
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ensure_secret_key(&self) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let existing: Option<Vec<u8>> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'secret_key'", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if existing.is_none() {
+            let mut key = vec![0u8; 32];
+            getrandom::fill(&mut key).map_err(|e| StoreError::Corrupt {
+                label: "secret_key".into(),
+                reason: format!("no randomness for the secret key: {e}"),
+            })?;
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('secret_key', ?1)",
+                params![key],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The key secret hashes are made with.
+    pub fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row("SELECT value FROM meta WHERE key = 'secret_key'", [], |r| {
+                r.get(0)
+            })?)
+    }
+
+    /// The resources of `stack` (all stacks when `None`).
+    pub fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version
+             FROM resources WHERE (?1 IS NULL OR stack = ?1) ORDER BY stack, label",
+        )?;
+        let rows = stmt.query_map(params![stack], |r| {
+            Ok((
+                StoredResource {
+                    stack: r.get(0)?,
+                    label: r.get(1)?,
+                    resource_type: r.get(2)?,
+                    target: r.get(3)?,
+                    plugin: r.get(4)?,
+                    native_id: r.get(5)?,
+                    properties: PropertyMap::new(),
+                    secret_hashes: Default::default(),
+                    deps: Vec::new(),
+                    managed: r.get::<_, i64>(9)? != 0,
+                    version: r.get(10)?,
+                },
+                r.get::<_, Vec<u8>>(6)?,
+                r.get::<_, String>(7)?,
+                r.get::<_, String>(8)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (mut res, props, hashes, deps) = row?;
+            let corrupt = |reason: String| StoreError::Corrupt {
+                label: res.label.clone(),
+                reason,
+            };
+            res.properties = orrery_schema::decode(&props).map_err(|e| corrupt(e.to_string()))?;
+            res.secret_hashes =
+                serde_json::from_str(&hashes).map_err(|e| corrupt(e.to_string()))?;
+            res.deps = serde_json::from_str(&deps).map_err(|e| corrupt(e.to_string()))?;
+            out.push(res);
+        }
+        Ok(out)
+    }
+
+    /// Records a resource's new state (insert or replace), bumping its version.
+    pub fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
+        let props = orrery_schema::encode(&r.properties).map_err(|e| StoreError::Corrupt {
+            label: r.label.clone(),
+            reason: e.to_string(),
+        })?;
+        let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
+        let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+        self.conn().execute(
+            "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version, format, updated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)
+             ON CONFLICT (stack, label) DO UPDATE SET resource_type = ?3, target = ?4, plugin = ?5, native_id = ?6,
+               properties = ?7, secret_hashes = ?8, deps = ?9, managed = ?10, version = resources.version + 1, format = ?11, updated_ms = ?12",
+            params![r.stack, r.label, r.resource_type, r.target, r.plugin, r.native_id, props, hashes, deps, r.managed, RECORD_FORMAT, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Records a stack's targets (so a stack can be destroyed without its
+    /// document).
+    pub fn put_targets(
+        &self,
+        stack: &str,
+        targets: &[crate::stack::TargetDecl],
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for t in targets {
+            let config = orrery_schema::encode(&t.config).map_err(|e| StoreError::Corrupt {
+                label: t.name.clone(),
+                reason: e.to_string(),
+            })?;
+            tx.execute(
+                "INSERT INTO targets (stack, name, plugin, config) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (stack, name) DO UPDATE SET plugin = ?3, config = ?4",
+                params![stack, t.name, t.plugin, config],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// A stack's recorded targets.
+    pub fn targets(&self, stack: &str) -> Result<Vec<crate::stack::TargetDecl>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT name, plugin, config FROM targets WHERE stack = ?1 ORDER BY name",
+        )?;
+        let rows = stmt.query_map(params![stack], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (name, plugin, config) = row?;
+            let config = orrery_schema::decode(&config).map_err(|e| StoreError::Corrupt {
+                label: name.clone(),
+                reason: e.to_string(),
+            })?;
+            out.push(crate::stack::TargetDecl {
+                name,
+                plugin,
+                config,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Forgets a resource (after it was deleted).
+    pub fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "DELETE FROM resources WHERE stack = ?1 AND label = ?2",
+            params![stack, label],
+        )?;
+        Ok(())
+    }
+
+    /// Starts a command record.
+    pub fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO commands (id, stack, kind, status, started_ms, format) VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+            params![id, stack, kind, now_ms(), RECORD_FORMAT],
+        )?;
+        Ok(())
+    }
+
+    /// Records where an operation stands, before acting on it and after.
+    pub fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO operations (command_id, label, operation, request_id, status, attempts, error_code, message, updated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (command_id, label, operation) DO UPDATE SET request_id = ?4, status = ?5, attempts = ?6,
+               error_code = ?7, message = ?8, updated_ms = ?9",
+            params![command_id, op.label, op.operation, op.request_id, op.status, op.attempts, op.error_code, op.message, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Ends a command.
+    pub fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE commands SET status = ?2, finished_ms = ?3 WHERE id = ?1",
+            params![id, status.as_str(), now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// A command with its operations; the latest when `id` is `None`.
+    pub fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+        let conn = self.conn();
+        let head = conn
+            .query_row(
+                "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+                 WHERE (?1 IS NULL OR id = ?1) ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+                params![id],
+                |r| {
+                    Ok(CommandRecord {
+                        id: r.get(0)?,
+                        stack: r.get(1)?,
+                        kind: r.get(2)?,
+                        status: r.get(3)?,
+                        started_ms: r.get(4)?,
+                        finished_ms: r.get(5)?,
+                        operations: Vec::new(),
+                    })
+                },
+            )
+            .optional()?;
+        let Some(mut command) = head else {
+            return Ok(None);
+        };
+        let mut stmt = conn.prepare_cached(
+            "SELECT label, operation, request_id, status, attempts, error_code, message FROM operations
+             WHERE command_id = ?1 ORDER BY updated_ms, label",
+        )?;
+        command.operations = stmt
+            .query_map(params![command.id], |r| {
+                Ok(OperationRecord {
+                    label: r.get(0)?,
+                    operation: r.get(1)?,
+                    request_id: r.get(2)?,
+                    status: r.get(3)?,
+                    attempts: r.get(4)?,
+                    error_code: r.get(5)?,
+                    message: r.get(6)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(Some(command))
+    }
+}
