@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use orrery_primary::apply::{Executor, Options};
 use orrery_primary::plan::{self, Mode, SecretHasher};
 use orrery_primary::stack::{self, Catalog};
-use orrery_primary::state::SqliteStore;
+use orrery_primary::state;
 use orrery_satellite::bus::NatsBus;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
@@ -66,7 +66,7 @@ async fn run(
     target: &str,
 ) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = state::open_dir(dir.path()).unwrap();
     let hasher = SecretHasher::new(store.secret_key().unwrap());
     let yaml = stack_yaml(n, shape, target);
     let plan_once = |stored: &[orrery_primary::state::StoredResource]| {

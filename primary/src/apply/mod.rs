@@ -26,7 +26,7 @@ use crate::scheduler::{
     Action as Step, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, TaskState,
 };
 use crate::stack::{Catalog, Graph, Reference, Stack};
-use crate::state::{CommandStatus, OperationRecord, SqliteStore, StoreError, StoredResource};
+use crate::state::{CommandStatus, OperationRecord, Store, StoreError, StoredResource};
 
 /// How a command runs.
 #[derive(Clone, Debug)]
@@ -108,7 +108,7 @@ impl Report {
 /// Runs plans.
 pub struct Executor {
     transport: Arc<dyn Transport>,
-    store: SqliteStore,
+    store: Store,
     catalog: Catalog,
     hasher: SecretHasher,
     options: Options,
@@ -126,7 +126,7 @@ impl Executor {
     /// An executor over a transport and a store.
     pub fn new(
         transport: Arc<dyn Transport>,
-        store: SqliteStore,
+        store: Store,
         catalog: Catalog,
         hasher: SecretHasher,
         options: Options,

@@ -11,7 +11,7 @@ use orrery_primary::engine::{plugin_search_path, Embedded};
 use orrery_primary::plan::{self, Action, Mode, Plan, SecretHasher};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{self, Graph, Stack};
-use orrery_primary::state::SqliteStore;
+use orrery_primary::state::{self, Store};
 use tokio::sync::mpsc;
 
 use super::Output;
@@ -123,7 +123,7 @@ struct Loaded {
     stack: Stack,
     graph: Graph,
     embedded: Embedded,
-    store: SqliteStore,
+    store: Store,
 }
 
 fn read_stack(file: &Path) -> anyhow::Result<Stack> {
@@ -159,7 +159,7 @@ async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
             );
         }
     };
-    let store = SqliteStore::open(&common.data_dir)?;
+    let store = state::open_dir(&common.data_dir)?;
     Ok(Loaded {
         stack,
         graph,
@@ -293,7 +293,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         (None, Some(file)) => (read_stack(file)?.name, Some(file.clone())),
         (None, None) => bail!("name a stack document or --stack"),
     };
-    let store = SqliteStore::open(&args.common.data_dir)?;
+    let store = state::open_dir(&args.common.data_dir)?;
     let stored = store.resources(Some(&name))?;
     let plan = plan::plan_destroy(&stored);
     print_plan(&plan, args.common.output);

@@ -7,5 +7,43 @@
 mod model;
 mod sqlite;
 
+use std::path::Path;
+use std::sync::Arc;
+
 pub use model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
 pub use sqlite::{SqliteStore, StoreError};
+
+use crate::stack::TargetDecl;
+
+/// What every state backend does. Calls are short and synchronous; the
+/// executor makes a handful per operation.
+pub trait StateStore: Send + Sync {
+    /// The key secret hashes are made with (created on first open).
+    fn secret_key(&self) -> Result<Vec<u8>, StoreError>;
+    /// The resources of `stack` (every stack when `None`), by stack and label.
+    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError>;
+    /// Records a resource's new state (insert or replace), bumping its version.
+    fn put_resource(&self, resource: &StoredResource) -> Result<(), StoreError>;
+    /// Forgets a resource (after it was deleted).
+    fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError>;
+    /// Records a stack's targets.
+    fn put_targets(&self, stack: &str, targets: &[TargetDecl]) -> Result<(), StoreError>;
+    /// A stack's recorded targets, by name.
+    fn targets(&self, stack: &str) -> Result<Vec<TargetDecl>, StoreError>;
+    /// Starts a command record (`running`).
+    fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError>;
+    /// Records where an operation of a command stands.
+    fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError>;
+    /// Ends a command.
+    fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError>;
+    /// A command with its operations; the latest when `id` is `None`.
+    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError>;
+}
+
+/// A shared store.
+pub type Store = Arc<dyn StateStore>;
+
+/// Opens the embedded store in `dir`.
+pub fn open_dir(dir: &Path) -> Result<Store, StoreError> {
+    Ok(Arc::new(SqliteStore::open(dir)?))
+}

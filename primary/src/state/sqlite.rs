@@ -7,6 +7,7 @@ use orrery_schema::PropertyMap;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+use super::StateStore;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -136,9 +137,11 @@ impl SqliteStore {
         }
         Ok(())
     }
+}
 
+impl StateStore for SqliteStore {
     /// The key secret hashes are made with.
-    pub fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
+    fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
         Ok(self
             .conn()
             .query_row("SELECT value FROM meta WHERE key = 'secret_key'", [], |r| {
@@ -147,7 +150,7 @@ impl SqliteStore {
     }
 
     /// The resources of `stack` (all stacks when `None`).
-    pub fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
+    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version
@@ -190,7 +193,7 @@ impl SqliteStore {
     }
 
     /// Records a resource's new state (insert or replace), bumping its version.
-    pub fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
+    fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
         let props = orrery_schema::encode(&r.properties).map_err(|e| StoreError::Corrupt {
             label: r.label.clone(),
             reason: e.to_string(),
@@ -209,7 +212,7 @@ impl SqliteStore {
 
     /// Records a stack's targets (so a stack can be destroyed without its
     /// document).
-    pub fn put_targets(
+    fn put_targets(
         &self,
         stack: &str,
         targets: &[crate::stack::TargetDecl],
@@ -232,7 +235,7 @@ impl SqliteStore {
     }
 
     /// A stack's recorded targets.
-    pub fn targets(&self, stack: &str) -> Result<Vec<crate::stack::TargetDecl>, StoreError> {
+    fn targets(&self, stack: &str) -> Result<Vec<crate::stack::TargetDecl>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT name, plugin, config FROM targets WHERE stack = ?1 ORDER BY name",
@@ -261,7 +264,7 @@ impl SqliteStore {
     }
 
     /// Forgets a resource (after it was deleted).
-    pub fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
+    fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
         self.conn().execute(
             "DELETE FROM resources WHERE stack = ?1 AND label = ?2",
             params![stack, label],
@@ -270,7 +273,7 @@ impl SqliteStore {
     }
 
     /// Starts a command record.
-    pub fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError> {
+    fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError> {
         self.conn().execute(
             "INSERT INTO commands (id, stack, kind, status, started_ms, format) VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
             params![id, stack, kind, now_ms(), RECORD_FORMAT],
@@ -279,7 +282,7 @@ impl SqliteStore {
     }
 
     /// Records where an operation stands, before acting on it and after.
-    pub fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
+    fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
         self.conn().execute(
             "INSERT INTO operations (command_id, label, operation, request_id, status, attempts, error_code, message, updated_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -291,7 +294,7 @@ impl SqliteStore {
     }
 
     /// Ends a command.
-    pub fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError> {
+    fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError> {
         self.conn().execute(
             "UPDATE commands SET status = ?2, finished_ms = ?3 WHERE id = ?1",
             params![id, status.as_str(), now_ms()],
@@ -300,7 +303,7 @@ impl SqliteStore {
     }
 
     /// A command with its operations; the latest when `id` is `None`.
-    pub fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
         let conn = self.conn();
         let head = conn
             .query_row(
