@@ -1,0 +1,103 @@
+//! A plugin built against an older protocol, written in another language
+//! from docs/protocol.md (tests/fixtures/legacy_plugin.py): its announcement
+//! lacks fields the current schema has and carries ones it does not know.
+//! A current satellite serves it normally, over NATS.
+
+mod common;
+
+use std::time::Duration;
+
+use common::NatsServer;
+use orrery_plugin_sdk::schema::{
+    CreateRequest, EdgeKind, OperationStatus, PropertyMap, ReadRequest, Request, Target, Value,
+};
+use orrery_plugin_sdk::Answer;
+use orrery_satellite::bus::NatsBus;
+use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
+use orrery_satellite::relay::{self, RelayConfig};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_plugin_in_another_language_is_served_normally() {
+    let script = common::workspace_root().join("satellite/tests/fixtures/legacy_plugin.py");
+    let host = PluginHost::start(PluginSpec::new(&script)).await.unwrap();
+
+    // Fields it lacks took their defaults; the deprecated boolean folded into edge_kind.
+    let announced = host.announcement();
+    assert_eq!(
+        (announced.name.as_str(), announced.version.as_str()),
+        ("legacy", "0.9.0")
+    );
+    assert!(announced.capabilities.is_empty());
+    let thing = announced.resource("Legacy::Thing").unwrap();
+    assert_eq!(
+        thing.field("parent").unwrap().hints.edge_kind,
+        EdgeKind::AttachesTo
+    );
+    assert_eq!(
+        thing.field("name").unwrap().hints.edge_kind,
+        EdgeKind::Default
+    );
+
+    let server = NatsServer::start().await;
+    let client = server.client().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let relay_client = server.client().await;
+    let hosts = vec![host.clone()];
+    let task = tokio::spawn(async move {
+        relay::serve(relay_client, hosts, RelayConfig::default(), async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    let bus = NatsBus::new(client);
+    let target = Target {
+        name: "old-site".into(),
+        config: PropertyMap::new(),
+    };
+    let create = Request::Create(CreateRequest {
+        request_id: "legacy-1".into(),
+        resource_type: "Legacy::Thing".into(),
+        label: "a".into(),
+        target: target.clone(),
+        properties: PropertyMap::from([
+            ("name".to_owned(), Value::from("a")),
+            ("value".to_owned(), Value::Int(42)),
+        ]),
+    });
+    // The relay registers asynchronously: retry no-responders, bounded.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let created = loop {
+        match bus.send("legacy", &create, Duration::from_secs(10)).await {
+            Ok(answer) => break answer,
+            Err(e) => {
+                assert!(tokio::time::Instant::now() < deadline, "never served: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let Answer::Progress(created) = created else {
+        panic!("{created:?}")
+    };
+    assert_eq!(created.status, OperationStatus::Success, "{created:?}");
+    assert_eq!(created.native_id.as_deref(), Some("a"));
+
+    let read = Request::Read(ReadRequest {
+        request_id: "legacy-2".into(),
+        resource_type: "Legacy::Thing".into(),
+        target,
+        native_id: "a".into(),
+        properties: PropertyMap::new(),
+    });
+    let Ok(Answer::Progress(read)) = bus.send("legacy", &read, Duration::from_secs(10)).await
+    else {
+        panic!()
+    };
+    assert_eq!(read.properties.unwrap().get("value"), Some(&Value::Int(42)));
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
