@@ -20,6 +20,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "build binaries"
 cargo build --workspace --bins --locked
 
+step "deploy/ and helm/: NATS configs and permissions, chart render/lint/validate (offline)"
+./deploy/test/check.sh
+
 step "cargo test"
 cargo test --workspace --locked
 

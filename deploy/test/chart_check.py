@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Render, lint and validate the Helm chart offline.
+
+Run by deploy/test/check.sh in its venv (helm-python-sdk: Helm's Go SDK as a
+shared library, no helm binary; kubernetes-validate: Kubernetes OpenAPI
+schemas shipped in the package).
+
+  chart_check.py --chart helm/orrery --out DIR [--accounts-out FILE]
+
+For the default values, ci/values-large.yaml and a few more value sets:
+lints the chart (errors always fail; the only tolerated warning is the
+missing `nats` subchart, which `helm dependency build` fetches from the
+network), renders it, writes every manifest to DIR/<case>/, validates each
+document with kubernetes-validate --strict semantics, and checks the
+chart's own promises (drain grace, probes, autoscaling, disruption budget).
+Value sets that must be refused (a termination grace shorter than the drain,
+PostgreSQL without a URL, ...) must fail to render.
+
+--accounts-out writes the NATS accounts of values.yaml (nats.config.merge)
+as a nats-server config file, so check.sh can run the same permission test
+against the chart's policy as against deploy/nats's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate
+import yaml
+
+# The oldest Kubernetes the chart supports that the package has schemas for,
+# and the newest it has.
+KUBE_VERSION = "1.30.0"
+KUBE_VERSIONS = (KUBE_VERSION, kubernetes_validate.utils.latest_version())
+TOLERATED_LINT_WARNINGS = ("chart directory is missing these dependencies: nats",)
+
+failures: list[str] = []
+passes = 0
+
+
+def ok(msg: str) -> None:
+    global passes
+    passes += 1
+    print(f"  ok   {msg}", flush=True)
+
+
+def fail(msg: str) -> None:
+    failures.append(msg)
+    print(f"  FAIL {msg}", flush=True)
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def lint(chart: Path, name: str, values: dict | None) -> None:
+    report = helm.lint(str(chart), values, strict=False, kube_version=f"v{KUBE_VERSION}")
+    bad = []
+    for m in report.get("messages", []):
+        sev, text = m.get("severity", 0), m.get("error", "")
+        if sev >= 3 or (sev == 2 and not any(t in text for t in TOLERATED_LINT_WARNINGS)):
+            bad.append(f"[{sev}] {m.get('path')}: {text}")
+    bad += [e for e in report.get("errors", []) if not any(t in e for t in TOLERATED_LINT_WARNINGS)]
+    if bad:
+        fail(f"helm lint ({name}): " + "; ".join(bad))
+    else:
+        notes = [m["error"] for m in report.get("messages", [])]
+        ok(f"helm lint ({name}) passes" + (f"; notes: {'; '.join(notes)}" if notes else ""))
+
+
+def render(chart: helm.Chart, values: dict | None) -> dict[str, str]:
+    return chart.render(values=values, name="orrery", namespace="orrery", is_install=True)
+
+
+def documents(rendered: dict[str, str]) -> list[tuple[str, dict]]:
+    docs = []
+    for path, text in sorted(rendered.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append((path, doc))
+    return docs
+
+
+def validate(case: str, docs: list[tuple[str, dict]], out: Path) -> None:
+    case_dir = out / case
+    case_dir.mkdir(parents=True, exist_ok=True)
+    for i, (path, doc) in enumerate(docs):
+        kind, name = doc.get("kind"), doc.get("metadata", {}).get("name")
+        (case_dir / f"{i:02d}-{kind}-{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        for version in KUBE_VERSIONS:
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                fail(f"{case}: {kind}/{name} ({path}) is invalid for Kubernetes {version}: {e.message} at {list(e.path)}")
+            except kubernetes_validate.SchemaNotFoundError as e:
+                fail(f"{case}: {kind}/{name}: no schema for Kubernetes {version} ({e})")
+    kinds = sorted(f"{d.get('kind')}/{d['metadata']['name']}" for _, d in docs)
+    if not any(f.startswith(f"{case}:") for f in failures):
+        ok(f"{case}: {len(docs)} manifests valid against Kubernetes {' and '.join(KUBE_VERSIONS)} schemas (strict): {', '.join(kinds)}")
+
+
+def find(docs, kind, suffix=None):
+    for _, d in docs:
+        if d.get("kind") == kind and (suffix is None or d["metadata"]["name"].endswith(suffix)):
+            return d
+    return None
+
+
+def promises(case: str, docs, values: dict) -> None:
+    """The chart's own guarantees, read from the rendered objects."""
+    sat_vals = values["satellite"]
+    dep = find(docs, "Deployment", "-satellite")
+    cm = find(docs, "ConfigMap", "-satellite")
+    if dep is None or cm is None:
+        fail(f"{case}: no satellite Deployment/ConfigMap rendered")
+        return
+    spec = dep["spec"]["template"]["spec"]
+    toml = cm["data"]["satellite.toml"]
+    m = re.search(r"^drain_grace_secs = (\d+)$", toml, re.M)
+    drain = int(m.group(1)) if m else None
+    grace = spec.get("terminationGracePeriodSeconds")
+    if drain is None or grace is None or grace <= drain:
+        fail(f"{case}: satellite terminationGracePeriodSeconds {grace} must exceed drain_grace_secs {drain}")
+    else:
+        ok(f"{case}: satellite termination grace {grace}s > drain grace {drain}s; no preStop hook")
+    c = spec["containers"][0]
+    if c.get("lifecycle", {}).get("preStop"):
+        fail(f"{case}: satellite has a preStop hook (SIGTERM alone drains)")
+    probes = (c.get("livenessProbe", {}).get("httpGet", {}).get("path"), c.get("readinessProbe", {}).get("httpGet", {}).get("path"))
+    if probes != ("/healthz", "/readyz"):
+        fail(f"{case}: satellite probes are {probes}, want /healthz and /readyz")
+    m = re.search(r"^health_port = (\d+)$", toml, re.M)
+    port = next((p["containerPort"] for p in c.get("ports", []) if p.get("name") == "health"), None)
+    if not m or port != int(m.group(1)):
+        fail(f"{case}: satellite health port {port} differs from satellite.toml health_port")
+    for kind in ("StatefulSet", "Deployment"):
+        prim = find(docs, kind, "-primary")
+        if prim:
+            break
+    want_kind = "StatefulSet" if values["primary"]["store"]["type"] == "embedded" else "Deployment"
+    if prim is None or prim["kind"] != want_kind:
+        fail(f"{case}: primary should be a {want_kind}")
+    else:
+        pc = prim["spec"]["template"]["spec"]["containers"][0]
+        pp = (pc.get("livenessProbe", {}).get("httpGet", {}).get("path"), pc.get("readinessProbe", {}).get("httpGet", {}).get("path"))
+        env = {e["name"]: e for e in pc.get("env", [])}
+        good = pp == ("/healthz", "/readyz")
+        if want_kind == "StatefulSet":
+            good &= bool(prim["spec"].get("volumeClaimTemplates"))
+        else:
+            good &= "ORRERY_DATABASE_URL" in env and "secretKeyRef" in env["ORRERY_DATABASE_URL"].get("valueFrom", {})
+        if good:
+            ok(f"{case}: primary is a {want_kind} with /healthz and /readyz probes"
+               + (" and a data volume" if want_kind == "StatefulSet" else " with ORRERY_DATABASE_URL from a Secret"))
+        else:
+            fail(f"{case}: primary {want_kind} lacks probes or its store wiring")
+    hpa = find(docs, "HorizontalPodAutoscaler")
+    if sat_vals["autoscaling"]["enabled"]:
+        if hpa is None or "replicas" in dep["spec"]:
+            fail(f"{case}: autoscaling enabled but HPA missing or Deployment still pins replicas")
+        else:
+            metric = hpa["spec"]["metrics"][0]["resource"]
+            ok(f"{case}: HPA scales satellites {hpa['spec']['minReplicas']}-{hpa['spec']['maxReplicas']} on {metric['name']} "
+               f"{metric['target']['averageUtilization']}%")
+    elif hpa is not None or dep["spec"].get("replicas") != sat_vals["replicas"]:
+        fail(f"{case}: without autoscaling the Deployment must pin replicas={sat_vals['replicas']} and no HPA")
+    pdb = find(docs, "PodDisruptionBudget")
+    if sat_vals["podDisruptionBudget"]["enabled"] and (
+        pdb is None or pdb["spec"]["selector"]["matchLabels"] != dep["spec"]["selector"]["matchLabels"]
+    ):
+        fail(f"{case}: PodDisruptionBudget missing or not selecting the satellites")
+
+
+CASES_OK = {
+    "postgres-existing-secret-no-auth": {
+        "nats": {"enabled": False},
+        "natsClient": {"url": "nats://nats-a:4222,nats://nats-b:4222", "auth": {"mode": "none"}},
+        "primary": {"store": {"type": "postgres", "postgres": {"existingSecret": "pg", "existingSecretKey": "dsn"}}},
+        "satellite": {"podDisruptionBudget": {"enabled": False}, "extraConfig": {"note": "x", "n": 3, "flag": True, "list": ["a", "b"]}},
+        "serviceAccount": {"create": False, "name": "orrery-runner"},
+    },
+    "creds-tls-hub": {
+        "natsClient": {"auth": {"mode": "creds", "secretName": "site-creds"},
+                       "tls": {"enabled": True, "secretName": "nats-ca", "clientCert": False}},
+        "hub": {"existingSecret": "publishers"},
+        "satellite": {"replicas": 5, "targets": ["lab"]},
+    },
+}
+
+CASES_REFUSED = {
+    "grace-shorter-than-drain": ({"satellite": {"drainGraceSeconds": 60, "terminationGracePeriodSeconds": 60}}, "terminationGracePeriodSeconds"),
+    "postgres-without-url": ({"primary": {"store": {"type": "postgres"}}}, "postgres"),
+    "unknown-auth-mode": ({"natsClient": {"auth": {"mode": "password"}}}, "natsClient.auth.mode"),
+    "no-nats-no-url": ({"nats": {"enabled": False}}, "natsClient.url"),
+    "create-secret-without-seeds": ({"natsClient": {"auth": {"createSecret": True}}}, "createSecret"),
+}
+
+
+def accounts_conf(values: dict) -> str:
+    merge = values["nats"]["config"]["merge"]
+    text = json.dumps(merge, indent=2)
+    # The NATS chart's << ... >> marks a bare token (here a variable reference).
+    text = re.sub(r'"<< (.*?) >>"', r"\1", text)
+    body = text.strip()[1:-1]  # the keys of the top-level object
+    return ("# Generated by deploy/test/chart_check.py from helm/orrery/values.yaml\n"
+            "# (nats.config.merge), for the NATS permission test.\n" + body + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--chart", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--accounts-out", type=Path)
+    args = ap.parse_args()
+    chart_dir = args.chart.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"  helm SDK {helm.helm_sdk_version()} (helm-python-sdk {helm.__version__}), "
+          f"kubernetes-validate {kubernetes_validate.version.__version__}", flush=True)
+
+    with helm.Chart.load(str(chart_dir)) as chart:
+        defaults = chart.values
+        deps = chart.metadata.get("dependencies", [])
+        nats_dep = next((d for d in deps if d.get("name") == "nats"), None)
+        if nats_dep and nats_dep.get("condition") == "nats.enabled" and "nats-io.github.io/k8s/helm/charts" in nats_dep.get("repository", ""):
+            ok(f"Chart.yaml depends on the official NATS chart {nats_dep['version']} (condition nats.enabled)")
+        else:
+            fail(f"Chart.yaml lacks the optional nats dependency: {deps}")
+
+        large_file = chart_dir / "ci" / "values-large.yaml"
+        large = yaml.safe_load(large_file.read_text())
+        cases: dict[str, dict] = {"default": {}, "values-large": large, **CASES_OK}
+        for case, over in cases.items():
+            lint(chart_dir, case, over or None)
+            try:
+                rendered = render(chart, over or None)
+            except helm.HelmError as e:
+                fail(f"{case}: render failed: {e}")
+                continue
+            docs = documents(rendered)
+            validate(case, docs, args.out)
+            promises(case, docs, deep_merge(defaults, over))
+            if case == "values-large":
+                dep = find(docs, "Deployment", "-satellite")
+                hpa = find(docs, "HorizontalPodAutoscaler")
+                pg = find(docs, "Secret", "-postgres")
+                if hpa and hpa["spec"]["minReplicas"] == 10 and pg and find(docs, "Deployment", "-primary"):
+                    ok("values-large: 10 satellites minimum, autoscaling, PostgreSQL (primary Deployment + URL Secret)")
+                else:
+                    fail("values-large: expected 10 satellites, an HPA and PostgreSQL")
+
+        for case, (over, needle) in CASES_REFUSED.items():
+            try:
+                render(chart, over)
+                fail(f"refuses {case}: it rendered")
+            except helm.HelmError as e:
+                if needle in str(e):
+                    ok(f"refuses {case}: {str(e).splitlines()[-1][:140]}")
+                else:
+                    fail(f"refuses {case}: failed for another reason: {e}")
+
+    if args.accounts_out:
+        args.accounts_out.write_text(accounts_conf(defaults))
+        ok(f"wrote the chart's NATS accounts to {args.accounts_out}")
+
+    print(f"  chart: {passes} passed, {len(failures)} failed", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Offline checks of the deployment files (deploy/) and the Helm chart (helm/).
+#
+#   deploy/test/check.sh
+#
+# Installs what it needs into .tools/deploy-venv (git-ignored) from PyPI on
+# first use: helm-python-sdk (Helm's Go SDK as a library, no helm binary),
+# kubernetes-validate (Kubernetes schemas, offline), nats-py and nkeys. The
+# nats-server comes from $ORRERY_NATS_SERVER or scripts/ensure-nats.sh.
+# Then, with no network:
+#
+#   1. generates throwaway nkeys with deploy/nats/gen-nkeys.py;
+#   2. `nats-server -t` on every NATS configuration in deploy/nats (as
+#      shipped, and with a generated per-satellite users.conf), and proves a
+#      missing key variable is refused;
+#   3. starts nats-server with deploy/nats/accounts.conf and proves the
+#      subject permissions with real clients (satellite cannot publish
+#      orrery.op.x.y, primary can, ...); the same for the generated fleet
+#      users.conf and for the NATS accounts in helm/orrery/values.yaml; and,
+#      where a private network namespace can be made (root), the shipped
+#      single-server core and leaf node configurations end to end; and the
+#      real orrery-satellite (when built) registers, serves, replies and
+#      drains under the satellite permissions with no violation;
+#   4. lints and renders the chart (defaults, ci/values-large.yaml, more
+#      value sets, and value sets it must refuse) and validates every
+#      rendered manifest against Kubernetes schemas (strict);
+#   5. systemd units (systemd-analyze verify where available), compose.yaml
+#      (docker compose config where a working docker compose exists) and the
+#      Dockerfile's consistency with the workspace.
+#
+# Fails loudly on any problem; prints what it validated.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+started=$SECONDS
+export PYTHONDONTWRITEBYTECODE=1   # leave no __pycache__ in deploy/
+here="deploy/test"
+
+say() { printf '%s\n' "$*"; }
+step() { printf '\n--- %s\n' "$*"; }
+die() { printf '\ncheck.sh: FAILED: %s\n' "$*" >&2; exit 1; }
+skips=()
+skip() { say "  SKIP $*"; skips+=("$*"); }
+
+# ---------------------------------------------------------------- tools ----
+step "tools"
+nats_server="${ORRERY_NATS_SERVER:-}"
+if [ -z "$nats_server" ]; then
+  nats_server="$(./scripts/ensure-nats.sh)" || die "no nats-server (scripts/ensure-nats.sh failed)"
+fi
+[ -x "$nats_server" ] || die "nats-server not executable: $nats_server"
+say "  nats-server: $nats_server ($("$nats_server" --version))"
+
+venv="$root/.tools/deploy-venv"
+py="$venv/bin/python"
+# Pinned: the versions these checks were written against.
+requirements="helm-python-sdk==0.2.2 kubernetes-validate==1.37.0 nats-py==2.16.0 nkeys==0.2.1 PyYAML==6.0.4"
+if [ ! -x "$py" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" != "$requirements" ]; then
+  say "  installing into $venv from PyPI: $requirements"
+  python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  # shellcheck disable=SC2086
+  "$py" -m pip install --quiet --disable-pip-version-check $requirements || die "pip install failed"
+  printf '%s' "$requirements" > "$venv/.requirements"
+fi
+say "  python venv: $venv ($requirements)"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/orrery-deploy-check.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+# ----------------------------------------------------------------- keys ----
+step "nkeys (deploy/nats/gen-nkeys.py)"
+keys="$work/keys"
+"$py" deploy/nats/gen-nkeys.py --out "$keys" --k8s-secret orrery-nats-auth >/dev/null
+for f in primary.nk satellite.nk leaf.nk sysadmin.nk nkeys.env leaf.env users.conf orrery-nats-auth.secret.yaml; do
+  [ -s "$keys/$f" ] || die "gen-nkeys.py did not write $f"
+done
+[ "$(stat -c %a "$keys/primary.nk")" = 600 ] || die "seed files must be mode 0600"
+"$venv/bin/kubernetes-validate" --strict --quiet "$keys/orrery-nats-auth.secret.yaml" \
+  || die "the Kubernetes Secret gen-nkeys.py writes is invalid"
+say "  ok   seeds (mode 0600), nkeys.env, leaf.env, users.conf and a valid Kubernetes Secret"
+fleet="$work/fleet"
+mkdir -p "$fleet"
+cp -r deploy/nats/. "$fleet/"
+"$py" deploy/nats/gen-nkeys.py --out "$fleet/keys" --satellite site-b --satellite site-c \
+  --leaf site-b --leaf site-c >/dev/null
+cp "$fleet/keys/users.conf" "$fleet/users.conf"
+say "  ok   a fleet with per-satellite and per-leaf keys (site-b, site-c)"
+
+# Environment of the servers: public keys and the leaf's seed.
+server_env=()
+while IFS= read -r line; do
+  case "$line" in ''|'#'*) ;; *) server_env+=("$line") ;; esac
+done < <(cat "$keys/nkeys.env" "$keys/leaf.env")
+
+# -------------------------------------------------------- nats-server -t ----
+step "NATS configurations (nats-server -t)"
+confs=(deploy/nats/single/nats.conf deploy/nats/cluster/nats-a.conf deploy/nats/cluster/nats-b.conf
+       deploy/nats/cluster/nats-c.conf deploy/nats/leaf/leaf.conf)
+for conf in "${confs[@]}"; do
+  out="$(env "${server_env[@]}" "$nats_server" -t -c "$conf" 2>&1)" || die "$conf: $out"
+  say "  ok   $conf"
+  fconf="$fleet/${conf#deploy/nats/}"
+  out="$(env ORRERY_LEAF_NKEY_SEED="$(sed -n 's/^ORRERY_LEAF_NKEY_SEED=//p' "$fleet/keys/leaf-site-b.env")" \
+    "$nats_server" -t -c "$fconf" 2>&1)" || die "$conf with the fleet users.conf: $out"
+  say "  ok   $conf with a generated per-satellite users.conf"
+done
+if out="$(env -i "$nats_server" -t -c deploy/nats/single/nats.conf 2>&1)"; then
+  die "nats-server accepted single/nats.conf without the ORRERY_NKEY_* variables"
+fi
+case "$out" in *ORRERY_NKEY_*) say "  ok   a missing key variable is refused ($(printf '%s' "$out" | tr -d '\n' | cut -c1-110)...)";;
+  *) die "unexpected error without ORRERY_NKEY_*: $out";; esac
+[ "$(ls deploy/nats/cluster/*.conf | wc -l)" -eq 3 ] || die "expected exactly three cluster node configurations"
+
+# ---------------------------------------------------------- permissions ----
+step "NATS subject permissions (real nats-server, nats-py clients)"
+"$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
+  --accounts deploy/nats/accounts.conf || die "permission checks of deploy/nats/accounts.conf"
+"$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$fleet/keys" --satellite site-b \
+  --accounts "$fleet/accounts.conf" || die "permission checks with the generated fleet users.conf"
+
+step "the real orrery-satellite under the satellite permissions"
+sat_bin="${CARGO_TARGET_DIR:-$root/target}/debug/orrery-satellite"
+plugin_bin="${CARGO_TARGET_DIR:-$root/target}/debug/orrery-plugin-local"
+if [ -x "$sat_bin" ] && [ -x "$plugin_bin" ]; then
+  "$py" "$here/nats_permissions.py" satellite --nats-server "$nats_server" --keys "$keys" \
+    --accounts deploy/nats/accounts.conf --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
+    || die "the real satellite under deploy/nats/accounts.conf"
+else
+  skip "real satellite check: $sat_bin or $plugin_bin not built (scripts/test.sh builds them before this step)"
+fi
+
+step "Helm chart (helm-python-sdk render + lint, kubernetes-validate --strict)"
+"$py" "$here/chart_check.py" --chart helm/orrery --out "$work/rendered" \
+  --accounts-out "$work/chart-accounts.conf" || die "Helm chart checks"
+say "  rendered manifests were written to $work/rendered (removed on exit)"
+
+step "NATS permissions of the chart's accounts (helm/orrery/values.yaml nats.config.merge)"
+"$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
+  --accounts "$work/chart-accounts.conf" || die "permission checks of the chart's NATS accounts"
+
+step "core + leaf node, as shipped (private network namespace)"
+if [ "$(id -u)" -ne 0 ]; then
+  skip "leaf node check: needs root for a private network namespace (unshare --net --mount)"
+elif ! command -v unshare >/dev/null || ! command -v ip >/dev/null; then
+  skip "leaf node check: unshare or ip (iproute2) missing"
+elif ! unshare --net --mount true 2>/dev/null; then
+  skip "leaf node check: this sandbox refuses new network namespaces"
+else
+  printf '127.0.0.1 localhost\n127.0.0.1 nats-a nats-b nats-c\n' > "$work/hosts"
+  unshare --net --mount bash -c '
+    set -e
+    ip link set lo up
+    mount --bind "$1" /etc/hosts
+    mount -t tmpfs tmpfs /var/lib
+    exec "$2" "$3" leaf --nats-server "$4" --keys "$5" --core deploy/nats/single/nats.conf --leaf deploy/nats/leaf/leaf.conf
+  ' _ "$work/hosts" "$py" "$here/nats_permissions.py" "$nats_server" "$keys" || die "core + leaf node checks"
+fi
+
+# ----------------------------------------------------- the other files ----
+step "systemd units, compose.yaml, Dockerfile"
+"$py" "$here/static_check.py" --root "$root" || die "static checks"
+if command -v systemd-analyze >/dev/null; then
+  units="$work/units"
+  mkdir -p "$units"
+  cp deploy/systemd/orrery-primary.service deploy/systemd/orrery-nats.service "$units/"
+  cp "deploy/systemd/orrery-satellite@.service" "$units/orrery-satellite@check.service"
+  # The binaries are not installed here: that one complaint is expected.
+  out="$(cd "$units" && systemd-analyze verify ./orrery-primary.service ./orrery-nats.service \
+    ./orrery-satellite@check.service 2>&1 | grep -v -E 'Command /usr/local/bin/(orrery|orrery-satellite|nats-server) is not executable' || true)"
+  [ -z "$out" ] || die "systemd-analyze verify: $out"
+  say "  ok   systemd-analyze verify: orrery-primary.service, orrery-satellite@.service, orrery-nats.service"
+else
+  skip "systemd-analyze verify: systemd-analyze not installed"
+fi
+if command -v docker >/dev/null && docker compose version >/dev/null 2>&1; then
+  docker compose -f deploy/compose.yaml config --quiet || die "docker compose config rejected deploy/compose.yaml"
+  say "  ok   docker compose config: deploy/compose.yaml"
+else
+  skip "docker compose config: no working docker compose on this machine (compose.yaml was parsed and checked above)"
+fi
+
+say ""
+say "deploy/test/check.sh: all checks passed in $((SECONDS - started)) s${skips:+ (${#skips[@]} skipped)}"
+for s in "${skips[@]}"; do say "  skipped: $s"; done

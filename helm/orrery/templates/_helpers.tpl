@@ -1,0 +1,156 @@
+{{/* Chart name, overridable. */}}
+{{- define "orrery.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-qualified name: "<release>-orrery", or the release name when it already contains the chart name. */}}
+{{- define "orrery.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "orrery.primary.fullname" -}}
+{{- printf "%s-primary" (include "orrery.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "orrery.satellite.fullname" -}}
+{{- printf "%s-satellite" (include "orrery.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "orrery.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every resource. */}}
+{{- define "orrery.labels" -}}
+helm.sh/chart: {{ include "orrery.chart" . }}
+app.kubernetes.io/name: {{ include "orrery.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: orrery
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component ("primary" or "satellite"): pass (dict "ctx" $ "component" "primary"). */}}
+{{- define "orrery.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "orrery.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "orrery.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "orrery.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "orrery.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The NATS URL(s) clients use. */}}
+{{- define "orrery.natsUrl" -}}
+{{- if .Values.natsClient.url -}}
+{{- .Values.natsClient.url -}}
+{{- else if .Values.nats.enabled -}}
+{{- $scheme := ternary "tls" "nats" .Values.natsClient.tls.enabled -}}
+{{- printf "%s://%s-nats:4222" $scheme .Release.Name -}}
+{{- else -}}
+{{- fail "natsClient.url is required when nats.enabled is false" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* File name of a role's credential in the credentials Secret: pass (dict "ctx" $ "role" "primary"). */}}
+{{- define "orrery.credFile" -}}
+{{- $mode := .ctx.Values.natsClient.auth.mode -}}
+{{- if eq $mode "nkey" -}}{{ .role }}.nk{{- else if eq $mode "creds" -}}{{ .role }}.creds{{- end -}}
+{{- end -}}
+
+{{/* Checks run once, from the satellite Deployment. */}}
+{{- define "orrery.validate" -}}
+{{- $mode := .Values.natsClient.auth.mode -}}
+{{- if not (has $mode (list "nkey" "creds" "none")) -}}
+{{- fail (printf "natsClient.auth.mode must be nkey, creds or none (got %q)" $mode) -}}
+{{- end -}}
+{{- if and (ne $mode "none") (not .Values.natsClient.auth.secretName) -}}
+{{- fail "natsClient.auth.secretName is required unless natsClient.auth.mode is none" -}}
+{{- end -}}
+{{- if and .Values.natsClient.auth.createSecret (ne $mode "none") -}}
+{{- if not (and .Values.natsClient.auth.primary .Values.natsClient.auth.satellite) -}}
+{{- fail "natsClient.auth.createSecret needs natsClient.auth.primary and natsClient.auth.satellite" -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has .Values.primary.store.type (list "embedded" "postgres")) -}}
+{{- fail (printf "primary.store.type must be embedded or postgres (got %q)" .Values.primary.store.type) -}}
+{{- end -}}
+{{- if and (eq .Values.primary.store.type "postgres") (not (or .Values.primary.store.postgres.url .Values.primary.store.postgres.existingSecret)) -}}
+{{- fail "primary.store.type=postgres needs primary.store.postgres.url or primary.store.postgres.existingSecret" -}}
+{{- end -}}
+{{- if le (int .Values.satellite.terminationGracePeriodSeconds) (add (int .Values.satellite.drainGraceSeconds) 5) -}}
+{{- fail (printf "satellite.terminationGracePeriodSeconds (%d) must exceed satellite.drainGraceSeconds (%d) by more than 5 s, or Kubernetes kills satellites mid-drain" (int .Values.satellite.terminationGracePeriodSeconds) (int .Values.satellite.drainGraceSeconds)) -}}
+{{- end -}}
+{{- if and .Values.natsClient.tls.enabled (not .Values.natsClient.tls.secretName) -}}
+{{- fail "natsClient.tls.enabled needs natsClient.tls.secretName" -}}
+{{- end -}}
+{{- if and .Values.satellite.autoscaling.enabled (gt (int .Values.satellite.autoscaling.minReplicas) (int .Values.satellite.autoscaling.maxReplicas)) -}}
+{{- fail "satellite.autoscaling.minReplicas must not exceed maxReplicas" -}}
+{{- end -}}
+{{- if not .Values.satellite.plugins -}}
+{{- fail "satellite.plugins must list at least one plugin binary" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name of the PostgreSQL URL Secret and key. */}}
+{{- define "orrery.postgresSecretName" -}}
+{{- default (printf "%s-postgres" (include "orrery.fullname" .)) .Values.primary.store.postgres.existingSecret -}}
+{{- end -}}
+{{- define "orrery.postgresSecretKey" -}}
+{{- if .Values.primary.store.postgres.existingSecret -}}{{ .Values.primary.store.postgres.existingSecretKey }}{{- else -}}url{{- end -}}
+{{- end -}}
+
+{{- define "orrery.hubSecretName" -}}
+{{- default (printf "%s-hub-trust" (include "orrery.fullname" .)) .Values.hub.existingSecret -}}
+{{- end -}}
+{{- define "orrery.hubEnabled" -}}
+{{- if or .Values.hub.existingSecret .Values.hub.trustedKeys -}}true{{- end -}}
+{{- end -}}
+
+{{/* Volumes shared by the primary and satellite pods: NATS credentials and TLS, as a YAML list (empty string when none). Pass (dict "ctx" $ "role" "primary"). */}}
+{{- define "orrery.natsVolumes" -}}
+{{- $v := .ctx.Values -}}
+{{- $vols := list -}}
+{{- if ne $v.natsClient.auth.mode "none" -}}
+{{- $file := include "orrery.credFile" . -}}
+{{- $vols = append $vols (dict "name" "nats-auth" "secret" (dict "secretName" $v.natsClient.auth.secretName "defaultMode" 288 "items" (list (dict "key" $file "path" $file)))) -}}
+{{- end -}}
+{{- if $v.natsClient.tls.enabled -}}
+{{- $vols = append $vols (dict "name" "nats-tls" "secret" (dict "secretName" $v.natsClient.tls.secretName "defaultMode" 288)) -}}
+{{- end -}}
+{{- if $vols }}{{ toYaml $vols }}{{ end -}}
+{{- end -}}
+
+{{/* Their mounts (readable by the pod's fsGroup: defaultMode 288 = 0440). */}}
+{{- define "orrery.natsVolumeMounts" -}}
+{{- $v := .ctx.Values -}}
+{{- $mounts := list -}}
+{{- if ne $v.natsClient.auth.mode "none" -}}
+{{- $mounts = append $mounts (dict "name" "nats-auth" "mountPath" "/etc/orrery/nats-auth" "readOnly" true) -}}
+{{- end -}}
+{{- if $v.natsClient.tls.enabled -}}
+{{- $mounts = append $mounts (dict "name" "nats-tls" "mountPath" "/etc/orrery/nats-tls" "readOnly" true) -}}
+{{- end -}}
+{{- if $mounts }}{{ toYaml $mounts }}{{ end -}}
+{{- end -}}
