@@ -23,8 +23,10 @@ cargo build --workspace --bins --locked
 step "deploy/ and helm/: NATS configs and permissions, chart render/lint/validate (offline)"
 ./deploy/test/check.sh
 
-step "cargo test"
-cargo test --workspace --locked
+# Every test runs with a throwaway PostgreSQL (ORRERY_TEST_DATABASE_URL):
+# the store conformance suite's PostgreSQL half fails without it.
+step "cargo test (with a throwaway PostgreSQL: scripts/with-postgres.sh)"
+./scripts/with-postgres.sh cargo test --workspace --locked
 
 step "conformance command against the built local plugin"
 target/debug/orrery plugin test target/debug/orrery-plugin-local --fixtures plugins/local/conformance

@@ -27,6 +27,23 @@ pub enum EngineError {
     /// The plugin did not start.
     #[error(transparent)]
     Spawn(#[from] orrery_plugin_sdk::process::SpawnError),
+    /// NATS could not be reached.
+    #[error("cannot connect to NATS at {url}: {reason}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// No satellite describes the plugin.
+    #[error("cannot learn the schemas of plugin `{plugin}`: {source}")]
+    Describe {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: orrery_satellite::bus::BusError,
+    },
 }
 
 /// Where plugin binaries are looked for: `dir` if given, then
@@ -62,6 +79,88 @@ pub fn find_plugin(name: &str, search: &[PathBuf]) -> Result<PathBuf, EngineErro
                 .collect::<Vec<_>>()
                 .join(", "),
         })
+}
+
+/// Plugins served by satellites over NATS, for the distributed mode.
+pub struct Remote {
+    /// The bus to the satellites.
+    pub bus: orrery_satellite::bus::NatsBus,
+    /// The plugins' announcements, as satellites describe them.
+    pub catalog: Catalog,
+}
+
+impl Remote {
+    /// Connects to NATS and asks satellites for the named plugins' schemas.
+    pub async fn connect(url: &str, plugins: &[String]) -> Result<Remote, EngineError> {
+        let client = async_nats::ConnectOptions::new()
+            .name("orrery-primary")
+            .connect(url)
+            .await
+            .map_err(|e| EngineError::Connect {
+                url: url.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let mut catalog = Catalog::new();
+        for plugin in plugins {
+            let announcement =
+                orrery_satellite::describe::describe(&client, plugin, Duration::from_secs(10))
+                    .await
+                    .map_err(|source| EngineError::Describe {
+                        plugin: plugin.clone(),
+                        source,
+                    })?;
+            catalog.insert(announcement);
+        }
+        Ok(Remote {
+            bus: orrery_satellite::bus::NatsBus::new(client),
+            catalog,
+        })
+    }
+}
+
+/// Where plugins run for a command: in-process, or behind satellites.
+pub enum Plugins {
+    /// In this process's care.
+    Embedded(Embedded),
+    /// Behind satellites, over NATS.
+    Remote(Remote),
+}
+
+impl Plugins {
+    /// Starts (embedded) or reaches (NATS, when `nats_url` is set) the named plugins.
+    pub async fn start(
+        names: &[String],
+        search: &[PathBuf],
+        nats_url: Option<&str>,
+    ) -> Result<Plugins, EngineError> {
+        Ok(match nats_url {
+            Some(url) => Plugins::Remote(Remote::connect(url, names).await?),
+            None => Plugins::Embedded(Embedded::start(names, search).await?),
+        })
+    }
+
+    /// Their announcements.
+    pub fn catalog(&self) -> &Catalog {
+        match self {
+            Plugins::Embedded(e) => &e.catalog,
+            Plugins::Remote(r) => &r.catalog,
+        }
+    }
+
+    /// The transport to use.
+    pub fn transport(&self) -> Arc<dyn Transport> {
+        match self {
+            Plugins::Embedded(e) => e.transport(),
+            Plugins::Remote(r) => Arc::new(r.bus.clone()),
+        }
+    }
+
+    /// Stops in-process plugins; nothing to do for satellites.
+    pub async fn stop(&self) {
+        if let Plugins::Embedded(e) = self {
+            e.stop().await;
+        }
+    }
 }
 
 /// Plugins running in this process's care, for the embedded mode.

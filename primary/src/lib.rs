@@ -9,9 +9,11 @@
 //! - [`state`]: the state store.
 //! - [`apply`]: the executor, the I/O edge driving the scheduler.
 //! - [`engine`]: wiring of plugins, catalog and transport.
+//! - [`http`]: the HTTP API of `orrery primary`.
 
 pub mod apply;
 pub mod engine;
+pub mod http;
 pub mod plan;
 pub mod scheduler;
 pub mod stack;

@@ -6,9 +6,15 @@
 //! - [`plugin_host`]: the process edge: start, capture logs, watch, restart.
 //! - [`relay`]: serving plugins over NATS as a NATS service, with drain.
 //! - [`bus`]: the caller's side, sending operations to satellites.
+//! - [`health`]: `/healthz`, `/readyz`, `/metrics` over HTTP.
+//! - [`describe`]: plugin announcements over NATS, for a primary without the binaries.
+//! - [`hub`]: the plugin hub: packages, signatures, publish, install, lock files.
 //! - [`transport`]: the `Transport` trait over NATS or the in-process [`transport::LocalBus`].
 
 pub mod bus;
+pub mod describe;
+pub mod health;
+pub mod hub;
 pub mod plugin_host;
 pub mod relay;
 pub mod supervisor;

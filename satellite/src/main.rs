@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Parser;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use orrery_satellite::hub;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
 use serde::{Deserialize, Serialize};
@@ -77,9 +78,48 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     log_json: bool,
+    /// Serve /healthz, /readyz and /metrics on this port (all interfaces).
+    /// Off unless set.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health_port: Option<u16>,
+    /// Install a plugin from the hub and serve it: NAME@REQ, e.g.
+    /// local@^1.2 (Cargo requirements; `=1.2.3` is exact); repeat for several.
+    #[arg(long = "install", value_name = "NAME@REQ")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    installs: Vec<String>,
+    /// NATS URL of the hub (JetStream buckets orrery-hub-index and
+    /// orrery-hub-artifacts). Default: the satellite's own NATS connection.
+    #[arg(long, conflicts_with = "hub_dir")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hub_url: Option<String>,
+    /// A directory-backed hub (embedded mode, air-gapped sites) instead of JetStream.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hub_dir: Option<PathBuf>,
+    /// A publisher public key file to trust; repeat for several. Nothing is
+    /// trusted unless given here.
+    #[arg(long = "trusted-key", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    trusted_keys: Vec<PathBuf>,
+    /// Where verified plugin binaries are cached, by digest.
+    /// Default: $XDG_CACHE_HOME/orrery/plugins or ~/.cache/orrery/plugins.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_dir: Option<PathBuf>,
+    /// Lock file pinning the installed versions and digests; read at start,
+    /// written with what was resolved, watched: a changed entry rolls that
+    /// plugin to the pinned version.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_file: Option<PathBuf>,
+    /// Seconds between checks of the lock file for changes (default 2).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_poll_secs: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct Settings {
     #[serde(default = "default_url")]
     nats_url: String,
@@ -101,6 +141,17 @@ struct Settings {
     handshake_timeout_secs: u64,
     #[serde(default)]
     log_json: bool,
+    health_port: Option<u16>,
+    #[serde(default)]
+    installs: Vec<String>,
+    hub_url: Option<String>,
+    hub_dir: Option<PathBuf>,
+    #[serde(default)]
+    trusted_keys: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    lock_file: Option<PathBuf>,
+    #[serde(default = "default_lock_poll")]
+    lock_poll_secs: u64,
 }
 
 fn default_url() -> String {
@@ -114,6 +165,9 @@ fn default_grace() -> u64 {
 }
 fn default_handshake() -> u64 {
     10
+}
+fn default_lock_poll() -> u64 {
+    2
 }
 
 fn main() -> ExitCode {
@@ -152,9 +206,19 @@ fn main() -> ExitCode {
 
 async fn run(settings: Settings) -> anyhow::Result<()> {
     anyhow::ensure!(
-        !settings.plugins.is_empty(),
-        "no plugins configured: pass --plugin PATH"
+        !settings.plugins.is_empty() || !settings.installs.is_empty(),
+        "no plugins configured: pass --plugin PATH or --install NAME@REQ"
     );
+    // Parse hub settings before starting anything, so mistakes fail fast.
+    let requirements = settings
+        .installs
+        .iter()
+        .map(|s| s.parse::<hub::Requirement>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let trusted = hub::TrustedKeys::load(&settings.trusted_keys)?;
+    if !requirements.is_empty() && trusted.is_empty() {
+        tracing::warn!("no --trusted-key given: every hub package will be refused as untrusted");
+    }
     let mut hosts = Vec::new();
     for path in &settings.plugins {
         let mut spec = PluginSpec::new(path);
@@ -166,6 +230,17 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         hosts.push(host);
     }
     let client = connect(&settings).await?;
+    if let Some(port) = settings.health_port {
+        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+        let (client, hosts) = (client.clone(), hosts.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                orrery_satellite::health::serve(addr, client, hosts, std::future::pending()).await
+            {
+                tracing::error!(%addr, error = %e, "health endpoints failed");
+            }
+        });
+    }
     let id = settings.id.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())
@@ -177,9 +252,95 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         drain_grace: Duration::from_secs(settings.drain_grace_secs),
         ..RelayConfig::default()
     };
-    relay::serve(client, hosts, config, shutdown_signal()).await?;
+    if requirements.is_empty() {
+        relay::serve(client, hosts, config, shutdown_signal()).await?;
+        tracing::info!("drained; exiting");
+        return Ok(());
+    }
+    let mut installed =
+        match start_hub_plugins(&settings, &client, &config, requirements, trusted).await {
+            Ok(installed) => Some(installed),
+            // Without a reachable hub, the --plugin plugins are still served.
+            Err(e) if !hosts.is_empty() => {
+                eprintln!("error: cannot install from the hub: {e:#}");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+    if let Some(installed) = &installed {
+        for (requirement, error) in installed.failures() {
+            eprintln!("error: {requirement}: {error}");
+        }
+    }
+    anyhow::ensure!(
+        !hosts.is_empty() || installed.as_ref().is_some_and(|i| !i.running().is_empty()),
+        "no plugin could be started"
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let local = async {
+        if hosts.is_empty() {
+            return Ok(());
+        }
+        relay::serve(client.clone(), hosts, config, stopped(stop_rx.clone())).await
+    };
+    let from_hub = async {
+        if let Some(installed) = installed.as_mut() {
+            installed.watch(stopped(stop_rx.clone())).await;
+        }
+        if let Some(installed) = installed.take() {
+            installed.shutdown().await;
+        }
+    };
+    let signal = async {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    };
+    let (local, (), ()) = tokio::join!(local, from_hub, signal);
+    local?;
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// Opens the hub, installs the requirements and serves them.
+async fn start_hub_plugins(
+    settings: &Settings,
+    client: &async_nats::Client,
+    relay: &RelayConfig,
+    requirements: Vec<hub::Requirement>,
+    trusted: hub::TrustedKeys,
+) -> anyhow::Result<hub::serve::HubPlugins> {
+    let hub = match (&settings.hub_dir, &settings.hub_url) {
+        (Some(dir), _) => hub::Hub::dir(dir)?,
+        (None, Some(url)) => {
+            let hub_settings = Settings {
+                nats_url: url.clone(),
+                ..settings.clone()
+            };
+            hub::Hub::nats_existing(connect(&hub_settings).await?).await?
+        }
+        (None, None) => hub::Hub::nats_existing(client.clone()).await?,
+    };
+    let cache_dir = settings.cache_dir.clone().unwrap_or_else(default_cache_dir);
+    let installer = hub::Installer::new(hub, trusted, cache_dir);
+    let mut serve_config = hub::serve::ServeConfig::new(requirements);
+    serve_config.lock_file = settings.lock_file.clone();
+    serve_config.lock_poll = Duration::from_secs(settings.lock_poll_secs.max(1));
+    serve_config.relay = relay.clone();
+    serve_config.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
+    Ok(hub::serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
+}
+
+/// `$XDG_CACHE_HOME/orrery/plugins`, else `~/.cache/orrery/plugins`, else
+/// a directory under the system's temporary directory.
+fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("orrery").join("plugins")
 }
 
 async fn connect(settings: &Settings) -> anyhow::Result<async_nats::Client> {

@@ -280,8 +280,10 @@ async fn supervise(
                 reason = process.client.wait_closed() => reason,
                 reason = watch_pings(&process.client, spec.ping_interval) => reason,
                 () = stopped(&mut stop) => {
-                    shutdown(process, spec.policy.stable_after.min(Duration::from_secs(10))).await;
+                    // Forget the link first so that no clone keeps the
+                    // plugin's stdin open.
                     shared.client.send_replace(None);
+                    shutdown(process, STOP_GRACE).await;
                     return;
                 }
             };
@@ -321,6 +323,9 @@ async fn supervise(
         }
     }
 }
+
+/// How long a stopping plugin may take to finish its in-flight requests.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Resolves once `stop` turns true (or its sender is gone).
 pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {

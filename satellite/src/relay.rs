@@ -134,6 +134,16 @@ pub async fn serve(
             stop_rx.clone(),
         ));
     }
+    let describe = {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(crate::describe::serve_describe(
+            client.clone(),
+            hosts.clone(),
+            async move {
+                stopped(&mut stop).await;
+            },
+        ))
+    };
     shutdown.await;
     tracing::info!(satellite = %config.satellite_id, "draining: no new requests, finishing in-flight ones");
     let _ = stop_tx.send(true);
@@ -144,6 +154,7 @@ pub async fn serve(
     if drained.is_err() {
         tracing::warn!("drain grace period over; abandoning the requests still in flight");
     }
+    let _ = describe.await;
     for host in &hosts {
         host.stop(Duration::from_secs(5)).await;
     }

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use anyhow::bail;
-use orrery_primary::state;
 
 use super::stack_cmds::Common;
 use super::Output;
@@ -26,7 +25,7 @@ pub struct InventoryArgs {
 }
 
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let store = state::open_dir(&args.common.data_dir)?;
+    let store = args.common.open_store()?;
     let Some(command) = store.command(args.command.as_deref())? else {
         bail!(
             "no such command{}",
@@ -59,7 +58,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn inventory(args: InventoryArgs) -> anyhow::Result<ExitCode> {
-    let store = state::open_dir(&args.common.data_dir)?;
+    let store = args.common.open_store()?;
     let resources = store.resources(args.stack.as_deref())?;
     if args.common.output == Output::Json {
         let rows: Vec<serde_json::Value> = resources

@@ -7,8 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod fleet;
+mod hub;
 mod inspect;
 mod plugin_test;
+mod server;
 mod stack_cmds;
 
 /// Orrery: an infrastructure-as-code runtime with plugins across hosts.
@@ -44,9 +47,22 @@ enum Command {
     Status(inspect::StatusArgs),
     /// List recorded resources.
     Inventory(inspect::InventoryArgs),
+    /// List satellites with their plugins and load (from NATS service stats).
+    Satellites(fleet::FleetArgs),
+    /// Which satellites run which plugin versions.
+    Plugins(fleet::FleetArgs),
     /// Work with plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// The plugin hub: keys, publish, search, info, versions, yank, lock, mirror.
+    #[command(subcommand)]
+    Hub(hub::HubCommand),
+    /// Run the primary server: the HTTP API, plugins in embedded mode.
+    Primary(server::Args),
+    /// Embedded all-in-one: the primary's HTTP API with plugins running
+    /// in-process under the same supervision as on a satellite; no NATS, no
+    /// database server. The same as `primary` with its defaults.
+    Up(server::Args),
     /// Print the version and protocol of this build.
     Version,
 }
@@ -56,6 +72,8 @@ enum PluginCommand {
     /// Run the conformance suite against a plugin binary. Exit 0 when every
     /// check passes, 1 otherwise.
     Test(plugin_test::Args),
+    /// Build a hub package (manifest + binary) from a plugin binary.
+    Package(hub::PackageArgs),
 }
 
 /// Runs the parsed command; the exit code is the command's verdict.
@@ -66,7 +84,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
         Command::Status(args) => inspect::status(args),
         Command::Inventory(args) => inspect::inventory(args),
+        Command::Satellites(args) => fleet::satellites_cmd(args).await,
+        Command::Plugins(args) => fleet::plugins_cmd(args).await,
         Command::Plugin(PluginCommand::Test(args)) => plugin_test::run(args).await,
+        Command::Plugin(PluginCommand::Package(args)) => hub::package_cmd(args).await,
+        Command::Hub(command) => hub::run(command).await,
+        Command::Primary(args) | Command::Up(args) => server::run(args).await,
         Command::Version => {
             println!(
                 "orrery {} (plugin protocol {})",

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use orrery_primary::apply::{Event, Executor, Options, Report};
-use orrery_primary::engine::{plugin_search_path, Embedded};
+use orrery_primary::engine::{plugin_search_path, Plugins};
 use orrery_primary::plan::{self, Action, Mode, Plan, SecretHasher};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{self, Graph, Stack};
@@ -29,6 +29,14 @@ pub struct Common {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// PostgreSQL URL of the state store (`postgres://…`); without it the
+    /// embedded store in --data-dir is used.
+    #[arg(long, env = "ORRERY_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Reach plugins through satellites on this NATS server instead of
+    /// running them in-process (distributed mode).
+    #[arg(long, env = "ORRERY_NATS_URL")]
+    pub nats_url: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -118,11 +126,21 @@ impl From<ModeArg> for Mode {
     }
 }
 
+impl Common {
+    /// The state store these options name.
+    pub fn open_store(&self) -> anyhow::Result<Store> {
+        Ok(match &self.database_url {
+            Some(url) => state::open(url)?,
+            None => state::open_dir(&self.data_dir)?,
+        })
+    }
+}
+
 /// A loaded, validated stack with its plugins running.
 struct Loaded {
     stack: Stack,
     graph: Graph,
-    embedded: Embedded,
+    embedded: Plugins,
     store: Store,
 }
 
@@ -143,12 +161,13 @@ fn read_stack(file: &Path) -> anyhow::Result<Stack> {
 async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
     let stack = read_stack(file)?;
     let plugins: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
-    let embedded = Embedded::start(
+    let embedded = Plugins::start(
         &plugins.into_iter().collect::<Vec<_>>(),
         &plugin_search_path(common.plugin_dir.as_deref()),
+        common.nats_url.as_deref(),
     )
     .await?;
-    let graph = match stack::validate(&stack, &embedded.catalog) {
+    let graph = match stack::validate(&stack, embedded.catalog()) {
         Ok(graph) => graph,
         Err(errors) => {
             embedded.stop().await;
@@ -159,7 +178,7 @@ async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
             );
         }
     };
-    let store = state::open_dir(&common.data_dir)?;
+    let store = common.open_store()?;
     Ok(Loaded {
         stack,
         graph,
@@ -232,7 +251,7 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let plan = plan::plan(
         &loaded.stack,
         &loaded.graph,
-        &loaded.embedded.catalog,
+        loaded.embedded.catalog(),
         &stored,
         args.mode.into(),
         &hasher,
@@ -253,7 +272,7 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let plan = plan::plan(
         &loaded.stack,
         &loaded.graph,
-        &loaded.embedded.catalog,
+        loaded.embedded.catalog(),
         &stored,
         args.mode.into(),
         &hasher,
@@ -293,7 +312,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         (None, Some(file)) => (read_stack(file)?.name, Some(file.clone())),
         (None, None) => bail!("name a stack document or --stack"),
     };
-    let store = state::open_dir(&args.common.data_dir)?;
+    let store = args.common.open_store()?;
     let stored = store.resources(Some(&name))?;
     let plan = plan::plan_destroy(&stored);
     print_plan(&plan, args.common.output);
@@ -305,9 +324,10 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let plugins: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
-    let embedded = Embedded::start(
+    let embedded = Plugins::start(
         &plugins.into_iter().collect::<Vec<_>>(),
         &plugin_search_path(args.common.plugin_dir.as_deref()),
+        args.common.nats_url.as_deref(),
     )
     .await?;
     // Targets' configs come from the document when given (deletes need them).
@@ -387,20 +407,30 @@ async fn execute(
             }
         })
     };
+    // Ctrl-C cancels: nothing new starts, in-flight operations finish.
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("canceling: no new operations start; in-flight ones finish");
+            let _ = cancel_tx.send(true);
+        }
+    });
     let executor = Executor::new(
         loaded.embedded.transport(),
         loaded.store.clone(),
-        loaded.embedded.catalog.clone(),
+        loaded.embedded.catalog().clone(),
         hasher,
         options,
     )
-    .with_events(tx);
+    .with_events(tx)
+    .with_cancel(cancel_rx);
     let command_id = uuid::Uuid::now_v7().to_string();
     let graph = Some((&loaded.stack, &loaded.graph));
     let report = executor
         .run(&command_id, kind, &loaded.stack.name, graph, plan, stored)
         .await?;
     drop(executor);
+    ctrl_c.abort();
     let _ = printer.await;
     bar.finish_and_clear();
     Ok(report)

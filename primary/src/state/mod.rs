@@ -5,12 +5,14 @@
 //! sent, so a primary restarted mid-apply knows what might have happened.
 
 mod model;
+mod postgres;
 mod sqlite;
 
 use std::path::Path;
 use std::sync::Arc;
 
 pub use model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sqlite::{SqliteStore, StoreError};
 
 use crate::stack::TargetDecl;
@@ -34,6 +36,9 @@ pub trait StateStore: Send + Sync {
     fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError>;
     /// Records where an operation of a command stands.
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError>;
+    /// The latest command of `stack` with its operations (a restarted
+    /// primary resumes it when it is still `running`).
+    fn latest_command_of(&self, stack: &str) -> Result<Option<CommandRecord>, StoreError>;
     /// Ends a command.
     fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError>;
     /// A command with its operations; the latest when `id` is `None`.
@@ -46,4 +51,22 @@ pub type Store = Arc<dyn StateStore>;
 /// Opens the embedded store in `dir`.
 pub fn open_dir(dir: &Path) -> Result<Store, StoreError> {
     Ok(Arc::new(SqliteStore::open(dir)?))
+}
+
+/// Whether `location` names a PostgreSQL database (`postgres://…` or
+/// `postgresql://…`) rather than a data directory.
+pub fn is_database_url(location: &str) -> bool {
+    let lower = location.trim_start().to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// Opens the store at `location`: PostgreSQL for a `postgres://` or
+/// `postgresql://` URL (migrations applied), otherwise the embedded store in
+/// that directory.
+pub fn open(location: &str) -> Result<Store, StoreError> {
+    if is_database_url(location) {
+        Ok(Arc::new(PgStore::connect(location.trim_start())?))
+    } else {
+        open_dir(Path::new(location))
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use orrery_schema::PropertyMap;
+use orrery_schema::{PropertyMap, Value};
 
 /// Format version written with every resource and command record. Readers
 /// upgrade older formats on load (see `state::sqlite::migrate`).
@@ -90,6 +90,14 @@ pub struct OperationRecord {
     /// The message of a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The plugin's identifier, once an `InProgress` answer gave it: what a
+    /// restarted primary polls `status` with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_id: Option<String>,
+    /// The plugin's `InProgress` context (stored MessagePack-encoded), passed
+    /// back with every `status` poll, including after a restart.
+    #[serde(skip)]
+    pub context: Option<Value>,
 }
 
 /// A command and its operations.

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use orrery_schema::PropertyMap;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
 use super::StateStore;
@@ -31,6 +31,36 @@ pub enum StoreError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The store was written by a newer release than this one.
+    #[error("state store: {what} {found} was written by a newer release (this one knows up to {supported}); upgrade orrery")]
+    NewerFormat {
+        /// `record format` (SQLite) or `schema version` (PostgreSQL).
+        what: &'static str,
+        /// What the store holds.
+        found: i64,
+        /// The newest this release reads.
+        supported: i64,
+    },
+    /// PostgreSQL answered with an error.
+    #[error("state store (PostgreSQL): {0}")]
+    Postgres(#[from] postgres::Error),
+    /// PostgreSQL cannot be reached (connect failed, or its worker stopped).
+    #[error("state store: PostgreSQL at {target} is unavailable: {reason}")]
+    Unavailable {
+        /// Host, port and database (never the password).
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// The connection broke during the call; the call's outcome is unknown
+    /// and the next call reconnects.
+    #[error("state store: the connection to PostgreSQL at {target} broke during the call (its outcome is unknown; the next call reconnects): {reason}")]
+    ConnectionLost {
+        /// Host, port and database (never the password).
+        target: String,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -84,9 +114,174 @@ CREATE TABLE IF NOT EXISTS operations (
     error_code TEXT,
     message TEXT,
     updated_ms INTEGER NOT NULL,
+    native_id TEXT,
+    context BLOB,
     PRIMARY KEY (command_id, label, operation)
 );
 ";
+
+/// Whether `operations` has the columns an interrupted command is resumed
+/// from (`native_id`, `context`), added after format 1 was released.
+fn has_progress_columns(conn: &Connection) -> Result<bool, StoreError> {
+    Ok(conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('operations') WHERE name = 'context'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0)
+}
+
+/// Adds `native_id` and `context` to an `operations` table made before they
+/// existed (no-op when it has them or does not exist yet).
+fn add_progress_columns(tx: &Connection) -> Result<(), StoreError> {
+    let has_operations = tx.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'operations'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    if has_operations && !has_progress_columns(tx)? {
+        tx.execute_batch(
+            "ALTER TABLE operations ADD COLUMN native_id TEXT;
+             ALTER TABLE operations ADD COLUMN context BLOB;",
+        )?;
+    }
+    Ok(())
+}
+
+/// An operation's `InProgress` context as stored (MessagePack).
+pub(super) fn encode_context(op: &OperationRecord) -> Result<Option<Vec<u8>>, StoreError> {
+    op.context
+        .as_ref()
+        .map(|c| {
+            orrery_schema::encode(c).map_err(|e| StoreError::Corrupt {
+                label: op.label.clone(),
+                reason: format!("operation context: {e}"),
+            })
+        })
+        .transpose()
+}
+
+/// The stored context of operation `label`.
+pub(super) fn decode_context(
+    label: &str,
+    bytes: Option<&[u8]>,
+) -> Result<Option<orrery_schema::Value>, StoreError> {
+    bytes
+        .map(|b| {
+            orrery_schema::decode(b).map_err(|e| StoreError::Corrupt {
+                label: label.to_owned(),
+                reason: format!("operation context: {e}"),
+            })
+        })
+        .transpose()
+}
+
+/// The format recorded in `meta.format`, if the file has one.
+fn marked_format(conn: &Connection) -> Result<Option<i64>, StoreError> {
+    let has_meta = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    if !has_meta {
+        return Ok(None);
+    }
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = 'format'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?)
+}
+
+/// The store's format: `meta.format` once written; before that key existed,
+/// format 1 had a `format` column on every record and format 0 had none.
+/// `None` for a new, empty file.
+fn stored_format(conn: &Connection) -> Result<Option<i64>, StoreError> {
+    if let Some(format) = marked_format(conn)? {
+        return Ok(Some(format));
+    }
+    let has_resources = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'resources'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    if !has_resources {
+        return Ok(None);
+    }
+    let has_format_column = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('resources') WHERE name = 'format'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    Ok(Some(if has_format_column { 1 } else { 0 }))
+}
+
+/// Brings the file to `RECORD_FORMAT` in one write transaction (so two
+/// processes opening it at once upgrade it once): creates missing tables and
+/// rewrites older records. Refuses a file from a newer release.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    if marked_format(conn)? == Some(RECORD_FORMAT) && has_progress_columns(conn)? {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = stored_format(&tx)?;
+    match found {
+        Some(f) if f > RECORD_FORMAT => {
+            return Err(StoreError::NewerFormat {
+                what: "record format",
+                found: f,
+                supported: RECORD_FORMAT,
+            })
+        }
+        Some(0) => upgrade_from_0(&tx)?,
+        _ => {}
+    }
+    add_progress_columns(&tx)?;
+    tx.execute_batch(SCHEMA)?;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('format', ?1)
+         ON CONFLICT (key) DO UPDATE SET value = ?1",
+        params![RECORD_FORMAT],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Format 0 (before records carried a version) stored properties as JSON
+/// text, had no `format` columns and no `targets` table (`SCHEMA` adds it).
+fn upgrade_from_0(tx: &Connection) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "ALTER TABLE resources ADD COLUMN format INTEGER NOT NULL DEFAULT 0;
+         ALTER TABLE commands ADD COLUMN format INTEGER NOT NULL DEFAULT 0;",
+    )?;
+    let rows: Vec<(String, String, Vec<u8>)> = {
+        let mut stmt = tx.prepare("SELECT stack, label, properties FROM resources")?;
+        let rows = stmt.query_map([], |r| {
+            let props = match r.get_ref(2)? {
+                rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                    t.to_vec()
+                }
+                _ => Vec::new(),
+            };
+            Ok((r.get(0)?, r.get(1)?, props))
+        })?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for (stack, label, json) in rows {
+        let corrupt = |reason: String| StoreError::Corrupt {
+            label: format!("{stack}/{label}"),
+            reason: format!("format 0 properties: {reason}"),
+        };
+        let props: PropertyMap =
+            serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
+        let packed = orrery_schema::encode(&props).map_err(|e| corrupt(e.to_string()))?;
+        tx.execute(
+            "UPDATE resources SET properties = ?3, format = ?4 WHERE stack = ?1 AND label = ?2",
+            params![stack, label, packed, RECORD_FORMAT],
+        )?;
+    }
+    tx.execute("UPDATE commands SET format = ?1", params![RECORD_FORMAT])?;
+    Ok(())
+}
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -101,11 +296,11 @@ impl SqliteStore {
             path: dir.display().to_string(),
             source,
         })?;
-        let conn = Connection::open(dir.join("state.db"))?;
+        let mut conn = Connection::open(dir.join("state.db"))?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
         )?;
-        conn.execute_batch(SCHEMA)?;
+        migrate(&mut conn)?;
         let store = SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
         };
@@ -283,14 +478,31 @@ impl StateStore for SqliteStore {
 
     /// Records where an operation stands, before acting on it and after.
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
+        let context = encode_context(op)?;
         self.conn().execute(
-            "INSERT INTO operations (command_id, label, operation, request_id, status, attempts, error_code, message, updated_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            "INSERT INTO operations (command_id, label, operation, request_id, status, attempts, error_code, message, updated_ms, native_id, context)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
              ON CONFLICT (command_id, label, operation) DO UPDATE SET request_id = ?4, status = ?5, attempts = ?6,
-               error_code = ?7, message = ?8, updated_ms = ?9",
-            params![command_id, op.label, op.operation, op.request_id, op.status, op.attempts, op.error_code, op.message, now_ms()],
+               error_code = ?7, message = ?8, updated_ms = ?9, native_id = ?10, context = ?11",
+            params![command_id, op.label, op.operation, op.request_id, op.status, op.attempts, op.error_code, op.message, now_ms(), op.native_id, context],
         )?;
         Ok(())
+    }
+
+    /// The latest command of `stack`, with its operations.
+    fn latest_command_of(&self, stack: &str) -> Result<Option<CommandRecord>, StoreError> {
+        let id: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT id FROM commands WHERE stack = ?1 ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+                params![stack],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match id {
+            Some(id) => self.command(Some(&id)),
+            None => Ok(None),
+        }
     }
 
     /// Ends a command.
@@ -327,22 +539,31 @@ impl StateStore for SqliteStore {
             return Ok(None);
         };
         let mut stmt = conn.prepare_cached(
-            "SELECT label, operation, request_id, status, attempts, error_code, message FROM operations
+            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
              WHERE command_id = ?1 ORDER BY updated_ms, label",
         )?;
-        command.operations = stmt
+        let rows: Vec<(OperationRecord, Option<Vec<u8>>)> = stmt
             .query_map(params![command.id], |r| {
-                Ok(OperationRecord {
-                    label: r.get(0)?,
-                    operation: r.get(1)?,
-                    request_id: r.get(2)?,
-                    status: r.get(3)?,
-                    attempts: r.get(4)?,
-                    error_code: r.get(5)?,
-                    message: r.get(6)?,
-                })
+                Ok((
+                    OperationRecord {
+                        label: r.get(0)?,
+                        operation: r.get(1)?,
+                        request_id: r.get(2)?,
+                        status: r.get(3)?,
+                        attempts: r.get(4)?,
+                        error_code: r.get(5)?,
+                        message: r.get(6)?,
+                        native_id: r.get(7)?,
+                        context: None,
+                    },
+                    r.get(8)?,
+                ))
             })?
             .collect::<Result<_, _>>()?;
+        for (mut op, context) in rows {
+            op.context = decode_context(&op.label, context.as_deref())?;
+            command.operations.push(op);
+        }
         Ok(Some(command))
     }
 }

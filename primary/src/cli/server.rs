@@ -1,0 +1,99 @@
+//! `orrery primary`: run the primary server (HTTP API, embedded mode).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use orrery_primary::apply::Options;
+use orrery_primary::engine::plugin_search_path;
+use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to serve the HTTP API on. Port 0 picks a free port; the
+    /// address is printed on stdout either way.
+    #[arg(long, env = "ORRERY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Directory of the embedded state store.
+    #[arg(long, env = "ORRERY_DATA_DIR", default_value = ".orrery")]
+    pub data_dir: PathBuf,
+    /// Directory holding plugin binaries `orrery-plugin-<name>` (also searched:
+    /// $ORRERY_PLUGIN_DIR, the directory of `orrery`, PATH). Plugins start
+    /// when a stack first needs them and keep running.
+    #[arg(long)]
+    pub plugin_dir: Option<PathBuf>,
+    /// The value of `${stack_dir}` in documents whose request names none
+    /// (default: the working directory).
+    #[arg(long, env = "ORRERY_STACK_DIR")]
+    pub stack_dir: Option<PathBuf>,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, env = "ORRERY_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Most operations in flight at once, per command.
+    #[arg(long, env = "ORRERY_CONCURRENCY", default_value_t = 64)]
+    pub concurrency: usize,
+    /// On SIGTERM or Ctrl-C: seconds running commands get to finish their
+    /// operations in flight (nothing new starts) before the server exits.
+    #[arg(long, env = "ORRERY_SHUTDOWN_GRACE", default_value_t = 20)]
+    pub shutdown_grace: u64,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let stack_dir = match args.stack_dir {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot read the working directory")?,
+    };
+    let stack_dir = std::path::absolute(&stack_dir)
+        .with_context(|| format!("bad --stack-dir {}", stack_dir.display()))?;
+    let config = Config {
+        data_dir: args.data_dir.clone(),
+        plugin_search: plugin_search_path(args.plugin_dir.as_deref()),
+        stack_dir,
+        max_body_bytes: args.max_body_bytes,
+        options: Options {
+            max_concurrency: args.concurrency.max(1),
+            ..Options::default()
+        },
+    };
+    let primary = Primary::open(config)
+        .with_context(|| format!("cannot open the state in {}", args.data_dir.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    println!("orrery primary listening on http://{addr}");
+    tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving the HTTP API");
+    let served = http::serve(listener, primary.router(), shutdown_signal()).await;
+    primary
+        .shutdown(Duration::from_secs(args.shutdown_grace))
+        .await;
+    served.context("the HTTP server failed")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,288 @@
+//! Commands running in the background: one at a time per stack, each
+//! cancellable, their reports kept for a while after they end.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::apply::Report;
+
+/// How many finished commands' reports are kept in memory.
+const KEEP_FINISHED: usize = 256;
+
+/// How a command this process ran ended.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// The executor's report.
+    Report(Report),
+    /// The executor could not run it (the state store failed, or a bug).
+    Error(String),
+}
+
+struct Running {
+    stack: String,
+    cancel: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    running: HashMap<String, Running>,
+    /// Stack → its running command.
+    by_stack: HashMap<String, String>,
+    finished: VecDeque<(String, Outcome)>,
+    /// Set at shutdown: nothing new starts.
+    closed: bool,
+}
+
+/// The registry of commands.
+#[derive(Clone, Default)]
+pub struct Commands {
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// Why a command could not start.
+#[derive(Debug)]
+pub enum Refused {
+    /// The stack has a command running.
+    Busy {
+        /// The running command.
+        command_id: String,
+    },
+    /// The server is shutting down.
+    ShuttingDown,
+}
+
+/// Why a command could not be canceled.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotRunning {
+    /// Not run by this process, or already finished.
+    NotRunning,
+}
+
+/// A stack reserved for a command that has not started yet. Dropping it
+/// releases the stack.
+pub struct Reservation {
+    commands: Commands,
+    /// The command's id.
+    pub id: String,
+    cancel: Option<watch::Receiver<bool>>,
+    launched: bool,
+}
+
+impl Commands {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reserves `stack` for a new command.
+    pub fn reserve(&self, stack: &str) -> Result<Reservation, Refused> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(Refused::ShuttingDown);
+        }
+        if let Some(id) = inner.by_stack.get(stack) {
+            return Err(Refused::Busy {
+                command_id: id.clone(),
+            });
+        }
+        let id = uuid::Uuid::now_v7().to_string();
+        let (cancel, rx) = watch::channel(false);
+        inner.by_stack.insert(stack.to_owned(), id.clone());
+        inner.running.insert(
+            id.clone(),
+            Running {
+                stack: stack.to_owned(),
+                cancel,
+                task: None,
+            },
+        );
+        Ok(Reservation {
+            commands: self.clone(),
+            id,
+            cancel: Some(rx),
+            launched: false,
+        })
+    }
+
+    /// Records how a command ended and releases its stack.
+    fn finish(&self, id: &str, outcome: Option<Outcome>) {
+        let mut inner = self.lock();
+        if let Some(running) = inner.running.remove(id) {
+            if inner.by_stack.get(&running.stack).map(String::as_str) == Some(id) {
+                inner.by_stack.remove(&running.stack);
+            }
+        }
+        if let Some(outcome) = outcome {
+            inner.finished.push_back((id.to_owned(), outcome));
+            while inner.finished.len() > KEEP_FINISHED {
+                inner.finished.pop_front();
+            }
+        }
+    }
+
+    /// Whether this process is running `id`.
+    pub fn is_running(&self, id: &str) -> bool {
+        self.lock().running.contains_key(id)
+    }
+
+    /// The command running for `stack`, if any.
+    pub fn running_for(&self, stack: &str) -> Option<String> {
+        self.lock().by_stack.get(stack).cloned()
+    }
+
+    /// How a recent command of this process ended.
+    pub fn outcome(&self, id: &str) -> Option<Outcome> {
+        self.lock()
+            .finished
+            .iter()
+            .rev()
+            .find(|(i, _)| i == id)
+            .map(|(_, o)| o.clone())
+    }
+
+    /// Asks a running command to stop: nothing new starts, what is in
+    /// flight finishes.
+    pub fn cancel(&self, id: &str) -> Result<(), NotRunning> {
+        let inner = self.lock();
+        let running = inner.running.get(id).ok_or(NotRunning::NotRunning)?;
+        running.cancel.send_replace(true);
+        Ok(())
+    }
+
+    /// Refuses new commands, cancels the running ones and waits for them at
+    /// most `grace`. Returns how many were still running then.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut inner = self.lock();
+            inner.closed = true;
+            inner
+                .running
+                .values_mut()
+                .filter_map(|r| {
+                    r.cancel.send_replace(true);
+                    r.task.take()
+                })
+                .collect()
+        };
+        let _ = tokio::time::timeout(grace, futures::future::join_all(tasks)).await;
+        self.lock().running.len()
+    }
+}
+
+impl Reservation {
+    /// Runs `work` in the background as this command. `work` gets the
+    /// cancel signal; its result is kept as the command's outcome. The stack
+    /// is released when it ends, however it ends.
+    pub fn launch<F, Fut>(mut self, work: F)
+    where
+        F: FnOnce(watch::Receiver<bool>) -> Fut,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        self.launched = true;
+        let cancel = self
+            .cancel
+            .take()
+            .unwrap_or_else(|| watch::channel(false).1);
+        let inner_task = tokio::spawn(work(cancel));
+        let commands = self.commands.clone();
+        let id = self.id.clone();
+        let task = tokio::spawn(async move {
+            let outcome = match inner_task.await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    tracing::error!(command = %id, error = %e, "command task failed");
+                    Outcome::Error(format!("internal error: the command's task failed: {e}"))
+                }
+            };
+            commands.finish(&id, Some(outcome));
+        });
+        let mut inner = self.commands.lock();
+        if let Some(running) = inner.running.get_mut(&self.id) {
+            running.task = Some(task);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.launched {
+            self.commands.finish(&self.id, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_command_per_stack_and_release_on_drop() {
+        let commands = Commands::default();
+        let r = commands.reserve("s").unwrap();
+        assert!(
+            matches!(commands.reserve("s"), Err(Refused::Busy { command_id }) if command_id == r.id)
+        );
+        assert!(commands.reserve("t").is_ok());
+        let id = r.id.clone();
+        drop(r);
+        assert!(!commands.is_running(&id));
+        assert!(commands.reserve("s").is_ok());
+    }
+
+    #[tokio::test]
+    async fn launched_command_records_outcome_and_cancels() {
+        let commands = Commands::default();
+        let r = commands.reserve("s").unwrap();
+        let id = r.id.clone();
+        r.launch(|mut cancel| async move {
+            let _ = cancel.wait_for(|c| *c).await;
+            Outcome::Error("canceled".into())
+        });
+        assert!(commands.is_running(&id));
+        assert_eq!(commands.running_for("s").as_deref(), Some(id.as_str()));
+        commands.cancel(&id).unwrap();
+        for _ in 0..200 {
+            if !commands.is_running(&id) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!commands.is_running(&id));
+        assert!(matches!(commands.outcome(&id), Some(Outcome::Error(m)) if m == "canceled"));
+        assert_eq!(commands.cancel(&id), Err(NotRunning::NotRunning));
+        assert!(commands.running_for("s").is_none());
+    }
+
+    #[tokio::test]
+    async fn panicking_command_releases_its_stack() {
+        let commands = Commands::default();
+        let r = commands.reserve("s").unwrap();
+        let id = r.id.clone();
+        r.launch(|_| async move { panic!("boom") });
+        for _ in 0..200 {
+            if !commands.is_running(&id) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(matches!(commands.outcome(&id), Some(Outcome::Error(_))));
+        assert!(commands.reserve("s").is_ok());
+    }
+
+    #[tokio::test]
+    async fn shutdown_cancels_and_refuses() {
+        let commands = Commands::default();
+        let r = commands.reserve("s").unwrap();
+        r.launch(|mut cancel| async move {
+            let _ = cancel.wait_for(|c| *c).await;
+            Outcome::Error("canceled".into())
+        });
+        assert_eq!(commands.shutdown(Duration::from_secs(5)).await, 0);
+        assert!(matches!(commands.reserve("t"), Err(Refused::ShuttingDown)));
+    }
+}

@@ -1,0 +1,90 @@
+//! Errors of the HTTP API: a status code and `{"error": "..."}`, with extra
+//! fields where a client can use them (the stack errors of a 422, the
+//! running command of a 409).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::state::StoreError;
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    /// The status code.
+    pub status: StatusCode,
+    /// The message, for people.
+    pub message: String,
+    /// More fields of the body, next to `error`.
+    pub extra: Map<String, Value>,
+}
+
+impl ApiError {
+    /// An error with `status` and `message`.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// 400: the request itself is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// 409: the request conflicts with what is going on.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, message)
+    }
+
+    /// 500.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// Adds a field to the body.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_owned(), value);
+        self
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = Map::new();
+        body.insert("error".into(), json!(self.message));
+        body.extend(self.extra);
+        (self.status, Json(Value::Object(body))).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "state store failed");
+        ApiError::internal(e.to_string())
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        tracing::error!(error = %e, "request task failed");
+        ApiError::internal("internal error: the request's task failed")
+    }
+}
+
+/// The result of a handler.
+pub type ApiResult<T> = Result<T, ApiError>;

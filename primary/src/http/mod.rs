@@ -1,0 +1,149 @@
+//! The primary's HTTP API (JSON), served by `orrery primary`.
+//!
+//! Embedded mode: plugins run in this process's care, started on demand by
+//! the names the submitted stacks' targets use and kept for later requests
+//! ([`plugins::PluginPool`]). Applies and destroys run in the background as
+//! commands, one at a time per stack ([`commands::Commands`]); their
+//! progress is read back from the state store. Every endpoint is described
+//! in `docs/http-api.md`.
+//!
+//! - `GET  /healthz`, `GET /readyz`: liveness, readiness (the store answers).
+//! - `POST /v1/stacks/plan`, `POST /v1/stacks/apply`, `POST /v1/stacks/{name}/destroy`
+//! - `GET  /v1/commands`, `GET /v1/commands/{id}`, `POST /v1/commands/{id}/cancel`
+//! - `GET  /v1/stacks`, `GET /v1/resources`, `GET /v1/targets`, `GET /v1/plugins`
+//!
+//! Errors are `{"error": "..."}` with a fitting status code. There is no
+//! authentication yet: listen on loopback, or behind a proxy that
+//! authenticates.
+
+mod commands;
+mod error;
+mod extract;
+mod handlers;
+mod listing;
+mod plugins;
+mod views;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+
+pub use error::ApiError;
+
+use crate::apply::Options;
+use crate::state::{self, Store, StoreError};
+
+/// Default largest request body: 16 MiB, room for stacks of tens of
+/// thousands of resources.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Directory of the embedded state store.
+    pub data_dir: PathBuf,
+    /// Where plugin binaries `orrery-plugin-<name>` are looked for, in order.
+    pub plugin_search: Vec<PathBuf>,
+    /// The value of `${stack_dir}` for documents whose request names none.
+    pub stack_dir: PathBuf,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// How commands run.
+    pub options: Options,
+}
+
+/// What every request shares.
+struct Shared {
+    config: Config,
+    store: Store,
+    listing: listing::Listing,
+    plugins: plugins::PluginPool,
+    commands: commands::Commands,
+}
+
+/// A primary serving the HTTP API. Cheap to clone.
+#[derive(Clone)]
+pub struct Primary {
+    shared: Arc<Shared>,
+}
+
+impl Primary {
+    /// Opens the state store; plugins start later, when stacks need them.
+    pub fn open(config: Config) -> Result<Self, StoreError> {
+        let store = state::open_dir(&config.data_dir)?;
+        let listing = listing::Listing::open(&config.data_dir)?;
+        let plugins = plugins::PluginPool::new(config.plugin_search.clone());
+        Ok(Primary {
+            shared: Arc::new(Shared {
+                config,
+                store,
+                listing,
+                plugins,
+                commands: commands::Commands::default(),
+            }),
+        })
+    }
+
+    /// The routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/healthz", get(handlers::healthz))
+            .route("/readyz", get(handlers::readyz))
+            .route("/v1/stacks", get(handlers::stacks_handler))
+            .route("/v1/stacks/plan", post(handlers::plan_handler))
+            .route("/v1/stacks/apply", post(handlers::apply_handler))
+            .route("/v1/stacks/{name}/destroy", post(handlers::destroy_handler))
+            .route("/v1/commands", get(handlers::commands_handler))
+            .route("/v1/commands/{id}", get(handlers::command_handler))
+            .route("/v1/commands/{id}/cancel", post(handlers::cancel_handler))
+            .route("/v1/resources", get(handlers::resources_handler))
+            .route("/v1/targets", get(handlers::targets_handler))
+            .route("/v1/plugins", get(handlers::plugins_handler))
+            .fallback(handlers::not_found)
+            .method_not_allowed_fallback(handlers::method_not_allowed)
+            .layer(DefaultBodyLimit::max(self.shared.config.max_body_bytes))
+            .layer(CatchPanicLayer::custom(panicked))
+            .with_state(self.shared.clone())
+    }
+
+    /// Stops taking commands, cancels the running ones (nothing new starts,
+    /// operations in flight finish and are recorded), waits for them at
+    /// most `grace`, then stops the plugins.
+    pub async fn shutdown(&self, grace: Duration) {
+        let left = self.shared.commands.shutdown(grace).await;
+        if left > 0 {
+            tracing::warn!(
+                commands = left,
+                "commands still running at shutdown; their records say `running`"
+            );
+        }
+        self.shared.plugins.stop().await;
+    }
+}
+
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::internal("internal error").into_response()
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets the
+/// requests in progress finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests;

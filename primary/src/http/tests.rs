@@ -1,0 +1,251 @@
+//! The router without a socket and without plugins: request handling,
+//! error mapping, the endpoints that need only the store. The end-to-end
+//! tests with real plugins are in `tests/http_api.rs`.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::*;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    primary: Primary,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = Primary::open(Config {
+        data_dir: dir.path().join("state"),
+        // No plugin binaries anywhere.
+        plugin_search: vec![dir.path().join("no-plugins")],
+        stack_dir: dir.path().to_owned(),
+        max_body_bytes: 4096,
+        options: Options::default(),
+    })
+    .unwrap();
+    Fixture { _dir: dir, primary }
+}
+
+async fn call(
+    f: &Fixture,
+    method: Method,
+    uri: &str,
+    content_type: Option<&str>,
+    body: impl Into<Body>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let resp = f
+        .primary
+        .router()
+        .oneshot(req.body(body.into()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+    };
+    (status, value)
+}
+
+async fn get(f: &Fixture, uri: &str) -> (StatusCode, Value) {
+    call(f, Method::GET, uri, None, Body::empty()).await
+}
+
+async fn post_json(f: &Fixture, uri: &str, body: &str) -> (StatusCode, Value) {
+    call(
+        f,
+        Method::POST,
+        uri,
+        Some("application/json"),
+        body.to_owned(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let f = fixture();
+    let (status, body) = get(&f, "/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "ok");
+    let (status, body) = get(&f, "/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "ready");
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_answer_json() {
+    let f = fixture();
+    let (status, body) = get(&f, "/v1/nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body["error"].is_string());
+    let (status, body) = get(&f, "/v1/stacks/apply").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(body["error"].is_string());
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_rejected_with_json_errors() {
+    let f = fixture();
+    for body in ["{", "[1,", "\u{0}", "null", "42", "{\"document\": 7}", "{}"] {
+        let (status, reply) = post_json(&f, "/v1/stacks/plan", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}: {reply}");
+        assert!(reply["error"].is_string(), "{reply}");
+    }
+    let (status, reply) = post_json(
+        &f,
+        "/v1/stacks/plan",
+        r#"{"document": "stack: s", "mode": "yolo"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(reply["error"].as_str().unwrap().contains("yolo"));
+    let (status, _) = post_json(
+        &f,
+        "/v1/stacks/plan",
+        r#"{"document": "stack: s", "stack_dir": "relative"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn posts_must_be_json() {
+    let f = fixture();
+    let body = json!({"document": "stack: s"}).to_string();
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let (status, reply) = call(&f, Method::POST, "/v1/stacks/apply", ct, body.clone()).await;
+        assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}");
+        assert!(reply["error"].is_string());
+    }
+    let (status, _) = call(
+        &f,
+        Method::POST,
+        "/v1/stacks/s/destroy",
+        None,
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+#[tokio::test]
+async fn huge_bodies_are_refused() {
+    let f = fixture();
+    let body = json!({"document": "x".repeat(10_000)}).to_string();
+    let (status, reply) = post_json(&f, "/v1/stacks/plan", &body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{reply}");
+    assert!(reply["error"].is_string());
+}
+
+#[tokio::test]
+async fn invalid_documents_are_422_with_located_errors() {
+    let f = fixture();
+    let (status, reply) = post_json(
+        &f,
+        "/v1/stacks/plan",
+        &json!({"document": "stack: [unclosed", "source": "mine.yaml"}).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{reply}");
+    assert_eq!(reply["errors"][0]["file"], "mine.yaml");
+    assert!(reply["errors"][0]["message"].is_string());
+
+    // No plugin binary `nope` exists: validation names the target's plugin.
+    let doc = "stack: s\ntargets:\n  - name: t\n    plugin: nope\nresources:\n  - label: a\n    type: X::Y\n    target: t\n";
+    let (status, reply) = post_json(
+        &f,
+        "/v1/stacks/apply",
+        &json!({ "document": doc }).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{reply}");
+    let text = reply["errors"].to_string();
+    assert!(text.contains("nope"), "{text}");
+
+    // A plugin name that is a path is never looked up.
+    let doc = doc.replace("plugin: nope", "plugin: ../../bin/sh");
+    let (status, _) = post_json(
+        &f,
+        "/v1/stacks/plan",
+        &json!({ "document": doc }).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // The document may be given as a JSON object.
+    let (status, reply) = post_json(
+        &f,
+        "/v1/stacks/plan",
+        &json!({"document": {"stack": "s", "targets": [{"name": "t", "plugin": "nope"}],
+            "resources": [{"label": "a", "type": "X::Y", "target": "t"}]}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{reply}");
+}
+
+#[tokio::test]
+async fn store_backed_endpoints_on_an_empty_store() {
+    let f = fixture();
+    let (status, reply) = get(&f, "/v1/stacks").await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({"stacks": []})));
+    let (status, reply) = get(&f, "/v1/resources?stack=none").await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({"resources": []})));
+    let (status, reply) = get(&f, "/v1/targets").await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({"targets": []})));
+    let (status, reply) = get(&f, "/v1/commands").await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({"commands": []})));
+    let (status, reply) = get(&f, "/v1/plugins").await;
+    assert_eq!((status, reply), (StatusCode::OK, json!({"plugins": []})));
+    let (status, _) = get(&f, "/v1/commands?limit=0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get(&f, "/v1/commands?limit=abc").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get(&f, "/v1/commands/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = post_json(&f, "/v1/commands/nope/cancel", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, reply) = post_json(&f, "/v1/stacks/none/destroy", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{reply}");
+    let (status, _) = post_json(&f, "/v1/stacks/none/destroy", "{").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn finished_commands_cannot_be_canceled() {
+    let f = fixture();
+    let store = &f.primary.shared.store;
+    store.begin_command("c1", "s", "apply").unwrap();
+    store
+        .finish_command("c1", &crate::state::CommandStatus::Completed)
+        .unwrap();
+    let (status, reply) = post_json(&f, "/v1/commands/c1/cancel", "{}").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+    assert_eq!(reply["status"], "completed");
+    let (status, reply) = get(&f, "/v1/commands/c1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(reply["status"], "completed");
+    assert_eq!(reply["active"], false);
+    let (status, reply) = get(&f, "/v1/commands?stack=s").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(reply["commands"][0]["id"], "c1");
+    let (_, reply) = get(&f, "/v1/stacks").await;
+    assert_eq!(reply["stacks"][0]["name"], "s");
+    assert_eq!(reply["stacks"][0]["last_command"]["id"], "c1");
+}

@@ -1,0 +1,191 @@
+//! How things look in JSON answers.
+
+use orrery_satellite::plugin_host::PluginHost;
+use orrery_schema::{PropertyMap, Value as PropertyValue};
+use serde_json::{json, Value};
+
+use crate::apply::Report;
+use crate::plan::{Mode, Plan};
+use crate::stack::{StackError, TargetDecl};
+use crate::state::StoredResource;
+
+/// Placeholder for a target configuration value that may be a secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// A plan, in the shape of `orrery plan --output json` plus `stack`, `mode`
+/// and `has_changes`.
+pub fn plan(stack: &str, mode: Option<Mode>, plan: &Plan) -> Value {
+    let changes: Vec<Value> = plan
+        .changes
+        .iter()
+        .map(|c| {
+            json!({"label": c.label, "type": c.resource_type, "target": c.target,
+                "action": c.action.name(), "fields": c.fields})
+        })
+        .collect();
+    let mut out = json!({
+        "stack": stack,
+        "changes": changes,
+        "summary": summary(plan),
+        "has_changes": plan.has_changes(),
+    });
+    if let Some(mode) = mode {
+        out["mode"] = json!(mode_name(mode));
+    }
+    out
+}
+
+/// A plan's counts.
+pub fn summary(plan: &Plan) -> Value {
+    let [create, update, replace, delete, noop] = plan.counts();
+    json!({"create": create, "update": update, "replace": replace, "delete": delete, "no_op": noop})
+}
+
+/// The API's name of a mode.
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Patch => "patch",
+        _ => "reconcile",
+    }
+}
+
+/// One stack error: where, which resource, what.
+pub fn stack_error(e: &StackError) -> Value {
+    // The problem alone: the display of the error without its location.
+    let bare = StackError {
+        file: String::new(),
+        line: None,
+        resource: None,
+        problem: e.problem.clone(),
+    }
+    .to_string();
+    let message = bare.strip_prefix(": ").unwrap_or(&bare);
+    json!({"file": e.file, "line": e.line, "resource": e.resource, "message": message,
+        "text": e.to_string()})
+}
+
+/// A recorded resource.
+pub fn resource(r: &StoredResource) -> Value {
+    json!({"stack": r.stack, "label": r.label, "type": r.resource_type, "target": r.target,
+        "plugin": r.plugin, "native_id": r.native_id, "managed": r.managed, "version": r.version,
+        "deps": r.deps, "properties": properties(&r.properties)})
+}
+
+fn properties(p: &PropertyMap) -> Value {
+    serde_json::to_value(p).unwrap_or(Value::Null)
+}
+
+/// Whether a target configuration key may hold a secret.
+fn secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "secret",
+        "password",
+        "passwd",
+        "token",
+        "credential",
+        "key",
+        "private",
+        "auth",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
+}
+
+/// A recorded target, values of keys that may be secrets redacted.
+pub fn target(stack: &str, t: &TargetDecl) -> Value {
+    let config: PropertyMap = t
+        .config
+        .iter()
+        .map(|(k, v)| {
+            let v = if secret_key(k) {
+                PropertyValue::String(REDACTED.into())
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    json!({"stack": stack, "name": t.name, "plugin": t.plugin, "config": properties(&config)})
+}
+
+/// A running plugin: its announcement and its status.
+pub fn plugin(host: &PluginHost) -> Value {
+    let a = host.announcement();
+    let types: Vec<&str> = a.resources.iter().map(|r| r.type_name.as_str()).collect();
+    let capabilities: Vec<&str> = a.capabilities.iter().map(|c| c.as_str()).collect();
+    json!({
+        "name": a.name,
+        "version": a.version,
+        "namespace": a.namespace,
+        "protocol": a.protocol,
+        "sdk": a.sdk,
+        "capabilities": capabilities,
+        "rate_limit": serde_json::to_value(&a.rate_limit).unwrap_or(Value::Null),
+        "resource_types": types,
+        "status": serde_json::to_value(host.status()).unwrap_or(Value::Null),
+    })
+}
+
+/// An executor's report.
+pub fn report(r: &Report) -> Value {
+    let failed: Vec<Value> = r
+        .failed
+        .iter()
+        .map(|(label, op, code, message)| {
+            json!({"label": label, "operation": op, "code": code, "message": message})
+        })
+        .collect();
+    json!({
+        "ok": r.ok(),
+        "succeeded": r.succeeded,
+        "failed": failed,
+        "dependency_failed": r.dependency_failed,
+        "canceled": r.canceled,
+        "retries": r.retries,
+        "requests": r.requests,
+        "elapsed_ms": r.elapsed_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::Problem;
+
+    #[test]
+    fn stack_error_message_is_the_problem_alone() {
+        let e = StackError {
+            file: "stack.yaml".into(),
+            line: Some(12),
+            resource: Some("web".into()),
+            problem: Problem::MissingRequired("path".into()),
+        };
+        let v = stack_error(&e);
+        assert_eq!(v["message"], "missing required field `path`");
+        assert_eq!(v["file"], "stack.yaml");
+        assert_eq!(v["line"], 12);
+        assert_eq!(v["resource"], "web");
+        assert_eq!(
+            v["text"],
+            "stack.yaml:12: resource `web`: missing required field `path`"
+        );
+    }
+
+    #[test]
+    fn secret_looking_target_config_is_redacted() {
+        let t = TargetDecl {
+            name: "home".into(),
+            plugin: "local".into(),
+            config: PropertyMap::from([
+                ("root".into(), PropertyValue::String("/srv".into())),
+                ("api_key".into(), PropertyValue::String("hunter2".into())),
+                ("Password".into(), PropertyValue::String("hunter2".into())),
+            ]),
+        };
+        let v = target("s", &t);
+        assert_eq!(v["config"]["root"], "/srv");
+        assert_eq!(v["config"]["api_key"], REDACTED);
+        assert_eq!(v["config"]["Password"], REDACTED);
+    }
+}

@@ -1,0 +1,468 @@
+//! The HTTP API end to end: the real `orrery primary` binary on a free port,
+//! real plugin processes (`local`, `testbed`) started on demand, a real
+//! state store; requests over a socket.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A running `orrery primary`, killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+    agent: ureq::Agent,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_orrery"))
+            .arg("primary")
+            .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
+            .env("ORRERY_DATA_DIR", dir.path().join("state"))
+            .env("ORRERY_PLUGIN_DIR", common::root().join("target/debug"))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let mut server = Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            agent,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("orrery primary exited with {status}:\n{}", server.log());
+            }
+            if let Ok(resp) = server.agent.get(server.url("/healthz")).call() {
+                if resp.status() == 200 {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no /healthz within 30 s:\n{}",
+                server.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    fn answer(&self, resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> (u16, Value) {
+        let mut resp = resp.unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.log()));
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap();
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("answer is not JSON ({e}): {text:?}"));
+        (status, value)
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        self.answer(self.agent.get(self.url(path)).call())
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.answer(self.agent.post(self.url(path)).send_json(body))
+    }
+
+    fn post_raw(&self, path: &str, content_type: &str, body: &str) -> (u16, Value) {
+        self.answer(
+            self.agent
+                .post(self.url(path))
+                .header("content-type", content_type)
+                .send(body),
+        )
+    }
+
+    /// Polls a command until it is no longer running.
+    fn wait_command(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (status, command) = self.get(&format!("/v1/commands/{id}"));
+            assert_eq!(status, 200, "{command}");
+            if command["status"] != "running" && command["active"] == false {
+                return command;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "command {id} still running after 120 s: {command}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A quickstart-like stack (nine files and directories with references),
+/// its files under `root`.
+fn quickstart(root: &Path) -> String {
+    QUICKSTART.replace("ROOT", root.to_str().unwrap())
+}
+
+const QUICKSTART: &str = r#"stack: quickstart
+targets:
+  - name: home
+    plugin: local
+    config:
+      root: "ROOT"
+      create_root: true
+resources:
+  - label: app
+    type: Local::Fs::Directory
+    target: home
+    properties:
+      path: app
+      mode: 493
+  - label: static
+    type: Local::Fs::Directory
+    target: home
+    properties:
+      path: "${app.path}/static"
+  - label: css
+    type: Local::Fs::Directory
+    target: home
+    properties:
+      path: "${static.path}/css"
+  - label: config-dir
+    type: Local::Fs::Directory
+    target: home
+    properties:
+      path: "${app.path}/config"
+      mode: 448
+  - label: index
+    type: Local::Fs::File
+    target: home
+    properties:
+      path: "${static.path}/index.html"
+      content: "<h1>Hello from Orrery</h1>\n"
+      mode: 420
+  - label: style
+    type: Local::Fs::File
+    target: home
+    properties:
+      path: "${css.path}/site.css"
+      content: "h1 { color: teal; }\n"
+  - label: settings
+    type: Local::Fs::File
+    target: home
+    properties:
+      path: "${config-dir.path}/settings.toml"
+      content: "listen = \"127.0.0.1:8080\"\n"
+      mode: 384
+      owner_note: "write-only: stored only as a keyed hash"
+  - label: readme
+    type: Local::Fs::File
+    target: home
+    properties:
+      path: "${app.path}/README.md"
+      content: "Managed by Orrery.\n"
+  - label: logs
+    type: Local::Fs::Directory
+    target: home
+    properties:
+      path: "${app.path}/logs"
+"#;
+
+fn labels(resources: &Value) -> Vec<String> {
+    let mut out: Vec<String> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap().to_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+fn site_files(dir: &Path) -> usize {
+    fn count(p: &Path) -> usize {
+        std::fs::read_dir(p)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| {
+                        let p = e.path();
+                        1 + if p.is_dir() { count(&p) } else { 0 }
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+    count(&dir.join("site"))
+}
+
+#[test]
+fn plan_apply_inventory_destroy_over_http() {
+    let server = Server::start();
+    let work = tempfile::tempdir().unwrap();
+    let site = work.path().join("site");
+
+    let (status, ready) = server.get("/readyz");
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["status"], "ready");
+
+    // An invalid stack: 422 naming the file, the line and the resource; nothing touched.
+    let invalid = quickstart(&site).replace(
+        "      path: \"${app.path}/logs\"",
+        "      path: \"${app.path}/logs\"\n      colour: blue",
+    );
+    let (status, reply) = server.post(
+        "/v1/stacks/plan",
+        &json!({"document": invalid, "source": "quickstart.yaml"}),
+    );
+    assert_eq!(status, 422, "{reply}");
+    let errors = reply["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{reply}");
+    assert_eq!(errors[0]["resource"], "logs");
+    assert_eq!(errors[0]["file"], "quickstart.yaml");
+    assert!(errors[0]["line"].as_u64().is_some(), "{reply}");
+    assert_eq!(
+        errors[0]["message"],
+        "unknown field `colour` for type `Local::Fs::Directory`"
+    );
+    let (status, _) = server.post("/v1/stacks/apply", &json!({ "document": invalid }));
+    assert_eq!(status, 422);
+    assert_eq!(
+        site_files(work.path()),
+        0,
+        "an invalid stack touches nothing"
+    );
+
+    // Malformed requests.
+    let (status, reply) =
+        server.post_raw("/v1/stacks/apply", "application/json", "{\"document\": ");
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply["error"].is_string());
+    let (status, _) = server.post_raw("/v1/stacks/apply", "text/plain", "{}");
+    assert_eq!(status, 415);
+    let (status, _) = server.get("/v1/nowhere");
+    assert_eq!(status, 404);
+
+    // Plan: everything to create.
+    let body = json!({ "document": quickstart(&site) });
+    let (status, plan) = server.post("/v1/stacks/plan", &body);
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["stack"], "quickstart");
+    assert_eq!(plan["has_changes"], true);
+    assert_eq!(plan["summary"]["create"], 9, "{plan}");
+    assert_eq!(plan["changes"].as_array().unwrap().len(), 9);
+
+    // Apply in the background; poll the command.
+    let (status, accepted) = server.post("/v1/stacks/apply", &body);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    assert_eq!(accepted["plan"]["summary"]["create"], 9);
+    let command = server.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}");
+    assert_eq!(command["kind"], "apply");
+    let ops = command["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 9, "{command}");
+    assert!(ops.iter().all(|o| o["status"] == "succeeded"), "{command}");
+    assert_eq!(command["report"]["succeeded"], 9, "{command}");
+
+    // Inventory and files.
+    let (status, resources) = server.get("/v1/resources?stack=quickstart");
+    assert_eq!(status, 200);
+    assert_eq!(
+        labels(&resources),
+        [
+            "app",
+            "config-dir",
+            "css",
+            "index",
+            "logs",
+            "readme",
+            "settings",
+            "static",
+            "style"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(site.join("app/static/index.html")).unwrap(),
+        "<h1>Hello from Orrery</h1>\n"
+    );
+    assert!(site.join("app/config/settings.toml").is_file());
+    assert!(site.join("app/logs").is_dir());
+    assert_eq!(site_files(work.path()), 9);
+    let settings = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == "settings")
+        .unwrap();
+    assert!(
+        settings["properties"].get("owner_note").is_none(),
+        "write-only values are never shown: {settings}"
+    );
+
+    let (_, stacks) = server.get("/v1/stacks");
+    let stack = &stacks["stacks"][0];
+    assert_eq!(stack["name"], "quickstart", "{stacks}");
+    assert_eq!(stack["resources"], 9);
+    assert_eq!(stack["targets"], json!(["home"]));
+    assert_eq!(stack["last_command"]["id"], id.as_str());
+
+    let (_, targets) = server.get("/v1/targets?stack=quickstart");
+    assert_eq!(targets["targets"][0]["name"], "home", "{targets}");
+    assert_eq!(targets["targets"][0]["plugin"], "local");
+    assert_eq!(
+        targets["targets"][0]["config"]["root"],
+        site.to_str().unwrap()
+    );
+
+    let (_, plugins) = server.get("/v1/plugins");
+    let local = &plugins["plugins"][0];
+    assert_eq!(local["name"], "local", "{plugins}");
+    assert_eq!(local["status"]["state"], "running");
+    assert!(local["resource_types"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("Local::Fs::File")));
+
+    let (_, commands) = server.get("/v1/commands?stack=quickstart");
+    assert_eq!(commands["commands"][0]["id"], id.as_str(), "{commands}");
+    assert_eq!(commands["commands"][0]["operations"]["succeeded"], 9);
+
+    // Planning again: nothing to do. The plugin is the same process.
+    let (status, plan) = server.post("/v1/stacks/plan", &body);
+    assert_eq!(status, 200);
+    assert_eq!(plan["has_changes"], false, "{plan}");
+    assert_eq!(plan["summary"]["no_op"], 9);
+    let (_, again) = server.get("/v1/plugins");
+    assert_eq!(again["plugins"][0]["status"]["pid"], local["status"]["pid"]);
+
+    // Destroy: every resource and file gone.
+    let (status, accepted) = server.post("/v1/stacks/quickstart/destroy", &json!({}));
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["plan"]["summary"]["delete"], 9);
+    let destroy_id = accepted["command_id"].as_str().unwrap().to_owned();
+    let command = server.wait_command(&destroy_id);
+    assert_eq!(command["status"], "completed", "{command}");
+    assert_eq!(command["kind"], "destroy");
+    let (_, resources) = server.get("/v1/resources?stack=quickstart");
+    assert_eq!(resources["resources"], json!([]));
+    assert_eq!(site_files(work.path()), 0);
+
+    // A finished command cannot be canceled; an unknown one is not found.
+    let (status, _) = server.post(&format!("/v1/commands/{destroy_id}/cancel"), &json!({}));
+    assert_eq!(status, 409);
+    let (status, _) = server.get("/v1/commands/no-such-command");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn a_running_apply_holds_its_stack_and_can_be_canceled() {
+    let server = Server::start();
+    // A chain of slow resources: each waits for the one before.
+    let mut doc = String::from(
+        "stack: slow\ntargets:\n  - name: lab\n    plugin: testbed\n    config: { polls: 0, delay_ms: 400 }\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: t0, value: 0 }\n",
+    );
+    for i in 1..12 {
+        doc.push_str(&format!(
+            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
+            i - 1
+        ));
+    }
+    let body = json!({ "document": doc });
+    let (status, accepted) = server.post("/v1/stacks/apply", &body);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+
+    // One command at a time per stack.
+    let (status, busy) = server.post("/v1/stacks/apply", &body);
+    assert_eq!(status, 409, "{busy}");
+    assert_eq!(busy["command_id"], id.as_str());
+    let (status, _) = server.post("/v1/stacks/slow/destroy", &json!({}));
+    assert_eq!(status, 409);
+
+    // Wait for the first operation to be recorded, then cancel.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, command) = server.get(&format!("/v1/commands/{id}"));
+        if !command["operations"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no operation started: {command}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, reply) = server.post(&format!("/v1/commands/{id}/cancel"), &json!({}));
+    assert_eq!(status, 202, "{reply}");
+    let command = server.wait_command(&id);
+    assert_eq!(command["status"], "canceled", "{command}");
+    let canceled = command["report"]["canceled"].as_array().unwrap().len();
+    let succeeded = command["report"]["succeeded"].as_u64().unwrap() as usize;
+    assert!(canceled > 0, "{command}");
+    assert_eq!(canceled + succeeded, 12, "{command}");
+
+    // The stack is free again; what was created is in the inventory.
+    let (_, resources) = server.get("/v1/resources?stack=slow");
+    assert_eq!(
+        resources["resources"].as_array().unwrap().len(),
+        succeeded,
+        "{resources}"
+    );
+    let (status, accepted) = server.post("/v1/stacks/slow/destroy", &json!({}));
+    assert_eq!(status, 202, "{accepted}");
+    let command = server.wait_command(accepted["command_id"].as_str().unwrap());
+    assert_eq!(command["status"], "completed", "{command}");
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let mut server = Server::start();
+    let pid = server.child.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 30 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit}\n{}", server.log());
+}
