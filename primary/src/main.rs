@@ -7,6 +7,11 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Err(e) = cli::config_file::load(&argv) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
     let args = cli::Cli::parse();
     cli::init_logging(args.log_json);
     let runtime = match tokio::runtime::Runtime::new() {

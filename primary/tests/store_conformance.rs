@@ -760,7 +760,7 @@ fn operations_keep_native_id_and_context(f: &Fixture) {
     let context = Value::Map(props(&[
         ("polls", Value::Int(3)),
         ("token", Value::Bytes(vec![0, 255, 7])),
-        ("nested", Value::Array(vec![Value::from("x"), Value::Null])),
+        ("nested", Value::List(vec![Value::from("x"), Value::Null])),
     ]));
     let in_progress = OperationRecord {
         native_id: Some("thing-1".into()),

@@ -4,6 +4,7 @@
 //! the I/O edge.
 
 mod ops;
+mod resume;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use orrery_schema::{
 use tokio::sync::{mpsc, watch};
 
 pub use ops::{bucket, Op, OpKind};
+pub use resume::{ResumeError, Resumed};
 
 use crate::plan::{Plan, SecretHasher};
 use crate::scheduler::{
@@ -166,7 +168,9 @@ impl Executor {
         }
     }
 
-    /// Runs `plan` as command `command_id` of `stack_name`.
+    /// Runs `plan` as command `command_id` of `stack_name`. A command id
+    /// still `running` in the store (returned by [`Executor::resume`]) goes
+    /// on under that id; any other id starts a new command.
     pub async fn run(
         &self,
         command_id: &str,
@@ -177,7 +181,16 @@ impl Executor {
         stored: &[StoredResource],
     ) -> Result<Report, StoreError> {
         let started = Instant::now();
-        self.store.begin_command(command_id, stack_name, kind)?;
+        // Going on with an interrupted command: an attempt of it may have
+        // landed unanswered, so a create answered `AlreadyExists` is looked
+        // for before it counts as failed.
+        let continuing = self
+            .store
+            .command(Some(command_id))?
+            .is_some_and(|c| CommandStatus::parse(&c.status) == CommandStatus::Running);
+        if !continuing {
+            self.store.begin_command(command_id, stack_name, kind)?;
+        }
         if let Some((stack, _)) = stack {
             self.store.put_targets(&stack.name, &stack.targets)?;
         }
@@ -239,11 +252,15 @@ impl Executor {
             .map(|_| uuid::Uuid::now_v7().to_string())
             .collect();
         let mut progress: Vec<Option<(String, Option<Value>)>> = vec![None; ops.len()];
+        // Native ids recorded for resources: never adopted for another label.
+        let claimed: Arc<std::collections::HashSet<String>> =
+            Arc::new(stored.iter().map(|s| s.native_id.clone()).collect());
         let mut attempts = vec![0u32; ops.len()];
         let mut report = Report {
             command_id: command_id.to_owned(),
             ..Default::default()
         };
+        hang_at("before_first_operation").await;
         let mut in_flight = FuturesUnordered::new();
         let mut cancel = self.cancel.clone();
         let mut canceled = false;
@@ -251,15 +268,19 @@ impl Executor {
 
         loop {
             for step in scheduler.poll(Instant::now()) {
-                let (task, polled) = match step {
-                    Step::Start { task, attempt, .. } => {
+                let (task, polled, verify_first) = match step {
+                    Step::Start {
+                        task,
+                        attempt,
+                        verify_first,
+                    } => {
                         attempts[task] = attempt;
                         if attempt > 1 {
                             report.retries += 1;
                         }
-                        (task, false)
+                        (task, false, verify_first)
                     }
-                    Step::Poll { task } => (task, true),
+                    Step::Poll { task } => (task, true, false),
                 };
                 let op = &ops[task];
                 let request = if polled {
@@ -284,6 +305,7 @@ impl Executor {
                                 attempts[task],
                                 Some("InvalidRequest"),
                                 Some(&message),
+                                None,
                             )?;
                             scheduler.on_outcome(
                                 task,
@@ -308,6 +330,11 @@ impl Executor {
                     attempts[task],
                     None,
                     None,
+                    if polled {
+                        progress[task].as_ref()
+                    } else {
+                        None
+                    },
                 )?;
                 if !polled {
                     let detail = if attempts[task] > 1 {
@@ -321,8 +348,34 @@ impl Executor {
                 let transport = self.transport.clone();
                 let plugin = op.plugin.clone();
                 let timeout = self.options.request_timeout;
+                // A create retried after an ambiguous outcome (say, its
+                // satellite died) first looks for what the lost attempt may
+                // have made; so does one of a continued command that finds
+                // its resource exists already.
+                let lookup = match &request {
+                    Request::Create(c) if verify_first || continuing => Some(resume::Lookup {
+                        plugin: plugin.clone(),
+                        resource_type: c.resource_type.clone(),
+                        target: c.target.clone(),
+                        identity: resume::identity(self.schema(op), &c.properties),
+                        claimed: claimed.clone(),
+                    }),
+                    _ => None,
+                };
                 in_flight.push(async move {
-                    let answer = transport.send(&plugin, &request, timeout).await;
+                    let answer = match lookup {
+                        Some(lookup) => {
+                            resume::send_create(
+                                transport,
+                                request,
+                                Some(lookup),
+                                verify_first,
+                                timeout,
+                            )
+                            .await
+                        }
+                        None => transport.send(&plugin, &request, timeout).await,
+                    };
                     Running {
                         op: task,
                         answer,
@@ -336,17 +389,7 @@ impl Executor {
             let wake = scheduler.next_wakeup();
             tokio::select! {
                 Some(done) = in_flight.next() => {
-                    let mut outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op])?;
-                    // A status poll that failed retryably says nothing about
-                    // the operation: it is still in progress; poll again
-                    // rather than start the operation over.
-                    if done.polled {
-                        if let Outcome::Failed { code, retry_after } = &outcome {
-                            if code.is_retryable() {
-                                outcome = Outcome::InProgress { retry_after: Some(retry_after.unwrap_or(Duration::from_millis(500))) };
-                            }
-                        }
-                    }
+                    let outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op], done.polled)?;
                     scheduler.on_outcome(done.op, outcome, Instant::now());
                 }
                 () = sleep_until(wake), if wake.is_some() => {}
@@ -388,6 +431,7 @@ impl Executor {
                         0,
                         Some("DependencyFailure"),
                         Some(&message),
+                        None,
                     )?;
                     self.emit(&op.label, op.kind.name(), "dependency_failed", message);
                 }
@@ -400,6 +444,7 @@ impl Executor {
                         "canceled",
                         0,
                         Some("Canceled"),
+                        None,
                         None,
                     )?;
                     self.emit(&op.label, op.kind.name(), "canceled", String::new());
@@ -426,6 +471,7 @@ impl Executor {
         } else {
             CommandStatus::Failed
         };
+        hang_at("before_finish").await;
         self.store.finish_command(command_id, &status)?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
@@ -525,7 +571,14 @@ impl Executor {
         attempts: u32,
         code: Option<&str>,
         message: Option<&str>,
+        progress: Option<&(String, Option<Value>)>,
     ) -> Result<(), StoreError> {
+        // The native id a restarted primary needs: the `InProgress` one, or
+        // the stored resource's for updates and deletes.
+        let native_id = progress
+            .map(|(n, _)| n.clone())
+            .or_else(|| op.stored.as_ref().map(|s| s.native_id.clone()))
+            .filter(|n| !n.is_empty());
         self.store.put_operation(
             command_id,
             &OperationRecord {
@@ -536,6 +589,8 @@ impl Executor {
                 attempts: attempts as i64,
                 error_code: code.map(str::to_owned),
                 message: message.map(str::to_owned),
+                native_id,
+                context: progress.and_then(|(_, c)| c.clone()),
             },
         )
     }
@@ -552,6 +607,7 @@ impl Executor {
         answer: Result<Answer, orrery_satellite::bus::BusError>,
         outputs: &mut HashMap<String, PropertyMap>,
         progress: &mut Option<(String, Option<Value>)>,
+        polled: bool,
     ) -> Result<Outcome, StoreError> {
         let event = match answer {
             Ok(Answer::Progress(event)) => event,
@@ -589,6 +645,7 @@ impl Executor {
                     attempts,
                     None,
                     None,
+                    None,
                 )?;
                 self.emit(
                     &op.label,
@@ -611,6 +668,7 @@ impl Executor {
                     attempts,
                     None,
                     event.message.as_deref(),
+                    progress.as_ref(),
                 )?;
                 self.emit(&op.label, name, "in_progress", String::new());
                 Ok(Outcome::InProgress {
@@ -633,11 +691,33 @@ impl Executor {
                         attempts,
                         None,
                         Some("already gone"),
+                        None,
                     )?;
                     self.emit(&op.label, name, "succeeded", "already gone".into());
                     return Ok(Outcome::Success);
                 }
                 let message = event.message.clone().unwrap_or_default();
+                // A status poll that failed retryably says nothing about
+                // the operation: it is still in progress (recorded so, with
+                // what polling it needs); poll again rather than start the
+                // operation over.
+                if polled && code.is_retryable() {
+                    self.record(
+                        command_id,
+                        op,
+                        request_id,
+                        "in_progress",
+                        attempts,
+                        Some(code.as_str()),
+                        Some(&message),
+                        progress.as_ref(),
+                    )?;
+                    self.emit(&op.label, name, "in_progress", format!("{code}: {message}"));
+                    let retry_after = event.retry_after_ms.map(Duration::from_millis);
+                    return Ok(Outcome::InProgress {
+                        retry_after: Some(retry_after.unwrap_or(Duration::from_millis(500))),
+                    });
+                }
                 self.record(
                     command_id,
                     op,
@@ -646,6 +726,7 @@ impl Executor {
                     attempts,
                     Some(code.as_str()),
                     Some(&message),
+                    None,
                 )?;
                 let status = if code.is_retryable() {
                     "retrying"
@@ -741,6 +822,18 @@ fn operation_of(kind: &OpKind) -> Operation {
         OpKind::Create => Operation::Create,
         OpKind::Update => Operation::Update,
         OpKind::Delete { .. } => Operation::Delete,
+    }
+}
+
+/// A test seam: with `ORRERY_TEST_HANG_AT=<point>` in the environment the
+/// executor stops at that point for good, so a crash-resume test can kill
+/// the primary exactly there (`before_first_operation`: the command is
+/// recorded, nothing sent; `before_finish`: every operation recorded, the
+/// command not yet finished).
+async fn hang_at(point: &str) {
+    if std::env::var_os("ORRERY_TEST_HANG_AT").is_some_and(|p| p == point) {
+        tracing::warn!(point, "ORRERY_TEST_HANG_AT: stopping here for good");
+        std::future::pending::<()>().await;
     }
 }
 

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod config_file;
 mod fleet;
 mod hub;
 mod inspect;
@@ -18,6 +19,13 @@ mod stack_cmds;
 #[derive(Parser, Debug)]
 #[command(name = "orrery", version, about)]
 pub struct Cli {
+    /// TOML configuration file (default: $ORRERY_CONFIG, else ./orrery.toml
+    /// when present). Keys are option names as in the environment variables
+    /// shown below without `ORRERY_`, e.g. `data_dir`, `nats_url`,
+    /// `database_url`, `listen`. Flags override the environment, which
+    /// overrides the file.
+    #[arg(long, global = true)]
+    pub config: Option<std::path::PathBuf>,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true, env = "ORRERY_LOG_JSON")]
     pub log_json: bool,

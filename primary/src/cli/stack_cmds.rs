@@ -267,8 +267,41 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let loaded = load(&args.file, &args.common).await?;
-    let stored = loaded.store.resources(Some(&loaded.stack.name))?;
+    let options = Options {
+        max_concurrency: args.concurrency,
+        rate_overrides: args.rate_limits.iter().cloned().collect(),
+        ..Options::default()
+    };
     let hasher = SecretHasher::new(loaded.store.secret_key()?);
+    // An apply the primary did not finish: settle what it left ambiguous,
+    // then go on with it (under its id) from a fresh plan.
+    let resumed = if args.dry_run {
+        None
+    } else {
+        let resumed = Executor::new(
+            loaded.embedded.transport(),
+            loaded.store.clone(),
+            loaded.embedded.catalog().clone(),
+            hasher.clone(),
+            options.clone(),
+        )
+        .resume(&loaded.stack, &loaded.graph)
+        .await;
+        if resumed.is_err() {
+            loaded.embedded.stop().await;
+        }
+        resumed?
+    };
+    if let (Some(r), Output::Text) = (&resumed, args.common.output) {
+        println!(
+            "Resuming interrupted command {}: {} operation(s) settled, {} found and adopted, {} to create again.",
+            r.command_id,
+            r.resolved,
+            r.adopted.len(),
+            r.not_found.len()
+        );
+    }
+    let stored = loaded.store.resources(Some(&loaded.stack.name))?;
     let plan = plan::plan(
         &loaded.stack,
         &loaded.graph,
@@ -278,27 +311,23 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         &hasher,
     );
     print_plan(&plan, args.common.output);
-    if args.dry_run || !plan.has_changes() {
+    // A resumed command is finished even when nothing is left to change.
+    if args.dry_run || (!plan.has_changes() && resumed.is_none()) {
         loaded.embedded.stop().await;
         return Ok(ExitCode::SUCCESS);
     }
-    if !args.yes && !confirm("Apply these changes?")? {
+    if plan.has_changes() && !args.yes && !confirm("Apply these changes?")? {
         loaded.embedded.stop().await;
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
-    let options = Options {
-        max_concurrency: args.concurrency,
-        rate_overrides: args.rate_limits.iter().cloned().collect(),
-        ..Options::default()
-    };
     let report = execute(
         &loaded,
         &plan,
         &stored,
         hasher,
         options,
-        "apply",
+        ("apply", resumed.map(|r| r.command_id)),
         args.common.output,
     )
     .await;
@@ -353,7 +382,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         &stored,
         hasher,
         Options::default(),
-        "destroy",
+        ("destroy", None),
         args.common.output,
     )
     .await;
@@ -367,7 +396,7 @@ async fn execute(
     stored: &[orrery_primary::state::StoredResource],
     hasher: SecretHasher,
     options: Options,
-    kind: &str,
+    (kind, command_id): (&str, Option<String>),
     output: Output,
 ) -> anyhow::Result<Report> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
@@ -424,7 +453,7 @@ async fn execute(
     )
     .with_events(tx)
     .with_cancel(cancel_rx);
-    let command_id = uuid::Uuid::now_v7().to_string();
+    let command_id = command_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let graph = Some((&loaded.stack, &loaded.graph));
     let report = executor
         .run(&command_id, kind, &loaded.stack.name, graph, plan, stored)

@@ -1,0 +1,645 @@
+//! Resuming a command the primary did not finish (it was killed), and
+//! finding out whether a create whose answer was lost took effect.
+//!
+//! Every operation is recorded `running` with its request id before it is
+//! sent, and `in_progress` with the plugin's native id and context after an
+//! `InProgress` answer. When `orrery apply` starts for a stack whose latest
+//! command is still `running`, [`Executor::resume`] settles that command's
+//! ambiguous operations before anything is planned:
+//!
+//! - `in_progress` ones are polled with `status` (the saved request id,
+//!   native id and context) until they finish, and recorded as the
+//!   uninterrupted command would have recorded them;
+//! - creates that were sent but never answered (`running`, or failed with an
+//!   ambiguous code) are looked up: the plugin has no native id for them, so
+//!   the type is listed on the target (every page) and matched against the
+//!   desired values of the schema's `identifier` fields. A match is adopted
+//!   as created; no match means the create never took effect and the plan
+//!   creates it again. A create is never sent blindly a second time.
+//! - `running` updates and deletes need nothing: the plan repeats them
+//!   (updates are idempotent; deleting what is gone counts as success).
+//!
+//! The command then goes on under its own id (see [`Executor::run`]).
+//!
+//! The same list-and-match check serves the scheduler's `verify_first`
+//! retries of creates (an earlier attempt's outcome was ambiguous, e.g. the
+//! satellite running it died) and creates of a continued command answered
+//! `AlreadyExists` (the lost attempt landed after all).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use orrery_plugin_sdk::Answer;
+use orrery_satellite::transport::Transport;
+use orrery_schema::{
+    ErrorCode, ListRequest, ListedResource, Operation, OperationStatus, ProgressEvent, PropertyMap,
+    Request, ResourceSchema, StatusRequest, Target,
+};
+
+use super::{operation_of, Executor, Op, OpKind};
+use crate::stack::{Graph, Stack, TargetDecl};
+use crate::state::{CommandStatus, OperationRecord, StoreError, StoredResource};
+
+/// Page size asked of `list` when looking for a resource.
+const LIST_PAGE_SIZE: u32 = 500;
+
+/// Most pages read in one lookup (a plugin whose tokens loop stops here).
+const MAX_LIST_PAGES: usize = 100_000;
+
+/// Retryable failures of `status` polls or lists tolerated while resuming,
+/// per operation, before giving up (the command then stays `running`).
+const MAX_TRANSIENT_FAILURES: u32 = 8;
+
+/// What resuming an interrupted command did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Resumed {
+    /// The command that goes on.
+    pub command_id: String,
+    /// Operations whose outcome was settled.
+    pub resolved: usize,
+    /// Labels of creates found by listing and adopted as created.
+    pub adopted: Vec<String>,
+    /// Labels of creates that had not taken effect (they are planned again).
+    pub not_found: Vec<String>,
+}
+
+/// Why an interrupted command could not be resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An operation's outcome is still unknown: nothing was planned, and the
+    /// command stays `running` for the next attempt.
+    #[error("cannot resume command {command_id}: the outcome of {operation} `{label}` is still unknown ({code}: {message}); nothing was planned, try again")]
+    Unresolved {
+        /// The interrupted command.
+        command_id: String,
+        /// The resource.
+        label: String,
+        /// `create`, `update`, `delete`.
+        operation: String,
+        /// The last error.
+        code: ErrorCode,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// What identifies a resource to create among listed ones.
+#[derive(Clone, Debug)]
+pub(super) struct Lookup {
+    pub plugin: String,
+    pub resource_type: String,
+    pub target: Target,
+    /// Field → desired value; a listed resource matches when it has all.
+    pub identity: PropertyMap,
+    /// Native ids already recorded for other resources (never adopted twice).
+    pub claimed: Arc<HashSet<String>>,
+}
+
+/// The values that identify `desired`: the schema's `identifier` fields, or
+/// (when it declares none) every desired field that is neither write-only
+/// nor opaque (a plugin never lists those).
+pub(super) fn identity(schema: Option<&ResourceSchema>, desired: &PropertyMap) -> PropertyMap {
+    match schema {
+        Some(s) if !s.identifier.is_empty() => s
+            .identifier
+            .iter()
+            .filter_map(|f| desired.get(f).map(|v| (f.clone(), v.clone())))
+            .collect(),
+        _ => desired
+            .iter()
+            .filter(|(k, _)| {
+                !schema
+                    .and_then(|s| s.field(k))
+                    .is_some_and(|f| f.hints.write_only || f.hints.opaque)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+}
+
+impl Lookup {
+    /// Lists every page of the type on the target and returns the first
+    /// resource carrying every identity value. An empty identity matches
+    /// nothing (it cannot tell resources apart). A failed list is returned
+    /// as its code and message.
+    pub async fn find(
+        &self,
+        transport: &dyn Transport,
+        timeout: Duration,
+    ) -> Result<Option<ListedResource>, (ErrorCode, String)> {
+        if self.identity.is_empty() {
+            return Ok(None);
+        }
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let request = Request::List(ListRequest {
+                request_id: uuid::Uuid::now_v7().to_string(),
+                resource_type: self.resource_type.clone(),
+                target: self.target.clone(),
+                page_size: LIST_PAGE_SIZE,
+                page_token: token.take(),
+            });
+            let page = match transport.send(&self.plugin, &request, timeout).await {
+                Ok(Answer::List(page)) => page,
+                Ok(Answer::Error(e)) => return Err((e.code, e.message)),
+                Ok(Answer::Progress(p)) => {
+                    return Err((
+                        p.error_code.unwrap_or(ErrorCode::InternalFailure),
+                        p.message
+                            .unwrap_or_else(|| "plugin answered a list with progress".into()),
+                    ))
+                }
+                Err(e) => return Err((e.code(), e.to_string())),
+            };
+            if page.status != OperationStatus::Success {
+                return Err((
+                    page.error_code.unwrap_or(ErrorCode::InternalFailure),
+                    page.message.unwrap_or_default(),
+                ));
+            }
+            let found = page.resources.into_iter().find(|r| {
+                !self.claimed.contains(&r.native_id)
+                    && self
+                        .identity
+                        .iter()
+                        .all(|(k, v)| r.properties.get(k) == Some(v))
+            });
+            if found.is_some() {
+                return Ok(found);
+            }
+            match page.next_page_token {
+                Some(next) if !next.is_empty() => token = Some(next),
+                _ => return Ok(None),
+            }
+        }
+        Err((
+            ErrorCode::InternalFailure,
+            format!("list of {} did not end", self.resource_type),
+        ))
+    }
+}
+
+/// The answer recorded for a create found by listing: a success carrying
+/// the listed resource.
+pub(super) fn adopted(resource_type: &str, request_id: &str, found: ListedResource) -> Answer {
+    let mut event = ProgressEvent::success(
+        Operation::Create,
+        request_id,
+        resource_type,
+        found.native_id,
+        found.properties,
+    );
+    event.message = Some("found existing; adopted".into());
+    Answer::Progress(event)
+}
+
+/// Whether a create's answer says the resource exists already.
+pub(super) fn already_exists(answer: &Result<Answer, orrery_satellite::bus::BusError>) -> bool {
+    match answer {
+        Ok(Answer::Progress(p)) => p.error_code == Some(ErrorCode::AlreadyExists),
+        Ok(Answer::Error(e)) => e.code == ErrorCode::AlreadyExists,
+        _ => false,
+    }
+}
+
+/// A create's send, with the lookups `verify_first` and a continued command
+/// ask for: before sending when `verify_first`, after an `AlreadyExists`
+/// answer always (when a lookup is given).
+pub(super) async fn send_create(
+    transport: Arc<dyn Transport>,
+    request: Request,
+    lookup: Option<Lookup>,
+    verify_first: bool,
+    timeout: Duration,
+) -> Result<Answer, orrery_satellite::bus::BusError> {
+    let (request_id, resource_type) = match &request {
+        Request::Create(c) => (c.request_id.clone(), c.resource_type.clone()),
+        _ => Default::default(),
+    };
+    let plugin = lookup
+        .as_ref()
+        .map(|l| l.plugin.clone())
+        .unwrap_or_default();
+    if let (Some(lookup), true) = (&lookup, verify_first) {
+        match lookup.find(&*transport, timeout).await {
+            Ok(Some(found)) => return Ok(adopted(&resource_type, &request_id, found)),
+            Ok(None) => {}
+            // The check failed (say, no satellite): that is this attempt's
+            // outcome; the scheduler retries, checking again first.
+            Err((code, message)) => {
+                return Ok(Answer::Progress(ProgressEvent::failure(
+                    Operation::Create,
+                    request_id,
+                    resource_type,
+                    code,
+                    format!("checking whether it exists already: {message}"),
+                )))
+            }
+        }
+    }
+    let answer = transport.send(&plugin, &request, timeout).await;
+    if let (Some(lookup), true) = (&lookup, already_exists(&answer)) {
+        if let Ok(Some(found)) = lookup.find(&*transport, timeout).await {
+            return Ok(adopted(&resource_type, &request_id, found));
+        }
+    }
+    answer
+}
+
+/// An ambiguous operation of the interrupted command and what settles it.
+enum Pending {
+    /// Poll `status` until it finishes.
+    Poll { op: Op, record: OperationRecord },
+    /// Look for the resource a create may have made.
+    Find {
+        op: Op,
+        record: OperationRecord,
+        lookup: Option<Lookup>,
+    },
+}
+
+impl Executor {
+    /// Settles the ambiguous operations of `stack`'s latest command when it
+    /// is still `running` (the primary stopped mid-command), and returns the
+    /// command to go on under; `None` when there is nothing to resume. Call
+    /// it before planning, then plan and [`Executor::run`] with the returned
+    /// command id.
+    pub async fn resume(
+        &self,
+        stack: &Stack,
+        graph: &Graph,
+    ) -> Result<Option<Resumed>, ResumeError> {
+        let Some(command) = self.store.latest_command_of(&stack.name)? else {
+            return Ok(None);
+        };
+        if CommandStatus::parse(&command.status) != CommandStatus::Running {
+            return Ok(None);
+        }
+        let command_id = command.id.clone();
+        let mut resumed = Resumed {
+            command_id: command_id.clone(),
+            ..Default::default()
+        };
+        let stored = self.store.resources(Some(&stack.name))?;
+        // Targets as recorded, overridden by the document's.
+        let mut targets: HashMap<String, TargetDecl> = self
+            .store
+            .targets(&stack.name)?
+            .into_iter()
+            .map(|t| (t.name.clone(), t))
+            .collect();
+        for t in &stack.targets {
+            targets.insert(t.name.clone(), t.clone());
+        }
+        let by_label: HashMap<&str, &StoredResource> =
+            stored.iter().map(|s| (s.label.as_str(), s)).collect();
+        let mut outputs: HashMap<String, PropertyMap> = stored
+            .iter()
+            .map(|s| (s.label.clone(), s.properties.clone()))
+            .collect();
+        let claimed: Arc<HashSet<String>> =
+            Arc::new(stored.iter().map(|s| s.native_id.clone()).collect());
+        let ctx = Some((stack, graph));
+
+        // What each record needs.
+        let mut polls = Vec::new();
+        let mut finds = Vec::new();
+        for record in &command.operations {
+            let ambiguous_failure = record.status == "failed"
+                && record
+                    .error_code
+                    .as_deref()
+                    .is_some_and(|c| ErrorCode::from_wire(c).is_ambiguous());
+            let in_progress = record.status == "in_progress";
+            if !(in_progress || record.status == "running" || ambiguous_failure) {
+                continue;
+            }
+            let op = match record.operation.as_str() {
+                "create" | "update" => {
+                    let Some((index, decl)) = stack
+                        .resources
+                        .iter()
+                        .enumerate()
+                        .find(|(_, r)| r.label == record.label)
+                    else {
+                        // No longer declared: nothing to compare a listing
+                        // with; the plan deals with the stored record.
+                        continue;
+                    };
+                    Op {
+                        label: record.label.clone(),
+                        kind: if record.operation == "create" {
+                            OpKind::Create
+                        } else {
+                            OpKind::Update
+                        },
+                        index: Some(index),
+                        stored: by_label.get(record.label.as_str()).map(|s| (*s).clone()),
+                        plugin: targets
+                            .get(&decl.target)
+                            .map(|t| t.plugin.clone())
+                            .unwrap_or_default(),
+                        target: decl.target.clone(),
+                        resource_type: decl.resource_type.clone(),
+                    }
+                }
+                "delete" => {
+                    let Some(s) = by_label.get(record.label.as_str()) else {
+                        // The record is gone: the delete succeeded.
+                        continue;
+                    };
+                    // The record points elsewhere when a replacement's new
+                    // resource took its place: keep it then.
+                    let deleted = record.native_id.clone().unwrap_or(s.native_id.clone());
+                    let keep_record = deleted != s.native_id;
+                    Op {
+                        label: record.label.clone(),
+                        kind: OpKind::Delete { keep_record },
+                        index: None,
+                        stored: Some(StoredResource {
+                            native_id: deleted,
+                            ..(*s).clone()
+                        }),
+                        plugin: s.plugin.clone(),
+                        target: s.target.clone(),
+                        resource_type: s.resource_type.clone(),
+                    }
+                }
+                _ => continue,
+            };
+            if in_progress && record.native_id.is_some() {
+                polls.push(Pending::Poll {
+                    op,
+                    record: record.clone(),
+                });
+            } else if op.kind == OpKind::Create {
+                finds.push((op, record.clone()));
+            }
+            // Updates and deletes sent but unanswered: planned again.
+        }
+
+        // Poll what was in progress.
+        let results: Vec<_> = stream::iter(
+            polls
+                .into_iter()
+                .map(|p| self.settle(&command_id, p, &targets)),
+        )
+        .buffer_unordered(self.options.max_concurrency.max(1))
+        .collect()
+        .await;
+        for result in results {
+            let (op, record, answer) = result?;
+            let mut progress = record
+                .native_id
+                .clone()
+                .map(|n| (n, record.context.clone()));
+            let outcome = self.complete(
+                &command_id,
+                ctx,
+                &op,
+                &record.request_id,
+                record.attempts.max(1) as u32,
+                Ok(answer),
+                &mut outputs,
+                &mut progress,
+                false,
+            )?;
+            match outcome {
+                crate::scheduler::Outcome::Success => resumed.resolved += 1,
+                // A create that failed may still have left something behind
+                // (or the plugin forgot the operation): look.
+                _ if op.kind == OpKind::Create => finds.push((op, record)),
+                // A failed update or delete is planned again.
+                _ => resumed.resolved += 1,
+            }
+        }
+
+        // Look for what unanswered creates may have made. References are
+        // resolved now, after the polls recorded their outputs.
+        let finds: Vec<Pending> = finds
+            .into_iter()
+            .map(|(op, record)| {
+                let lookup = self
+                    .request(ctx, &op, &record.request_id, &outputs)
+                    .ok()
+                    .and_then(|r| match r {
+                        Request::Create(c) => Some(Lookup {
+                            plugin: op.plugin.clone(),
+                            resource_type: op.resource_type.clone(),
+                            identity: identity(self.schema(&op), &c.properties),
+                            target: c.target,
+                            claimed: claimed.clone(),
+                        }),
+                        _ => None,
+                    });
+                Pending::Find { op, record, lookup }
+            })
+            .collect();
+        let results: Vec<_> = stream::iter(
+            finds
+                .into_iter()
+                .map(|p| self.settle(&command_id, p, &targets)),
+        )
+        .buffer_unordered(self.options.max_concurrency.max(1))
+        .collect()
+        .await;
+        for result in results {
+            let (op, record, answer) = result?;
+            resumed.resolved += 1;
+            let found =
+                matches!(&answer, Answer::Progress(p) if p.status == OperationStatus::Success);
+            if found {
+                resumed.adopted.push(op.label.clone());
+                self.complete(
+                    &command_id,
+                    ctx,
+                    &op,
+                    &record.request_id,
+                    record.attempts.max(1) as u32,
+                    Ok(answer),
+                    &mut outputs,
+                    &mut None,
+                    false,
+                )?;
+            } else {
+                resumed.not_found.push(op.label.clone());
+                self.store.put_operation(
+                    &command_id,
+                    &OperationRecord {
+                        status: "failed".into(),
+                        error_code: Some(ErrorCode::NotFound.to_string()),
+                        message: Some(
+                            "not found after the primary restarted: it did not take effect and is planned again"
+                                .into(),
+                        ),
+                        native_id: None,
+                        context: None,
+                        ..record
+                    },
+                )?;
+            }
+        }
+        resumed.adopted.sort();
+        resumed.not_found.sort();
+        Ok(Some(resumed))
+    }
+
+    /// Polls (or lists) until the outcome is known; the final answer.
+    async fn settle(
+        &self,
+        command_id: &str,
+        pending: Pending,
+        targets: &HashMap<String, TargetDecl>,
+    ) -> Result<(Op, OperationRecord, Answer), ResumeError> {
+        let started = Instant::now();
+        let mut transient = 0u32;
+        let unresolved = |op: &Op, code: ErrorCode, message: String, record: &OperationRecord| {
+            ResumeError::Unresolved {
+                command_id: command_id.to_owned(),
+                label: op.label.clone(),
+                operation: record.operation.clone(),
+                code,
+                message,
+            }
+        };
+        match pending {
+            Pending::Poll { op, mut record } => {
+                let target = Target {
+                    name: op.target.clone(),
+                    config: targets
+                        .get(&op.target)
+                        .map(|t| t.config.clone())
+                        .unwrap_or_default(),
+                };
+                loop {
+                    let request = Request::Status(StatusRequest {
+                        request_id: record.request_id.clone(),
+                        operation: operation_of(&op.kind),
+                        resource_type: op.resource_type.clone(),
+                        target: target.clone(),
+                        native_id: record.native_id.clone().unwrap_or_default(),
+                        context: record.context.clone(),
+                    });
+                    let answer = self
+                        .transport
+                        .send(&op.plugin, &request, self.options.request_timeout)
+                        .await;
+                    let (code, message, retry_after) = match answer {
+                        Ok(Answer::Progress(p)) if p.status.is_terminal() => {
+                            let code = p.error_code.clone();
+                            match code {
+                                Some(c)
+                                    if p.status != OperationStatus::Success && c.is_retryable() =>
+                                {
+                                    (c, p.message.unwrap_or_default(), p.retry_after_ms)
+                                }
+                                _ => return Ok((op, record, Answer::Progress(p))),
+                            }
+                        }
+                        Ok(Answer::Progress(p)) => {
+                            // Still in progress: keep its latest context, so
+                            // another restart polls from here.
+                            if p.native_id.is_some() {
+                                record.native_id = p.native_id.clone();
+                            }
+                            record.context = p.context.clone();
+                            record.status = "in_progress".into();
+                            record.error_code = None;
+                            record.message = p.message.clone();
+                            self.store.put_operation(command_id, &record)?;
+                            if started.elapsed() > self.options.poll_timeout {
+                                return Ok((
+                                    op.clone(),
+                                    record.clone(),
+                                    failure(
+                                        &op,
+                                        &record,
+                                        ErrorCode::NotStabilized,
+                                        "still in progress after the poll timeout",
+                                    ),
+                                ));
+                            }
+                            tokio::time::sleep(poll_delay(p.retry_after_ms)).await;
+                            continue;
+                        }
+                        Ok(Answer::Error(e)) if !e.code.is_retryable() => {
+                            let f = failure(&op, &record, e.code, &e.message);
+                            return Ok((op, record, f));
+                        }
+                        Ok(Answer::Error(e)) => (e.code, e.message, None),
+                        Ok(Answer::List(_)) => {
+                            let f = failure(
+                                &op,
+                                &record,
+                                ErrorCode::InternalFailure,
+                                "plugin answered a status poll with a list page",
+                            );
+                            return Ok((op, record, f));
+                        }
+                        Err(e) => (e.code(), e.to_string(), None),
+                    };
+                    transient += 1;
+                    if transient > MAX_TRANSIENT_FAILURES {
+                        return Err(unresolved(&op, code, message, &record));
+                    }
+                    tokio::time::sleep(backoff(transient, retry_after)).await;
+                }
+            }
+            Pending::Find { op, record, lookup } => {
+                let Some(lookup) = lookup else {
+                    // Its references are not known yet: its dependencies
+                    // were never created, so it was never sent.
+                    let f = failure(&op, &record, ErrorCode::NotFound, "never sent");
+                    return Ok((op, record, f));
+                };
+                loop {
+                    match lookup
+                        .find(&*self.transport, self.options.request_timeout)
+                        .await
+                    {
+                        Ok(Some(found)) => {
+                            let a = adopted(&op.resource_type, &record.request_id, found);
+                            return Ok((op, record, a));
+                        }
+                        Ok(None) => {
+                            let f = failure(&op, &record, ErrorCode::NotFound, "not found");
+                            return Ok((op, record, f));
+                        }
+                        Err((code, message)) => {
+                            transient += 1;
+                            if !code.is_retryable() || transient > MAX_TRANSIENT_FAILURES {
+                                return Err(unresolved(&op, code, message, &record));
+                            }
+                            tokio::time::sleep(backoff(transient, None)).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn failure(op: &Op, record: &OperationRecord, code: ErrorCode, message: &str) -> Answer {
+    Answer::Progress(ProgressEvent::failure(
+        operation_of(&op.kind),
+        record.request_id.clone(),
+        op.resource_type.clone(),
+        code,
+        message,
+    ))
+}
+
+fn poll_delay(retry_after_ms: Option<u64>) -> Duration {
+    Duration::from_millis(retry_after_ms.unwrap_or(500).clamp(10, 30_000))
+}
+
+fn backoff(n: u32, retry_after_ms: Option<u64>) -> Duration {
+    let exp = Duration::from_millis(100u64.saturating_mul(1 << n.min(8)));
+    exp.max(Duration::from_millis(retry_after_ms.unwrap_or(0)))
+        .min(Duration::from_secs(10))
+}
