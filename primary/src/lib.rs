@@ -8,10 +8,12 @@
 //! - [`scheduler`]: the scheduler, rate limiter and retry policy (pure, time passed in).
 //! - [`state`]: the state store.
 //! - [`apply`]: the executor, the I/O edge driving the scheduler.
+//! - [`discovery`]: discovery of unmanaged resources, import, drift sync.
 //! - [`engine`]: wiring of plugins, catalog and transport.
 //! - [`http`]: the HTTP API of `orrery primary`.
 
 pub mod apply;
+pub mod discovery;
 pub mod engine;
 pub mod http;
 pub mod plan;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod config_file;
+mod discover;
 mod fleet;
 mod hub;
 mod inspect;
@@ -55,6 +56,15 @@ enum Command {
     Status(inspect::StatusArgs),
     /// List recorded resources.
     Inventory(inspect::InventoryArgs),
+    /// List every discoverable resource on the targets of a stack (or of
+    /// every stack) and record those no stack manages as unmanaged.
+    Discover(discover::DiscoverArgs),
+    /// Read managed resources and record what changed or was deleted out
+    /// of band. Exit 0 when nothing drifted, 2 when something did.
+    Drift(discover::DriftArgs),
+    /// Adopt an existing (e.g. discovered) resource into a stack without
+    /// recreating it.
+    Import(discover::ImportArgs),
     /// List satellites with their plugins and load (from NATS service stats).
     Satellites(fleet::FleetArgs),
     /// Which satellites run which plugin versions.
@@ -92,6 +102,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
         Command::Status(args) => inspect::status(args),
         Command::Inventory(args) => inspect::inventory(args),
+        Command::Discover(args) => discover::discover_cmd(args).await,
+        Command::Drift(args) => discover::drift_cmd(args).await,
+        Command::Import(args) => discover::import_cmd(args).await,
         Command::Satellites(args) => fleet::satellites_cmd(args).await,
         Command::Plugins(args) => fleet::plugins_cmd(args).await,
         Command::Plugin(PluginCommand::Test(args)) => plugin_test::run(args).await,

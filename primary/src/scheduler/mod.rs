@@ -53,7 +53,7 @@ use orrery_schema::ErrorCode;
 
 pub use retry::RetryPolicy;
 use retry::SplitMix64;
-use token_bucket::TokenBucket;
+pub(crate) use token_bucket::TokenBucket;
 
 /// A task's index in the vector given to [`Scheduler::new`].
 pub type TaskId = usize;

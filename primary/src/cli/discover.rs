@@ -1,0 +1,355 @@
+//! `orrery discover`, `orrery drift` and `orrery import`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use orrery_primary::discovery::{self, ImportSpec, Options, TargetRef};
+use orrery_primary::engine::{plugin_search_path, Plugins};
+use orrery_primary::scheduler::BucketLimit;
+use orrery_primary::stack::{self, Stack};
+
+use super::stack_cmds::Common;
+use super::Output;
+
+#[derive(clap::Args, Debug)]
+pub struct DiscoverArgs {
+    /// Discover the targets of this stack document.
+    pub file: Option<PathBuf>,
+    /// Discover the recorded targets of this stack (all stacks' targets
+    /// when neither a document nor --stack is given).
+    #[arg(long, conflicts_with = "file")]
+    pub stack: Option<String>,
+    /// Resources asked per `list` page; 0 lets the plugin choose.
+    #[arg(long, default_value_t = 0)]
+    pub page_size: u32,
+    /// Override a plugin's announced rate limit: `NAMESPACE/TARGET=RATE[:BURST]`.
+    #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
+    pub rate_limits: Vec<(String, BucketLimit)>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DriftArgs {
+    /// Check the stack of this document.
+    pub file: Option<PathBuf>,
+    /// Check this stack (every stack when neither is given).
+    #[arg(long, conflicts_with = "file")]
+    pub stack: Option<String>,
+    /// Most reads in flight at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Override a plugin's announced rate limit: `NAMESPACE/TARGET=RATE[:BURST]`.
+    #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
+    pub rate_limits: Vec<(String, BucketLimit)>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    /// The stack document (its name and targets); without it, --stack and
+    /// the stack's recorded targets.
+    pub file: Option<PathBuf>,
+    /// The stack adopting the resource.
+    #[arg(long, required_unless_present = "file")]
+    pub stack: Option<String>,
+    /// Its label in the stack.
+    #[arg(long)]
+    pub label: String,
+    /// Its resource type, e.g. `Local::Fs::File`.
+    #[arg(long = "type")]
+    pub resource_type: String,
+    /// The stack's target it lives on.
+    #[arg(long)]
+    pub target: String,
+    /// The plugin's identifier of it (see `orrery inventory --unmanaged`).
+    #[arg(long)]
+    pub native_id: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn parse_rate_limit(s: &str) -> Result<(String, BucketLimit), String> {
+    let (bucket, limit) = s
+        .split_once('=')
+        .ok_or("expected NAMESPACE/TARGET=RATE[:BURST]")?;
+    let (rate, burst) = match limit.split_once(':') {
+        Some((r, b)) => (r, b.parse::<u32>().map_err(|e| format!("burst: {e}"))?),
+        None => (limit, 1),
+    };
+    let rate: f64 = rate.parse().map_err(|e| format!("rate: {e}"))?;
+    if !rate.is_finite() || rate < 0.0 {
+        return Err("rate must be a non-negative number".into());
+    }
+    Ok((
+        bucket.to_owned(),
+        BucketLimit {
+            rate_per_sec: rate,
+            burst: burst.max(1),
+        },
+    ))
+}
+
+fn read_stack(file: &Path) -> anyhow::Result<Stack> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let dir = std::fs::canonicalize(file)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    Ok(stack::parse(
+        &file.display().to_string(),
+        &text,
+        &dir.display().to_string(),
+    )?)
+}
+
+async fn start_plugins(
+    names: impl IntoIterator<Item = String>,
+    common: &Common,
+) -> anyhow::Result<Plugins> {
+    let names: BTreeSet<String> = names.into_iter().collect();
+    Ok(Plugins::start(
+        &names.into_iter().collect::<Vec<_>>(),
+        &plugin_search_path(common.plugin_dir.as_deref()),
+        common.nats_url.as_deref(),
+    )
+    .await?)
+}
+
+pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
+    let store = args.common.open_store()?;
+    let document = args.file.as_deref().map(read_stack).transpose()?;
+    let targets: Vec<TargetRef> = discovery::targets_to_discover(
+        store.as_ref(),
+        args.stack.as_deref(),
+        document
+            .as_ref()
+            .map(|s| (s.name.as_str(), s.targets.as_slice())),
+    )?;
+    if targets.is_empty() {
+        bail!("no target to discover: name a stack document, or apply a stack first");
+    }
+    let plugins =
+        start_plugins(targets.iter().map(|t| t.decl.plugin.clone()), &args.common).await?;
+    let options = Options {
+        page_size: args.page_size,
+        rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),
+        ..Options::default()
+    };
+    let report = discovery::discover(
+        plugins.transport().as_ref(),
+        plugins.catalog(),
+        store.as_ref(),
+        &targets,
+        &options,
+    )
+    .await;
+    plugins.stop().await;
+    let report = report?;
+    let names: BTreeSet<&str> = targets.iter().map(|t| t.decl.name.as_str()).collect();
+    let unmanaged: Vec<_> = store
+        .resources(Some(discovery::UNMANAGED_STACK))?
+        .into_iter()
+        .filter(|r| !r.managed && names.contains(r.target.as_str()))
+        .collect();
+    if args.common.output == Output::Json {
+        let rows: Vec<serde_json::Value> = unmanaged
+            .iter()
+            .map(|r| {
+                serde_json::json!({"target": r.target, "type": r.resource_type,
+                    "native_id": r.native_id, "plugin": r.plugin})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"report": report, "unmanaged": rows})
+        );
+    } else {
+        for r in &unmanaged {
+            println!(
+                "  unmanaged {:<12} {:<24} {}",
+                r.target, r.resource_type, r.native_id
+            );
+        }
+        println!(
+            "Discovered {} targets in {:.1}s: {} pages, {} listed, {} managed, {} unmanaged, {} excluded by filters; {} records written, {} forgotten.",
+            report.targets,
+            report.elapsed_ms as f64 / 1000.0,
+            report.pages,
+            report.listed,
+            report.managed,
+            report.unmanaged,
+            report.excluded,
+            report.written,
+            report.forgotten
+        );
+        for f in &report.failures {
+            println!(
+                "  failed: list {} on {}: {}: {}",
+                f.resource_type, f.target, f.code, f.message
+            );
+        }
+    }
+    Ok(if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Exit 0 when nothing drifted, 2 when something did, 1 when a read failed.
+pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
+    let store = args.common.open_store()?;
+    let stack = match (&args.file, &args.stack) {
+        (Some(file), _) => Some(read_stack(file)?.name),
+        (None, stack) => stack.clone(),
+    };
+    let plugins: BTreeSet<String> = store
+        .resources(stack.as_deref())?
+        .into_iter()
+        .filter(|r| !r.stack.is_empty())
+        .map(|r| r.plugin)
+        .collect();
+    let plugins = start_plugins(plugins, &args.common).await?;
+    let options = Options {
+        max_in_flight: args.concurrency,
+        rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),
+        ..Options::default()
+    };
+    let report = discovery::sync_drift(
+        plugins.transport().as_ref(),
+        plugins.catalog(),
+        store.as_ref(),
+        stack.as_deref(),
+        &options,
+    )
+    .await;
+    plugins.stop().await;
+    let report = report?;
+    if args.common.output == Output::Json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        for d in &report.drifted {
+            let what = match d.drift.as_str() {
+                "deleted" => "deleted out of band; the next apply recreates it".to_owned(),
+                _ => format!(
+                    "changed out of band ({}); the next apply restores it",
+                    d.fields.join(", ")
+                ),
+            };
+            let seen = if d.new { "" } else { " [found earlier]" };
+            println!(
+                "  drift {}/{} [{}] {}: {what}{seen}",
+                d.stack, d.label, d.resource_type, d.native_id
+            );
+        }
+        for f in &report.failures {
+            println!(
+                "  failed: read {}/{}: {}: {}",
+                f.stack, f.label, f.code, f.message
+            );
+        }
+        if report.has_drift() {
+            println!(
+                "Drift: {} of {} resources differ from their records.",
+                report.drifted.len(),
+                report.checked
+                    + report
+                        .drifted
+                        .iter()
+                        .filter(|d| d.drift == "deleted" && !d.new)
+                        .count()
+            );
+        } else {
+            println!("No drift: {} resources as recorded.", report.checked);
+        }
+    }
+    Ok(if !report.failures.is_empty() {
+        ExitCode::from(1)
+    } else if report.has_drift() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let store = args.common.open_store()?;
+    let (stack, targets) = match &args.file {
+        Some(file) => {
+            let doc = read_stack(file)?;
+            if args.stack.as_ref().is_some_and(|s| *s != doc.name) {
+                bail!(
+                    "--stack `{}` differs from the document's stack `{}`",
+                    args.stack.unwrap_or_default(),
+                    doc.name
+                );
+            }
+            (doc.name, doc.targets)
+        }
+        None => {
+            let name = args.stack.clone().unwrap_or_default();
+            let targets = store.targets(&name)?;
+            (name, targets)
+        }
+    };
+    let Some(target) = targets.iter().find(|t| t.name == args.target).cloned() else {
+        bail!(
+            "stack `{stack}` has no target `{}`{}",
+            args.target,
+            if args.file.is_none() {
+                " recorded (pass the stack document)"
+            } else {
+                ""
+            }
+        );
+    };
+    let plugins = start_plugins([target.plugin.clone()], &args.common).await?;
+    let spec = ImportSpec {
+        stack: stack.clone(),
+        label: args.label.clone(),
+        resource_type: args.resource_type.clone(),
+        target,
+        native_id: args.native_id.clone(),
+    };
+    let options = Options {
+        timeout: Duration::from_secs(60),
+        ..Options::default()
+    };
+    let result = discovery::import(
+        plugins.transport().as_ref(),
+        plugins.catalog(),
+        store.as_ref(),
+        &spec,
+        &options,
+    )
+    .await;
+    plugins.stop().await;
+    let record = result?;
+    if args.file.is_some() {
+        // Later commands without the document need the targets.
+        if store.targets(&stack)?.is_empty() {
+            store.put_targets(&stack, &targets)?;
+        }
+    }
+    if args.common.output == Output::Json {
+        println!(
+            "{}",
+            serde_json::json!({"stack": record.stack, "label": record.label,
+                "type": record.resource_type, "target": record.target,
+                "native_id": record.native_id,
+                "properties": serde_json::to_value(&record.properties).unwrap_or_default()})
+        );
+    } else {
+        println!(
+            "Imported {} `{}` into stack `{}` as `{}`; declare it with the same properties and the next apply leaves it as it is.",
+            record.resource_type, record.native_id, record.stack, record.label
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,783 @@
+//! Discovery, import and drift sync: the I/O edge around [`core`].
+//!
+//! - **Discovery** ([`discover`]) pages through `list` for every
+//!   discoverable type of every target, within the plugin's rate limit (one
+//!   token of the `namespace/target` bucket per page, the same
+//!   [`crate::scheduler`] token bucket the executor uses), one page at a
+//!   time: a page is filtered and recorded, then dropped, so memory does not
+//!   grow with the number of pages. Resources no stack declaring that target
+//!   manages are recorded unmanaged: `stack` empty, `label`
+//!   `<target>/<type>/<native id>`, `managed: false`. Unmanaged records the
+//!   listing no longer returns (deleted, or imported) are forgotten.
+//! - **Import** ([`import`]) reads one resource through its plugin and
+//!   records it managed under a stack's label; nothing is created.
+//! - **Drift sync** ([`sync_drift`]) reads every managed resource and
+//!   compares it with its record (write-only, opaque and read-only fields
+//!   ignored). Drift is recorded on the resource record itself:
+//!   - changed out of band: the record takes the properties read (so the
+//!     planner sees the difference from the document and the next apply
+//!     corrects it) and a marker `changed:<fields>` under the reserved key
+//!     [`core::DRIFT_KEY`] of `secret_hashes` (never a field name, never sent
+//!     to a plugin); the executor rewrites `secret_hashes` on every create
+//!     and update, so the marker disappears when apply corrects the resource;
+//!   - deleted out of band: the record becomes a tombstone, `managed: false`
+//!     in its stack with the marker `deleted`. The planner only considers
+//!     managed records, so nothing happens until the user applies again,
+//!     which plans a create (and the create's record replaces the tombstone).
+//!
+//! [`run_every`] runs discovery and drift sync on an interval, for the
+//! server mode.
+
+pub mod core;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use orrery_plugin_sdk::Answer;
+use orrery_satellite::transport::Transport;
+use orrery_schema::{
+    ErrorCode, ListRequest, OperationStatus, PropertyMap, ReadRequest, Request, Target,
+};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::apply::bucket;
+use crate::scheduler::{BucketLimit, TokenBucket};
+use crate::stack::{Catalog, TargetDecl};
+use crate::state::{StateStore, StoreError, StoredResource};
+
+use self::core::{
+    changed_fields, excluded, fingerprint, is_discovered, merge_targets, strip_secrets,
+    unmanaged_label, with_drift, ManagedIndex,
+};
+pub use self::core::{Drift, TargetRef, DRIFT_KEY, UNMANAGED_STACK};
+
+/// How discovery and drift sync call plugins.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Page size asked of `list`; 0 lets the plugin choose.
+    pub page_size: u32,
+    /// Rate limits by bucket (`namespace/target`) overriding the announced ones.
+    pub rate_overrides: HashMap<String, BucketLimit>,
+    /// How long one request may take.
+    pub timeout: Duration,
+    /// Most reads in flight at once during drift sync (the plugin's
+    /// `max_in_flight` caps it further).
+    pub max_in_flight: usize,
+    /// Attempts for a request failing with a retryable error.
+    pub attempts: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            page_size: 0,
+            rate_overrides: HashMap::new(),
+            timeout: Duration::from_secs(60),
+            max_in_flight: 16,
+            attempts: 5,
+        }
+    }
+}
+
+/// Why discovery, import or drift sync stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The plugin could not read the resource.
+    #[error("{code}: {message}")]
+    Plugin {
+        /// Its error code.
+        code: ErrorCode,
+        /// Its message.
+        message: String,
+    },
+    /// The request makes no sense in the current state.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A listing or read that failed (after retries).
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    /// The stack (drift) or empty (discovery).
+    pub stack: String,
+    /// The target.
+    pub target: String,
+    /// The resource type.
+    pub resource_type: String,
+    /// The label (drift) or empty (discovery).
+    pub label: String,
+    /// The error code.
+    pub code: String,
+    /// Why.
+    pub message: String,
+}
+
+/// What a discovery run did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DiscoverReport {
+    /// Targets listed.
+    pub targets: usize,
+    /// (target, type) listings.
+    pub listings: usize,
+    /// `list` pages received.
+    pub pages: u64,
+    /// Resources listed.
+    pub listed: u64,
+    /// Left out by the plugin's discovery filters.
+    pub excluded: u64,
+    /// Managed by a stack.
+    pub managed: u64,
+    /// Unmanaged (recorded).
+    pub unmanaged: u64,
+    /// Unmanaged records written (new or changed).
+    pub written: u64,
+    /// Unmanaged records forgotten (no longer listed, or now managed).
+    pub forgotten: u64,
+    /// Time spent waiting for the rate limit, in milliseconds.
+    pub rate_limited_ms: u64,
+    /// Largest page received.
+    pub largest_page: usize,
+    /// Listings that failed.
+    pub failures: Vec<Failure>,
+    /// Wall time in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// One drifted resource.
+#[derive(Clone, Debug, Serialize)]
+pub struct Drifted {
+    /// Its stack.
+    pub stack: String,
+    /// Its label.
+    pub label: String,
+    /// Its type.
+    pub resource_type: String,
+    /// Its target.
+    pub target: String,
+    /// Its native id.
+    pub native_id: String,
+    /// `changed` or `deleted`.
+    pub drift: String,
+    /// The fields that changed.
+    pub fields: Vec<String>,
+    /// Found by this run (`false`: found earlier, not yet corrected by apply).
+    pub new: bool,
+}
+
+/// What a drift sync found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DriftReport {
+    /// Managed resources read.
+    pub checked: usize,
+    /// Drifted resources (new and still uncorrected).
+    pub drifted: Vec<Drifted>,
+    /// Reads that failed.
+    pub failures: Vec<Failure>,
+    /// Wall time in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+impl DriftReport {
+    /// Whether anything drifted.
+    pub fn has_drift(&self) -> bool {
+        !self.drifted.is_empty()
+    }
+}
+
+/// Paces requests with one token bucket per `namespace/target`.
+struct Limiter {
+    catalog: Catalog,
+    overrides: HashMap<String, BucketLimit>,
+    buckets: Mutex<HashMap<String, TokenBucket>>,
+    waited: Mutex<Duration>,
+}
+
+impl Limiter {
+    fn new(catalog: &Catalog, overrides: &HashMap<String, BucketLimit>) -> Limiter {
+        Limiter {
+            catalog: catalog.clone(),
+            overrides: overrides.clone(),
+            buckets: Mutex::new(HashMap::new()),
+            waited: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    fn limit(&self, plugin: &str, key: &str) -> BucketLimit {
+        self.overrides.get(key).copied().unwrap_or_else(|| {
+            let rl = self
+                .catalog
+                .plugin(plugin)
+                .map(|a| a.rate_limit.clone())
+                .unwrap_or_default();
+            BucketLimit {
+                rate_per_sec: rl.requests_per_second,
+                burst: rl.burst.max(1),
+            }
+        })
+    }
+
+    /// Waits for a token of `plugin` on `target`.
+    async fn acquire(&self, plugin: &str, target: &str) {
+        let key = bucket(&self.catalog, plugin, target);
+        let started = Instant::now();
+        loop {
+            let wait = {
+                let now = Instant::now();
+                let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+                let b = buckets
+                    .entry(key.clone())
+                    .or_insert_with(|| TokenBucket::new(self.limit(plugin, &key), now));
+                match b.try_take(now, 1) {
+                    Ok(()) => break,
+                    Err(at) => at,
+                }
+            };
+            tokio::time::sleep_until(wait.into()).await;
+        }
+        *self.waited.lock().unwrap_or_else(|p| p.into_inner()) += started.elapsed();
+    }
+
+    fn waited(&self) -> Duration {
+        *self.waited.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Sends `request` within the rate limit, retrying retryable failures.
+/// Returns the answer, or the last failure's code and message.
+async fn call(
+    transport: &dyn Transport,
+    limiter: &Limiter,
+    plugin: &str,
+    request: &Request,
+    options: &Options,
+) -> Result<Answer, (ErrorCode, String)> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        limiter.acquire(plugin, &request.target().name).await;
+        let (code, message, retry_after) =
+            match transport.send(plugin, request, options.timeout).await {
+                Ok(Answer::List(page)) if page.status != OperationStatus::Success => (
+                    page.error_code.unwrap_or(ErrorCode::InternalFailure),
+                    page.message.unwrap_or_default(),
+                    None,
+                ),
+                Ok(Answer::Progress(e)) if !matches!(e.status, OperationStatus::Success) => (
+                    e.error_code.unwrap_or(ErrorCode::InternalFailure),
+                    e.message.unwrap_or_default(),
+                    e.retry_after_ms.map(Duration::from_millis),
+                ),
+                Ok(Answer::Error(e)) => (e.code, e.message, None),
+                Ok(answer) => return Ok(answer),
+                Err(e) => (e.code(), e.to_string(), None),
+            };
+        if !code.is_retryable() || attempt >= options.attempts.max(1) {
+            return Err((code, message));
+        }
+        let backoff = Duration::from_millis(100 << attempt.min(6));
+        tokio::time::sleep(retry_after.unwrap_or(backoff).max(backoff)).await;
+    }
+}
+
+/// The targets of `stack` (every stack with records when `None`), merged
+/// with identical declarations of other stacks. `document` supplies a
+/// stack's targets in place of the recorded ones.
+pub fn targets_to_discover(
+    store: &dyn StateStore,
+    stack: Option<&str>,
+    document: Option<(&str, &[TargetDecl])>,
+) -> Result<Vec<TargetRef>, StoreError> {
+    let mut stacks: BTreeSet<String> = store
+        .resources(None)?
+        .into_iter()
+        .filter(|r| !r.stack.is_empty())
+        .map(|r| r.stack)
+        .collect();
+    stacks.extend(stack.map(str::to_owned));
+    let mut per_stack = Vec::new();
+    for name in &stacks {
+        match document {
+            Some((doc, targets)) if doc == name => per_stack.push((name.clone(), targets.to_vec())),
+            _ => per_stack.push((name.clone(), store.targets(name)?)),
+        }
+    }
+    if let Some((doc, targets)) = document {
+        if !stacks.contains(doc) {
+            per_stack.push((doc.to_owned(), targets.to_vec()));
+        }
+    }
+    let wanted = stack.or(document.map(|(d, _)| d));
+    Ok(merge_targets(per_stack)
+        .into_iter()
+        .filter(|t| wanted.is_none_or(|w| t.stacks.iter().any(|s| s == w)))
+        .collect())
+}
+
+/// Lists every discoverable type on `targets` and records what no stack
+/// manages as unmanaged.
+pub async fn discover(
+    transport: &dyn Transport,
+    catalog: &Catalog,
+    store: &dyn StateStore,
+    targets: &[TargetRef],
+    options: &Options,
+) -> Result<DiscoverReport, StoreError> {
+    let started = Instant::now();
+    let limiter = Limiter::new(catalog, &options.rate_overrides);
+    let mut report = DiscoverReport {
+        targets: targets.len(),
+        ..Default::default()
+    };
+    // One pass over the store: which resources are managed, and which
+    // unmanaged ones are recorded (label → fingerprint, per target).
+    let (managed, mut recorded) = {
+        let all = store.resources(None)?;
+        let managed = ManagedIndex::new(&all);
+        let recorded: Vec<HashMap<String, u64>> = targets
+            .iter()
+            .map(|t| core::unmanaged_index(&all, &t.decl.name))
+            .collect();
+        (managed, recorded)
+    };
+    for (t, target) in targets.iter().enumerate() {
+        let Some(announcement) = catalog.plugin(&target.decl.plugin) else {
+            report.failures.push(Failure {
+                stack: String::new(),
+                target: target.decl.name.clone(),
+                resource_type: String::new(),
+                label: String::new(),
+                code: ErrorCode::PluginUnavailable.to_string(),
+                message: format!("plugin `{}` is not running", target.decl.plugin),
+            });
+            continue;
+        };
+        let wire_target = Target {
+            name: target.decl.name.clone(),
+            config: target.decl.config.clone(),
+        };
+        let mut complete_types = Vec::new();
+        for schema in announcement.resources.iter().filter(|s| s.discoverable) {
+            report.listings += 1;
+            let mut token: Option<String> = None;
+            let complete = loop {
+                let request = Request::List(ListRequest {
+                    request_id: uuid::Uuid::now_v7().to_string(),
+                    resource_type: schema.type_name.clone(),
+                    target: wire_target.clone(),
+                    page_size: options.page_size,
+                    page_token: token.take(),
+                });
+                let page =
+                    match call(transport, &limiter, &announcement.name, &request, options).await {
+                        Ok(Answer::List(page)) => page,
+                        Ok(_) => {
+                            report.failures.push(failure(
+                                target,
+                                &schema.type_name,
+                                ErrorCode::InternalFailure,
+                                "the plugin did not answer `list` with a list page".into(),
+                            ));
+                            break false;
+                        }
+                        Err((code, message)) => {
+                            report
+                                .failures
+                                .push(failure(target, &schema.type_name, code, message));
+                            break false;
+                        }
+                    };
+                report.pages += 1;
+                report.largest_page = report.largest_page.max(page.resources.len());
+                for listed in page.resources {
+                    report.listed += 1;
+                    let mut properties = listed.properties;
+                    if excluded(
+                        &announcement.discovery_filters,
+                        &schema.type_name,
+                        &properties,
+                    ) {
+                        report.excluded += 1;
+                        continue;
+                    }
+                    if managed.manages(target, &schema.type_name, &listed.native_id) {
+                        report.managed += 1;
+                        continue;
+                    }
+                    report.unmanaged += 1;
+                    strip_secrets(Some(schema), &mut properties);
+                    let label =
+                        unmanaged_label(&target.decl.name, &schema.type_name, &listed.native_id);
+                    if recorded[t].remove(&label) == Some(fingerprint(&properties)) {
+                        continue;
+                    }
+                    store.put_resource(&StoredResource {
+                        stack: UNMANAGED_STACK.to_owned(),
+                        label,
+                        resource_type: schema.type_name.clone(),
+                        target: target.decl.name.clone(),
+                        plugin: announcement.name.clone(),
+                        native_id: listed.native_id,
+                        properties,
+                        managed: false,
+                        ..Default::default()
+                    })?;
+                    report.written += 1;
+                }
+                match page.next_page_token {
+                    Some(next) if !next.is_empty() => token = Some(next),
+                    _ => break true,
+                }
+            };
+            if complete {
+                complete_types.push(schema.type_name.clone());
+            }
+        }
+        // Recorded, not listed again: gone, or managed now.
+        for label in recorded[t].keys() {
+            let listed_type = complete_types
+                .iter()
+                .any(|ty| label.starts_with(&format!("{}/{ty}/", target.decl.name)));
+            if listed_type {
+                store.remove_resource(UNMANAGED_STACK, label)?;
+                report.forgotten += 1;
+            }
+        }
+        recorded[t].clear();
+    }
+    report.rate_limited_ms = limiter.waited().as_millis() as u64;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+fn failure(target: &TargetRef, resource_type: &str, code: ErrorCode, message: String) -> Failure {
+    Failure {
+        stack: String::new(),
+        target: target.decl.name.clone(),
+        resource_type: resource_type.to_owned(),
+        label: String::new(),
+        code: code.to_string(),
+        message,
+    }
+}
+
+/// Reads every managed resource of `stack` (all stacks when `None`) and
+/// records what changed or disappeared out of band (see the module docs).
+pub async fn sync_drift(
+    transport: &dyn Transport,
+    catalog: &Catalog,
+    store: &dyn StateStore,
+    stack: Option<&str>,
+    options: &Options,
+) -> Result<DriftReport, StoreError> {
+    let started = Instant::now();
+    let limiter = Limiter::new(catalog, &options.rate_overrides);
+    let mut report = DriftReport::default();
+    let resources: Vec<StoredResource> = store
+        .resources(stack)?
+        .into_iter()
+        .filter(|r| !is_discovered(r))
+        .collect();
+    let mut targets: HashMap<String, Vec<TargetDecl>> = HashMap::new();
+    for r in &resources {
+        if !targets.contains_key(&r.stack) {
+            targets.insert(r.stack.clone(), store.targets(&r.stack)?);
+        }
+    }
+    let mut to_read = Vec::new();
+    for r in resources {
+        if r.managed {
+            to_read.push(r);
+        } else if let Some(d @ Drift::Deleted) = Drift::of(&r) {
+            // A tombstone: reported until the user applies again.
+            report.drifted.push(drifted(&r, &d, false));
+        }
+    }
+    report.checked = to_read.len();
+    // The plugins' own `max_in_flight` caps concurrency further.
+    let limit = to_read
+        .iter()
+        .filter_map(|r| catalog.plugin(&r.plugin))
+        .map(|a| a.rate_limit.max_in_flight as usize)
+        .filter(|&n| n > 0)
+        .fold(options.max_in_flight.max(1), usize::min);
+    let reads = futures::stream::iter(to_read.into_iter().map(|r| {
+        let config = targets
+            .get(&r.stack)
+            .and_then(|ts| ts.iter().find(|t| t.name == r.target))
+            .map(|t| t.config.clone())
+            .unwrap_or_default();
+        let limiter = &limiter;
+        async move {
+            let request = Request::Read(ReadRequest {
+                request_id: uuid::Uuid::now_v7().to_string(),
+                resource_type: r.resource_type.clone(),
+                target: Target {
+                    name: r.target.clone(),
+                    config,
+                },
+                native_id: r.native_id.clone(),
+                properties: r.properties.clone(),
+            });
+            let answer = call(transport, limiter, &r.plugin, &request, options).await;
+            (r, answer)
+        }
+    }))
+    .buffer_unordered(limit);
+    futures::pin_mut!(reads);
+    while let Some((r, answer)) = reads.next().await {
+        let schema = catalog.schema(&r.plugin, &r.resource_type);
+        match answer {
+            Ok(Answer::Progress(event)) => {
+                let mut read: PropertyMap = event.properties.unwrap_or_default();
+                strip_secrets(schema, &mut read);
+                let changed = changed_fields(schema, &r.properties, &read);
+                let prior = Drift::of(&r);
+                if !changed.is_empty() {
+                    let mut fields: BTreeSet<String> = match prior {
+                        Some(Drift::Changed(f)) => f.into_iter().collect(),
+                        _ => BTreeSet::new(),
+                    };
+                    fields.extend(changed.iter().cloned());
+                    let d = Drift::Changed(fields.into_iter().collect());
+                    store.put_resource(&StoredResource {
+                        properties: read,
+                        secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
+                        ..r.clone()
+                    })?;
+                    let mut item = drifted(&r, &d, true);
+                    item.fields = changed;
+                    report.drifted.push(item);
+                } else {
+                    if read != r.properties {
+                        // Only read-only fields moved: keep the record current.
+                        store.put_resource(&StoredResource {
+                            properties: read,
+                            ..r.clone()
+                        })?;
+                    }
+                    if let Some(d) = prior {
+                        report.drifted.push(drifted(&r, &d, false));
+                    }
+                }
+            }
+            Err((ErrorCode::NotFound, _)) => {
+                let d = Drift::Deleted;
+                store.put_resource(&StoredResource {
+                    managed: false,
+                    secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
+                    ..r.clone()
+                })?;
+                report.drifted.push(drifted(&r, &d, true));
+            }
+            Err((code, message)) => report.failures.push(Failure {
+                stack: r.stack.clone(),
+                target: r.target.clone(),
+                resource_type: r.resource_type.clone(),
+                label: r.label.clone(),
+                code: code.to_string(),
+                message,
+            }),
+            Ok(_) => report.failures.push(Failure {
+                stack: r.stack.clone(),
+                target: r.target.clone(),
+                resource_type: r.resource_type.clone(),
+                label: r.label.clone(),
+                code: ErrorCode::InternalFailure.to_string(),
+                message: "the plugin answered `read` with a list page".into(),
+            }),
+        }
+    }
+    report
+        .drifted
+        .sort_by(|a, b| (&a.stack, &a.label).cmp(&(&b.stack, &b.label)));
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+fn drifted(r: &StoredResource, d: &Drift, new: bool) -> Drifted {
+    Drifted {
+        stack: r.stack.clone(),
+        label: r.label.clone(),
+        resource_type: r.resource_type.clone(),
+        target: r.target.clone(),
+        native_id: r.native_id.clone(),
+        drift: match d {
+            Drift::Changed(_) => "changed".into(),
+            Drift::Deleted => "deleted".into(),
+        },
+        fields: match d {
+            Drift::Changed(f) => f.clone(),
+            Drift::Deleted => Vec::new(),
+        },
+        new,
+    }
+}
+
+/// What to adopt into a stack.
+#[derive(Clone, Debug)]
+pub struct ImportSpec {
+    /// The stack adopting it.
+    pub stack: String,
+    /// Its label there.
+    pub label: String,
+    /// Its type.
+    pub resource_type: String,
+    /// Its target (with the config to reach it).
+    pub target: TargetDecl,
+    /// The plugin's identifier of it.
+    pub native_id: String,
+}
+
+/// Adopts an existing resource into a stack without recreating it: reads
+/// it through its plugin, records it managed under the stack's label, and
+/// forgets its unmanaged record.
+pub async fn import(
+    transport: &dyn Transport,
+    catalog: &Catalog,
+    store: &dyn StateStore,
+    spec: &ImportSpec,
+    options: &Options,
+) -> Result<StoredResource, DiscoveryError> {
+    let plugin = &spec.target.plugin;
+    let Some(schema) = catalog.schema(plugin, &spec.resource_type) else {
+        return Err(DiscoveryError::Invalid(format!(
+            "plugin `{plugin}` of target `{}` has no resource type `{}`",
+            spec.target.name, spec.resource_type
+        )));
+    };
+    let all = store.resources(None)?;
+    if let Some(r) = all
+        .iter()
+        .find(|r| r.managed && r.stack == spec.stack && r.label == spec.label)
+    {
+        return Err(DiscoveryError::Invalid(format!(
+            "stack `{}` already manages a resource labelled `{}` ({} `{}`)",
+            r.stack, r.label, r.resource_type, r.native_id
+        )));
+    }
+    // Stacks declaring the same target: one of them may manage it already.
+    let mut declaring = BTreeSet::new();
+    for name in all.iter().filter(|r| r.managed).map(|r| &r.stack) {
+        if !declaring.contains(name)
+            && (*name == spec.stack || store.targets(name)?.contains(&spec.target))
+        {
+            declaring.insert(name.clone());
+        }
+    }
+    if let Some(owner) = all.iter().find(|r| {
+        r.managed
+            && declaring.contains(&r.stack)
+            && r.target == spec.target.name
+            && r.resource_type == spec.resource_type
+            && r.native_id == spec.native_id
+    }) {
+        return Err(DiscoveryError::Invalid(format!(
+            "{} `{}` is already managed by stack `{}` as `{}`",
+            spec.resource_type, spec.native_id, owner.stack, owner.label
+        )));
+    }
+    drop(all);
+    let limiter = Limiter::new(catalog, &options.rate_overrides);
+    let request = Request::Read(ReadRequest {
+        request_id: uuid::Uuid::now_v7().to_string(),
+        resource_type: spec.resource_type.clone(),
+        target: Target {
+            name: spec.target.name.clone(),
+            config: spec.target.config.clone(),
+        },
+        native_id: spec.native_id.clone(),
+        properties: PropertyMap::new(),
+    });
+    let event = match call(transport, &limiter, plugin, &request, options).await {
+        Ok(Answer::Progress(event)) => event,
+        Ok(_) => {
+            return Err(DiscoveryError::Plugin {
+                code: ErrorCode::InternalFailure,
+                message: "the plugin answered `read` with a list page".into(),
+            })
+        }
+        Err((code, message)) => return Err(DiscoveryError::Plugin { code, message }),
+    };
+    let mut properties = event.properties.unwrap_or_default();
+    strip_secrets(Some(schema), &mut properties);
+    let record = StoredResource {
+        stack: spec.stack.clone(),
+        label: spec.label.clone(),
+        resource_type: spec.resource_type.clone(),
+        target: spec.target.name.clone(),
+        plugin: plugin.clone(),
+        native_id: event.native_id.unwrap_or_else(|| spec.native_id.clone()),
+        properties,
+        managed: true,
+        ..Default::default()
+    };
+    store.put_resource(&record)?;
+    store.remove_resource(
+        UNMANAGED_STACK,
+        &unmanaged_label(&spec.target.name, &spec.resource_type, &spec.native_id),
+    )?;
+    Ok(record)
+}
+
+/// Runs discovery of every recorded target and drift sync of every stack
+/// every `interval` until `stop` turns true (for the server mode). The
+/// caller keeps the plugins of those targets running behind `transport`.
+pub async fn run_every(
+    interval: Duration,
+    transport: Arc<dyn Transport>,
+    catalog: Catalog,
+    store: Arc<dyn StateStore>,
+    options: Options,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.changed() => {}
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let targets = match targets_to_discover(store.as_ref(), None, None) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "discovery: cannot read the state store");
+                continue;
+            }
+        };
+        match discover(
+            transport.as_ref(),
+            &catalog,
+            store.as_ref(),
+            &targets,
+            &options,
+        )
+        .await
+        {
+            Ok(r) => tracing::info!(
+                pages = r.pages,
+                unmanaged = r.unmanaged,
+                failures = r.failures.len(),
+                "discovery done"
+            ),
+            Err(e) => tracing::warn!(error = %e, "discovery failed"),
+        }
+        match sync_drift(transport.as_ref(), &catalog, store.as_ref(), None, &options).await {
+            Ok(r) => tracing::info!(
+                checked = r.checked,
+                drifted = r.drifted.len(),
+                failures = r.failures.len(),
+                "drift sync done"
+            ),
+            Err(e) => tracing::warn!(error = %e, "drift sync failed"),
+        }
+    }
+}
