@@ -126,9 +126,13 @@ pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackEr
         problem: Problem::Syntax(e.to_string()),
     })?;
     let vars = BTreeMap::from([("stack_dir".to_owned(), stack_dir.to_owned())]);
+    // One pass over the text: looking each label up separately would make
+    // parsing quadratic in the number of resources.
+    let lines = label_lines(text);
+    let line_of = |label: &str| lines.get(label).copied();
     let at = |label: Option<&str>, problem| StackError {
         file: source.to_owned(),
-        line: label.and_then(|l| line_of(text, l)),
+        line: label.and_then(line_of),
         resource: label.map(str::to_owned),
         problem,
     };
@@ -177,7 +181,7 @@ pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackEr
             properties.insert(k, expr);
         }
         resources.push(ResourceDecl {
-            line: line_of(text, &r.label),
+            line: line_of(&r.label),
             label: r.label,
             resource_type: r.resource_type,
             target: r.target,
@@ -192,23 +196,25 @@ pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackEr
     })
 }
 
-/// The line declaring `label`, found by its `label:` key (YAML) or
-/// `"label":` (JSON).
-fn line_of(text: &str, label: &str) -> Option<usize> {
-    text.lines()
-        .position(|line| {
-            let l = line.trim_start().trim_start_matches("- ").trim_start();
-            let value = l
-                .strip_prefix("label:")
-                .or_else(|| l.strip_prefix("\"label\":"))
-                .map(|v| {
-                    v.trim()
-                        .trim_end_matches(',')
-                        .trim_matches(|c| c == '"' || c == '\'')
-                });
-            value == Some(label)
-        })
-        .map(|i| i + 1)
+/// The line declaring each label, found by its `label:` key (YAML) or
+/// `"label":` (JSON); the first declaration wins.
+fn label_lines(text: &str) -> std::collections::HashMap<&str, usize> {
+    let mut out = std::collections::HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim_start().trim_start_matches("- ").trim_start();
+        let value = l
+            .strip_prefix("label:")
+            .or_else(|| l.strip_prefix("\"label\":"))
+            .map(|v| {
+                v.trim()
+                    .trim_end_matches(',')
+                    .trim_matches(|c| c == '"' || c == '\'')
+            });
+        if let Some(label) = value {
+            out.entry(label).or_insert(i + 1);
+        }
+    }
+    out
 }
 
 /// A literal property value, if the expression has no reference.
