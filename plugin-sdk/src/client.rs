@@ -72,7 +72,16 @@ pub enum Answer {
     Error(ProtocolError),
 }
 
-type Pending = Arc<Mutex<HashMap<Uuid, oneshot::Sender<Envelope>>>>;
+/// The calls waiting for an answer, and whether the link has closed: one
+/// lock decides both, so a call either is registered before the link closes
+/// (and then fails with it) or sees that it has closed.
+#[derive(Default)]
+struct Calls {
+    waiting: HashMap<Uuid, oneshot::Sender<Envelope>>,
+    closed: bool,
+}
+
+type Pending = Arc<Mutex<Calls>>;
 
 /// A connected plugin link. Cheap to clone; all clones share the link.
 #[derive(Clone)]
@@ -178,49 +187,47 @@ impl PluginClient {
 
     /// How many calls are waiting for an answer.
     pub fn in_flight(&self) -> usize {
-        lock(&self.pending).len()
+        lock(&self.pending).waiting.len()
     }
 
     /// Sends an envelope and waits for the envelope that answers it, at most
     /// `timeout`. On timeout a `cancel` is sent to the plugin.
     pub async fn call(&self, envelope: Envelope, timeout: Duration) -> Result<Envelope, CallError> {
-        if let Some(reason) = self.closed_reason() {
-            return Err(CallError::LinkClosed(reason));
-        }
         let id = envelope.id;
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
-        if self.out.send(envelope).await.is_err() {
-            lock(&self.pending).remove(&id);
-            return Err(CallError::LinkClosed(
-                self.closed_reason()
-                    .unwrap_or_else(|| "writer stopped".into()),
-            ));
+        {
+            let mut calls = lock(&self.pending);
+            if calls.closed {
+                drop(calls);
+                return Err(self.link_closed("link closed"));
+            }
+            calls.waiting.insert(id, tx);
         }
-        let mut closed = self.closed.clone();
-        let link_closed = async {
-            loop {
-                if let Some(reason) = closed.borrow_and_update().clone() {
-                    return reason;
-                }
-                if closed.changed().await.is_err() {
-                    return "link dropped".to_owned();
-                }
-            }
+        // Removes the call from the map however this future ends (answered,
+        // timed out, link closed, or dropped by its caller).
+        let registered = Registered {
+            pending: &self.pending,
+            id,
         };
-        tokio::select! {
-            answer = rx => answer.map_err(|_| CallError::LinkClosed(
-                self.closed_reason().unwrap_or_else(|| "link closed".into()))),
-            reason = link_closed => {
-                lock(&self.pending).remove(&id);
-                Err(CallError::LinkClosed(reason))
-            }
-            () = tokio::time::sleep(timeout) => {
-                lock(&self.pending).remove(&id);
+        if self.out.send(envelope).await.is_err() {
+            return Err(self.link_closed("writer stopped"));
+        }
+        // When the link closes, `close` drops every waiting sender: `rx`
+        // then fails at once, without waiting for the deadline.
+        let answer = tokio::time::timeout(timeout, rx).await;
+        drop(registered);
+        match answer {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(self.link_closed("link closed")),
+            Err(_) => {
                 self.cancel(id, "deadline passed").await;
                 Err(CallError::DeadlineExceeded)
             }
         }
+    }
+
+    fn link_closed(&self, otherwise: &str) -> CallError {
+        CallError::LinkClosed(self.closed_reason().unwrap_or_else(|| otherwise.into()))
     }
 
     /// Asks the plugin to cancel the request with message id `id`.
@@ -280,11 +287,24 @@ pub fn deadline_ms(timeout: Duration) -> u64 {
     (now + timeout).as_millis() as u64
 }
 
-fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<Envelope>>> {
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, Calls> {
     pending.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A call's place in the map of waiting calls, given up when dropped.
+struct Registered<'a> {
+    pending: &'a Pending,
+    id: Uuid,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        lock(self.pending).waiting.remove(&self.id);
+    }
+}
+
 fn close(closed: &watch::Sender<Option<String>>, pending: &Pending, reason: String) {
+    // The reason first: a call that finds its sender dropped reads it.
     closed.send_if_modified(|current| {
         if current.is_none() {
             *current = Some(reason);
@@ -293,8 +313,14 @@ fn close(closed: &watch::Sender<Option<String>>, pending: &Pending, reason: Stri
             false
         }
     });
-    // Dropping the senders fails every waiting call at once.
-    lock(pending).clear();
+    // Dropping the senders fails every waiting call at once; calls that
+    // start from now on fail before registering.
+    let waiting = {
+        let mut calls = lock(pending);
+        calls.closed = true;
+        std::mem::take(&mut calls.waiting)
+    };
+    drop(waiting);
 }
 
 async fn read_answers<R: AsyncRead + Unpin>(
@@ -324,7 +350,8 @@ async fn read_answers<R: AsyncRead + Unpin>(
             tracing::warn!(kind = %envelope.kind, "plugin sent an uncorrelated message; ignored");
             continue;
         };
-        match lock(&pending).remove(&id) {
+        let waiting = lock(&pending).waiting.remove(&id);
+        match waiting {
             Some(tx) => {
                 let _ = tx.send(envelope);
             }
@@ -332,4 +359,109 @@ async fn read_answers<R: AsyncRead + Unpin>(
         }
     };
     close(&closed, &pending, reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A host-side client and the plugin's ends of its pipes: the plugin
+    /// has announced itself and answers nothing.
+    async fn silent_plugin() -> (
+        PluginClient,
+        tokio::io::ReadHalf<tokio::io::DuplexStream>,
+        tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    ) {
+        let (host_side, plugin_side) = tokio::io::duplex(1 << 16);
+        let (plugin_read, mut plugin_write) = tokio::io::split(plugin_side);
+        let (host_read, host_write) = tokio::io::split(host_side);
+        let hello = Envelope::new(
+            MessageKind::Announce,
+            &Announcement {
+                protocol: PROTOCOL_MAJOR,
+                name: "silent".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        plugin_write
+            .write_all(&orrery_schema::encode_frame(&hello).unwrap())
+            .await
+            .unwrap();
+        let client = PluginClient::connect(host_read, host_write, Duration::from_secs(5))
+            .await
+            .unwrap();
+        (client, plugin_read, plugin_write)
+    }
+
+    async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        for _ in 0..500 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{what} did not happen within 5 s");
+    }
+
+    #[tokio::test]
+    async fn a_closed_link_fails_every_waiting_call_at_once_and_every_later_one() {
+        let (client, mut plugin_read, mut plugin_write) = silent_plugin().await;
+        let calls: Vec<_> = (0..5)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let ping = Envelope::new(MessageKind::Ping, &()).unwrap();
+                    client.call(ping, Duration::from_secs(60)).await
+                })
+            })
+            .collect();
+        wait_for("five calls waiting", || client.in_flight() == 5).await;
+        // Every request reached the plugin before it went away.
+        let mut seen = vec![0u8; 1];
+        plugin_read.read_exact(&mut seen).await.unwrap();
+        // The plugin's output ends (as when its process exits).
+        plugin_write.shutdown().await.unwrap();
+        let started = std::time::Instant::now();
+        for call in calls {
+            let result = call.await.unwrap();
+            assert!(
+                matches!(result, Err(CallError::LinkClosed(_))),
+                "{result:?}"
+            );
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(client.in_flight(), 0);
+        assert!(client.closed_reason().is_some());
+        let ping = Envelope::new(MessageKind::Ping, &()).unwrap();
+        let later = client.call(ping, Duration::from_secs(60)).await;
+        assert!(matches!(later, Err(CallError::LinkClosed(_))), "{later:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_times_out_or_is_dropped_stops_waiting_and_a_deadline_sends_cancel() {
+        let (client, plugin_read, _plugin_write) = silent_plugin().await;
+        let mut frames = FramedRead::new(plugin_read, FrameCodec::default());
+
+        let ping = Envelope::new(MessageKind::Ping, &()).unwrap();
+        let id = ping.id;
+        let result = client.call(ping, Duration::from_millis(50)).await;
+        assert_eq!(result, Err(CallError::DeadlineExceeded));
+        assert_eq!(client.in_flight(), 0);
+        let sent = Envelope::decode(&frames.next().await.unwrap().unwrap().unwrap()).unwrap();
+        assert_eq!(sent.id, id);
+        let cancel = Envelope::decode(&frames.next().await.unwrap().unwrap().unwrap()).unwrap();
+        assert_eq!(cancel.kind, MessageKind::Cancel);
+        assert_eq!(cancel.correlation, Some(id));
+
+        let ping = Envelope::new(MessageKind::Ping, &()).unwrap();
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(50),
+            client.call(ping, Duration::from_secs(60)),
+        )
+        .await;
+        assert!(dropped.is_err());
+        assert_eq!(client.in_flight(), 0);
+    }
 }

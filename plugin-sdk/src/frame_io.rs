@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 use orrery_schema::{Envelope, FrameDecoder, FrameError};
-use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::codec::Decoder;
 
@@ -36,27 +36,49 @@ impl Decoder for FrameCodec {
 /// is full, which is the back-pressure of the whole link.
 pub const WRITE_QUEUE: usize = 1024;
 
+/// Bytes a writer gathers before writing them out, and the buffer size it
+/// keeps between batches.
+const BATCH_BYTES: usize = 64 * 1024;
+
 /// Writes envelopes from `rx` as frames, flushing whenever the queue runs
 /// dry so that bursts share one write. Returns when every sender is gone or
 /// the stream fails.
 pub async fn write_frames<W: AsyncWrite + Unpin>(
-    writer: W,
+    mut writer: W,
     mut rx: mpsc::Receiver<Envelope>,
 ) -> std::io::Result<()> {
-    let mut out = BufWriter::with_capacity(64 * 1024, writer);
-    while let Some(envelope) = rx.recv().await {
-        let mut next = Some(envelope);
-        while let Some(envelope) = next.take() {
-            match orrery_schema::encode_frame(&envelope) {
-                Ok(frame) => out.write_all(&frame).await?,
-                Err(e) => {
-                    tracing::error!(kind = %envelope.kind, error = %e, "dropping a message that cannot be encoded")
+    // Frames are encoded straight into one reused buffer (no per-frame
+    // allocation or copy) and written with one call per batch.
+    let mut batch = Vec::with_capacity(BATCH_BYTES);
+    let mut queued = Vec::with_capacity(64);
+    while rx.recv_many(&mut queued, 64).await > 0 {
+        loop {
+            for envelope in queued.drain(..) {
+                if let Err(e) = orrery_schema::frame::encode_frame_into(&envelope, &mut batch) {
+                    tracing::error!(kind = %envelope.kind, error = %e, "dropping a message that cannot be encoded");
+                }
+                if batch.len() >= BATCH_BYTES {
+                    writer.write_all(&batch).await?;
+                    batch.clear();
                 }
             }
-            next = rx.try_recv().ok();
+            // Whatever arrived meanwhile joins this batch.
+            match rx.try_recv() {
+                Ok(envelope) => queued.push(envelope),
+                Err(_) => break,
+            }
         }
-        out.flush().await?;
+        if !batch.is_empty() {
+            writer.write_all(&batch).await?;
+            batch.clear();
+        }
+        writer.flush().await?;
+        if batch.capacity() > 4 * BATCH_BYTES {
+            // One huge frame (an announcement, a big list) need not pin
+            // megabytes for the link's lifetime.
+            batch = Vec::with_capacity(BATCH_BYTES);
+        }
     }
-    out.flush().await?;
-    out.into_inner().shutdown().await
+    writer.flush().await?;
+    writer.shutdown().await
 }

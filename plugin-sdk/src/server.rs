@@ -53,6 +53,9 @@ pub fn announcement<P: ResourcePlugin>(plugin: &P) -> Announcement {
 /// Before serving, stdout is moved to a private descriptor and descriptor 1
 /// is pointed at stderr: a stray `println!` in plugin code lands in the log
 /// instead of corrupting the frame stream.
+///
+/// Requests are handled concurrently on one thread unless
+/// [`WORKER_THREADS_ENV`] asks for more; handlers must never block.
 pub fn serve<P: ResourcePlugin>(plugin: P) -> ! {
     crate::logging::init();
     let code = match serve_stdio(plugin) {
@@ -65,22 +68,90 @@ pub fn serve<P: ResourcePlugin>(plugin: P) -> ! {
     std::process::exit(code)
 }
 
+/// Environment variable choosing the plugin's runtime: unset, empty or `0`
+/// runs everything on one thread (a current-thread runtime); `N` runs a
+/// multi-thread runtime with `N` workers.
+///
+/// One thread is the default because it is the cheapest: the link's reader,
+/// the handlers and the writer hand work to each other without waking other
+/// threads, which on a busy host costs more CPU than a no-op request itself.
+/// Handlers must not block in either case (use `tokio::fs` or
+/// `spawn_blocking`); a plugin doing heavy computation in its handlers can
+/// ask for workers to spread it over cores.
+pub const WORKER_THREADS_ENV: &str = "ORRERY_PLUGIN_WORKER_THREADS";
+
 fn serve_stdio<P: ResourcePlugin>(plugin: P) -> std::io::Result<()> {
     let frames_out = crate::stdio::take_stdout_for_frames()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let workers = match std::env::var(WORKER_THREADS_ENV) {
+        Err(_) => 0,
+        Ok(v) if v.trim().is_empty() => 0,
+        Ok(v) => v.trim().parse::<usize>().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{WORKER_THREADS_ENV} must be a number of threads, not `{v}`"),
+            )
+        })?,
+    };
+    let runtime = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()?
+    };
     runtime.block_on(async move {
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let stdout = tokio::fs::File::from_std(frames_out);
-        serve_io(Arc::new(plugin), tokio::io::stdin(), stdout, async move {
-            sigterm.recv().await;
-            tracing::info!("SIGTERM: finishing in-flight requests");
-        })
+        serve_io(
+            Arc::new(plugin),
+            frames_in(),
+            frames_out_writer(frames_out),
+            async move {
+                sigterm.recv().await;
+                tracing::info!("SIGTERM: finishing in-flight requests");
+            },
+        )
         .await
     })
+}
+
+/// Stdin as an async reader. A pipe (what every host gives a plugin) is
+/// read without blocking, on the runtime's reactor; anything else (a file, a
+/// terminal) falls back to tokio's stdin, which reads on a blocking thread:
+/// one thread hand-off per read, several microseconds of CPU per frame.
+fn frames_in() -> Box<dyn AsyncRead + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(e) => {
+            tracing::debug!(error = %e, "stdin is not a pipe; reading it on a blocking thread");
+            Box::new(tokio::io::stdin())
+        }
+    }
+}
+
+/// The frames descriptor as an async writer: non-blocking when it is a
+/// pipe, as for [`frames_in`].
+fn frames_out_writer(frames_out: std::fs::File) -> Box<dyn AsyncWrite + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = frames_out
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(e) => {
+            tracing::debug!(error = %e, "stdout is not a pipe; writing it on a blocking thread");
+            Box::new(tokio::fs::File::from_std(frames_out))
+        }
+    }
 }
 
 type InFlight = Arc<Mutex<HashMap<Uuid, oneshot::Sender<()>>>>;
@@ -250,7 +321,12 @@ async fn run_request<P: ResourcePlugin>(
     };
     let deadline = envelope.deadline_ms.map(deadline_instant);
     let work = AssertUnwindSafe(dispatch(plugin.as_ref(), request)).catch_unwind();
+    // The handler is polled first: an answer that is ready wins over a
+    // cancel or deadline that arrives at the same moment, and a handler that
+    // answers at once never arms the deadline timer (arming the earliest
+    // timer of an idle runtime costs a wake-up of its own).
     let reply = tokio::select! {
+        biased;
         result = work.instrument(span.clone()) => match result {
             Ok(reply) => reply,
             Err(panic) => {

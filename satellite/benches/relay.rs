@@ -1,13 +1,34 @@
 //! Round trip of a no-op operation caller → NATS → satellite → plugin
 //! process → back, beside raw NATS request/reply measured in the same run.
 //!
-//! `cargo bench -p orrery-satellite --bench relay` (needs the workspace's
-//! binaries built and a nats-server, see scripts/ensure-nats.sh).
-//! `ORRERY_BENCH_QUICK=1` runs tiny counts (a smoke test for CI).
+//! `cargo bench -p orrery-satellite --bench relay` (needs a nats-server, see
+//! scripts/ensure-nats.sh).
+//!
+//! Raw NATS and Orrery are measured in alternating rounds (the order within
+//! a round alternates too), so both see the same machine load; each figure
+//! pools its path's rounds. A second table gives the CPU time per operation
+//! of each process (Linux `/proc`), with 64 in flight.
+//!
+//! The plugin process is release-built, like the relay in this bench: a full
+//! run first runs `cargo build --release -p orrery-plugin-testbed` (into the
+//! bench's own target directory; cargo has released its build lock by the
+//! time a bench runs, and the build is a no-op when nothing changed). If that
+//! build fails, an existing release binary is used, and failing that the
+//! debug one, each with a warning on stderr; the table names the binary used.
+//! `ORRERY_BENCH_PLUGIN=<path>` overrides the choice (e.g. to measure the
+//! debug build).
+//!
+//! Smoke test: append `-- --quick`, or set `ORRERY_BENCH_QUICK=1`. Run
+//! without cargo's `--bench` argument (as `cargo test --benches` does), the
+//! program also runs in quick mode. Quick mode takes tiny counts and the
+//! debug plugin built by `cargo build --workspace --bins`; its figures are
+//! meaningless.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{binary, NatsServer};
@@ -19,8 +40,79 @@ use orrery_satellite::relay::{self, RelayConfig};
 
 const PAYLOAD: usize = 256;
 
+const PLUGIN: &str = "orrery-plugin-testbed";
+
 fn quick() -> bool {
-    std::env::var("ORRERY_BENCH_QUICK").is_ok_and(|v| v == "1")
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    // then a smoke test is all that is wanted.
+    args.iter().any(|a| a == "--quick")
+        || std::env::var("ORRERY_BENCH_QUICK").is_ok_and(|v| v == "1")
+        || !args.iter().any(|a| a == "--bench")
+}
+
+/// The target directory this bench was built into: the executable lives in
+/// `<target>/<profile>/deps/`.
+fn target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.to_owned())
+}
+
+/// The plugin binary to supervise: release-built for a full run (see the
+/// module comment), the debug build for a quick one.
+fn plugin_binary(quick: bool) -> PathBuf {
+    if let Some(path) = std::env::var_os("ORRERY_BENCH_PLUGIN") {
+        return PathBuf::from(path);
+    }
+    if quick {
+        return binary(PLUGIN);
+    }
+    let Some(target) = target_dir() else {
+        eprintln!("warning: cannot locate the target directory; using the debug plugin build");
+        return binary(PLUGIN);
+    };
+    let release = target.join("release").join(PLUGIN);
+    match build_release_plugin(&target) {
+        Ok(()) if release.exists() => return release,
+        Ok(()) => eprintln!(
+            "warning: cargo built {PLUGIN} but {} does not exist",
+            release.display()
+        ),
+        Err(e) => eprintln!("warning: cannot build the release {PLUGIN}: {e}"),
+    }
+    if release.exists() {
+        eprintln!(
+            "warning: using the existing, possibly stale, {}",
+            release.display()
+        );
+        return release;
+    }
+    eprintln!("warning: using the DEBUG {PLUGIN}; the figures overstate the plugin's cost");
+    binary(PLUGIN)
+}
+
+fn build_release_plugin(target: &Path) -> Result<(), String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("building the release {PLUGIN} (cargo build --release -p {PLUGIN})");
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            PLUGIN,
+            "--bin",
+            PLUGIN,
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(common::workspace_root())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo exited with {status}"))
+    }
 }
 
 fn request(i: usize) -> Request {
@@ -39,49 +131,191 @@ fn request(i: usize) -> Request {
     })
 }
 
+/// What one path (raw NATS, or Orrery with N satellites) measured, pooled
+/// over its rounds.
+struct Samples {
+    latencies: Vec<Duration>,
+    seq_time: Duration,
+    par_calls: usize,
+    par_time: Duration,
+    /// CPU time in the runs with 64 in flight, per process group (see
+    /// [`Procs`]); `None` where /proc cannot tell.
+    par_cpu: [Option<Duration>; 3],
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Samples {
+            latencies: Vec::new(),
+            seq_time: Duration::ZERO,
+            par_calls: 0,
+            par_time: Duration::ZERO,
+            par_cpu: [Some(Duration::ZERO); 3],
+        }
+    }
+}
+
+impl Samples {
+    async fn sequential<F, Fut>(&mut self, n: usize, call: &F)
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let start = Instant::now();
+        for i in 0..n {
+            let t = Instant::now();
+            call(i).await;
+            self.latencies.push(t.elapsed());
+        }
+        self.seq_time += start.elapsed();
+    }
+
+    async fn in_flight_64<F, Fut>(&mut self, n: usize, procs: &Procs, call: &F)
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let before = procs.cpu();
+        let start = Instant::now();
+        futures::stream::iter(0..n)
+            .map(call)
+            .buffer_unordered(64)
+            .for_each(|()| async {})
+            .await;
+        self.par_time += start.elapsed();
+        self.par_calls += n;
+        let after = procs.cpu();
+        for (i, total) in self.par_cpu.iter_mut().enumerate() {
+            *total = match (*total, before[i], after[i]) {
+                (Some(t), Some(b), Some(a)) => Some(t + a.saturating_sub(b)),
+                _ => None,
+            };
+        }
+    }
+
+    fn figures(&mut self) -> Figures {
+        self.latencies.sort();
+        let lat = &self.latencies;
+        let n = self.par_calls.max(1) as u32;
+        Figures {
+            p50: lat[lat.len() / 2],
+            p99: lat[lat.len() * 99 / 100],
+            seq_rate: lat.len() as f64 / self.seq_time.as_secs_f64(),
+            rate_64: self.par_calls as f64 / self.par_time.as_secs_f64(),
+            cpu_64: self.par_cpu.map(|c| c.map(|c| c / n)),
+        }
+    }
+}
+
 struct Figures {
     p50: Duration,
     p99: Duration,
     seq_rate: f64,
     rate_64: f64,
+    /// CPU time per operation with 64 in flight, per process group.
+    cpu_64: [Option<Duration>; 3],
 }
 
-async fn measure<F, Fut>(n_seq: usize, n_par: usize, call: F) -> Figures
+/// The processes whose CPU time is counted: the bench process (the caller,
+/// and the relay or the raw responder), the plugin processes, nats-server.
+#[derive(Clone, Default)]
+struct Procs {
+    groups: [Vec<u32>; 3],
+}
+
+const GROUPS: [&str; 3] = ["bench process", "plugin", "nats-server"];
+
+impl Procs {
+    fn cpu(&self) -> [Option<Duration>; 3] {
+        self.groups.clone().map(|pids| {
+            pids.iter()
+                .map(|pid| cpu_time(*pid))
+                .sum::<Option<Duration>>()
+        })
+    }
+}
+
+/// CPU time (user + system) a process has used so far: the run time of each
+/// of its threads, from Linux's `/proc/<pid>/task/*/schedstat` (threads that
+/// exited during the run are missed; the runtimes here keep theirs).
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let path = task.ok()?.path().join("schedstat");
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(Duration::from_nanos(total))
+}
+
+/// Children of this process with the command name `name`.
+fn children_named(name: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // `pid (comm) state ppid ...`; comm may hold spaces and parens.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                return false;
+            };
+            let ppid = stat[close + 1..].split_whitespace().nth(1);
+            &stat[open + 1..close] == name && ppid == Some(me.to_string().as_str())
+        })
+        .collect()
+}
+
+/// Measures `path` and the raw baseline in alternating rounds, so that both
+/// see the same machine load; the order within a round alternates too.
+async fn alternate<R, RF, O, OF>(
+    rounds: usize,
+    (n_seq, n_par): (usize, usize),
+    procs: &Procs,
+    (raw, raw_call): (&mut Samples, &R),
+    (path, path_call): (&mut Samples, &O),
+) where
+    R: Fn(usize) -> RF,
+    RF: std::future::Future<Output = ()>,
+    O: Fn(usize) -> OF,
+    OF: std::future::Future<Output = ()>,
+{
+    for round in 0..rounds {
+        if round % 2 == 0 {
+            raw.sequential(n_seq, raw_call).await;
+            path.sequential(n_seq, path_call).await;
+            raw.in_flight_64(n_par, procs, raw_call).await;
+            path.in_flight_64(n_par, procs, path_call).await;
+        } else {
+            path.sequential(n_seq, path_call).await;
+            raw.sequential(n_seq, raw_call).await;
+            path.in_flight_64(n_par, procs, path_call).await;
+            raw.in_flight_64(n_par, procs, raw_call).await;
+        }
+    }
+}
+
+async fn warm_up<F, Fut>(call: &F)
 where
-    F: Fn(usize) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
 {
     for i in 0..50 {
         call(i).await;
     }
-    let mut lat = Vec::with_capacity(n_seq);
-    let start = Instant::now();
-    for i in 0..n_seq {
-        let t = Instant::now();
-        call(i).await;
-        lat.push(t.elapsed());
-    }
-    let seq_rate = n_seq as f64 / start.elapsed().as_secs_f64();
-    lat.sort();
-    let start = Instant::now();
-    futures::stream::iter(0..n_par)
-        .map(call)
-        .buffer_unordered(64)
-        .for_each(|()| async {})
-        .await;
-    let rate_64 = n_par as f64 / start.elapsed().as_secs_f64();
-    Figures {
-        p50: lat[lat.len() / 2],
-        p99: lat[lat.len() * 99 / 100],
-        seq_rate,
-        rate_64,
-    }
 }
 
-async fn satellite(server: &NatsServer, id: &str) -> tokio::sync::oneshot::Sender<()> {
-    let host = PluginHost::start(PluginSpec::new(binary("orrery-plugin-testbed")))
-        .await
-        .unwrap();
+async fn satellite(
+    server: &NatsServer,
+    plugin: &Path,
+    id: &str,
+) -> (tokio::sync::oneshot::Sender<()>, u32) {
+    let host = PluginHost::start(PluginSpec::new(plugin)).await.unwrap();
+    let pid = host.status().pid.unwrap_or(0);
     let client = server.client().await;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let config = RelayConfig {
@@ -94,7 +328,7 @@ async fn satellite(server: &NatsServer, id: &str) -> tokio::sync::oneshot::Sende
         })
         .await;
     });
-    tx
+    (tx, pid)
 }
 
 async fn wait_served(bus: &NatsBus) {
@@ -129,10 +363,32 @@ fn row(name: &str, f: &Figures, base: Option<&Figures>) {
     );
 }
 
+fn cpu_row(name: &str, f: &Figures) {
+    let us =
+        |d: Option<Duration>| d.map_or("?".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e6));
+    let total = f.cpu_64.iter().copied().sum::<Option<Duration>>();
+    println!(
+        "| {name} | {} | {} | {} | {} |",
+        us(f.cpu_64[0]),
+        us(f.cpu_64[1]),
+        us(f.cpu_64[2]),
+        us(total)
+    );
+}
+
+/// Rounds per phase; each round runs every path once.
+const ROUNDS: usize = 5;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let (n_seq, n_par) = if quick() { (200, 500) } else { (5_000, 40_000) };
+    let quick = quick();
+    let (n_seq, n_par) = if quick { (200, 500) } else { (5_000, 40_000) };
+    let rounds = if quick { 1 } else { ROUNDS };
+    let plugin = plugin_binary(quick);
     let server = NatsServer::start().await;
+    let mut procs = Procs::default();
+    procs.groups[0].push(std::process::id());
+    procs.groups[2] = children_named("nats-server");
 
     // Baseline: raw request/reply with a responder that echoes 256 bytes.
     let responder = server.client().await;
@@ -150,43 +406,66 @@ async fn main() {
     let caller = server.client().await;
     caller.flush().await.unwrap();
     let payload: bytes::Bytes = vec![7u8; PAYLOAD].into();
-    let raw = {
+    let raw_call = |_: usize| {
         let caller = caller.clone();
-        measure(n_seq, n_par, move |_| {
-            let caller = caller.clone();
-            let payload = payload.clone();
-            async move {
-                caller.request("bench.raw", payload).await.unwrap();
-            }
-        })
-        .await
+        let payload = payload.clone();
+        async move {
+            caller.request("bench.raw", payload).await.unwrap();
+        }
     };
 
     let bus = NatsBus::new(server.client().await);
-    let stop_a = satellite(&server, "bench-a").await;
+    let (stop_a, pid_a) = satellite(&server, &plugin, "bench-a").await;
+    procs.groups[1].push(pid_a);
     wait_served(&bus).await;
     let encoded = request(0).to_envelope().unwrap().encode().unwrap().len();
-    let call = {
+    let orrery_call = |i: usize| {
         let bus = bus.clone();
-        move |i: usize| {
-            let bus = bus.clone();
-            async move {
-                bus.send("testbed", &request(i), Duration::from_secs(30))
-                    .await
-                    .unwrap();
-            }
+        async move {
+            bus.send("testbed", &request(i), Duration::from_secs(30))
+                .await
+                .unwrap();
         }
     };
-    let one = measure(n_seq, n_par, call.clone()).await;
-    let stop_b = satellite(&server, "bench-b").await;
+
+    let mut raw = Samples::default();
+    let mut one = Samples::default();
+    let mut two = Samples::default();
+    warm_up(&raw_call).await;
+    warm_up(&orrery_call).await;
+    alternate(
+        rounds,
+        (n_seq / rounds, n_par / rounds),
+        &procs,
+        (&mut raw, &raw_call),
+        (&mut one, &orrery_call),
+    )
+    .await;
+    let (stop_b, pid_b) = satellite(&server, &plugin, "bench-b").await;
+    procs.groups[1].push(pid_b);
     // Let the second satellite's subscription reach the server.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let two = measure(n_seq / 5, n_par, call).await;
+    warm_up(&orrery_call).await;
+    alternate(
+        rounds,
+        (n_seq / 5 / rounds, n_par / rounds),
+        &procs,
+        (&mut raw, &raw_call),
+        (&mut two, &orrery_call),
+    )
+    .await;
+    let (raw, one, two) = (raw.figures(), one.figures(), two.figures());
 
+    if quick {
+        println!("quick mode: a smoke test, the figures are meaningless\n");
+    }
     println!(
-        "no-op operation round trip, {n_seq} sequential calls, {n_par} calls with 64 in flight"
+        "no-op operation round trip, {n_seq} sequential calls, {n_par} calls with 64 in flight \
+         (2 satellites: {} sequential); raw NATS measured alongside each, in {rounds} alternating rounds",
+        n_seq / 5
     );
-    println!("request envelope {encoded} bytes; raw NATS payload {PAYLOAD} bytes\n");
+    println!("request envelope {encoded} bytes; raw NATS payload {PAYLOAD} bytes");
+    println!("plugin binary: {}\n", plugin.display());
     println!("| path | p50 | p99 | seq ops/s | ops/s @64 | p50 vs raw | ops/s @64 vs raw |");
     println!("|---|---|---|---|---|---|---|");
     row("raw NATS request/reply", &raw, None);
@@ -196,6 +475,15 @@ async fn main() {
         "\nscale-out (2 vs 1 satellite, ops/s @64): {:.2}x",
         two.rate_64 / one.rate_64
     );
+    println!("\nCPU time per operation with 64 in flight, µs (user + system, all threads):\n");
+    println!(
+        "| path | {} (caller + relay or responder) | {} | {} | total |",
+        GROUPS[0], GROUPS[1], GROUPS[2]
+    );
+    println!("|---|---:|---:|---:|---:|");
+    cpu_row("raw NATS request/reply", &raw);
+    cpu_row("orrery, 1 satellite", &one);
+    cpu_row("orrery, 2 satellites", &two);
     let _ = stop_a.send(());
     let _ = stop_b.send(());
 }

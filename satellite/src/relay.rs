@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::service::ServiceExt;
+use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use orrery_schema::{
     Envelope, ErrorCode, ListResult, MessageKind, OperationStatus, ProgressEvent, ProtocolError,
@@ -170,42 +171,46 @@ async fn serve_endpoint(
     config: RelayConfig,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut in_flight = JoinSet::new();
+    // Requests in flight are futures polled by this task rather than tasks
+    // of their own: no spawn, no task allocation and no cross-thread
+    // hand-off per request. Each holds its permit until it has answered.
+    // The relay's own work per request is a decode and an encode, so one
+    // task per endpoint keeps up with far more than a plugin answers; the
+    // waiting happens in the plugin.
+    let mut in_flight = FuturesUnordered::new();
     let mut stopping = false;
-    loop {
+    let mut ended = false;
+    while !ended {
         // Take a permit before pulling the next request: a full plugin
         // leaves requests in NATS, where another satellite can take them.
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = stopped(&mut stop), if !stopping => {
-                stopping = true;
-                let _ = endpoint.stop().await;
-                continue;
-            }
+        let next = async {
+            let permit = permits.clone().acquire_owned().await.ok()?;
+            let request = endpoint.next().await?;
+            Some((permit, request))
         };
-        let request = tokio::select! {
-            request = endpoint.next() => request,
+        tokio::select! {
+            biased;
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
             () = stopped(&mut stop), if !stopping => {
                 stopping = true;
                 // Unsubscribing leaves already-delivered requests in the
                 // stream; the loop keeps serving them until it ends.
                 let _ = endpoint.stop().await;
-                continue;
             }
-        };
-        let Some(request) = request else { break };
-        let host = host.clone();
-        let default_timeout = config.default_timeout;
-        in_flight.spawn(async move {
-            handle(request, &host, default_timeout).await;
-            drop(permit);
-        });
-        while in_flight.try_join_next().is_some() {}
+            next = next => match next {
+                Some((permit, request)) => {
+                    let host = host.clone();
+                    let default_timeout = config.default_timeout;
+                    in_flight.push(async move {
+                        handle(request, &host, default_timeout).await;
+                        drop(permit);
+                    });
+                }
+                None => ended = true,
+            },
+        }
     }
-    while in_flight.join_next().await.is_some() {}
+    while in_flight.next().await.is_some() {}
 }
 
 async fn handle(

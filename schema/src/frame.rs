@@ -31,11 +31,34 @@ pub enum FrameError {
 
 /// Encodes an envelope as one frame.
 pub fn encode_frame(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
-    let body = envelope.encode()?;
-    let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + body.len());
-    out.put_u32(body.len() as u32);
-    out.extend_from_slice(&body);
+    let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + 64 + envelope.body.len());
+    encode_frame_into(envelope, &mut out)?;
     Ok(out)
+}
+
+/// Appends one frame holding `envelope` to `out`: the same bytes as
+/// [`encode_frame`], encoded in place behind the length prefix (no second
+/// buffer, no copy), so a writer can batch frames in one reused buffer.
+/// On error `out` is left as it was.
+pub fn encode_frame_into(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let start = out.len();
+    out.put_u32(0);
+    // The same serializer configuration as `codec::encode`
+    // (`rmp_serde::to_vec_named` is `write_named` into a `Vec`).
+    if let Err(e) = rmp_serde::encode::write_named(out, envelope) {
+        out.truncate(start);
+        return Err(e.into());
+    }
+    let len = out.len() - start - FRAME_HEADER_BYTES;
+    if len > MAX_MESSAGE_BYTES {
+        out.truncate(start);
+        return Err(EncodeError::TooLarge {
+            len,
+            max: MAX_MESSAGE_BYTES,
+        });
+    }
+    out[start..start + FRAME_HEADER_BYTES].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(())
 }
 
 /// Splits a byte stream into frame payloads.
@@ -105,6 +128,37 @@ mod tests {
         let mut v = (payload.len() as u32).to_be_bytes().to_vec();
         v.extend_from_slice(payload);
         v
+    }
+
+    #[test]
+    fn frames_encode_in_place_to_the_same_bytes() {
+        let envelope = Envelope::new(crate::MessageKind::Ping, &"x".repeat(300))
+            .unwrap()
+            .with_deadline_ms(Some(1_700_000_000_000));
+        let payload = envelope.encode().unwrap();
+        let expected = frame(&payload);
+        assert_eq!(encode_frame(&envelope).unwrap(), expected);
+        let mut batch = b"prefix".to_vec();
+        encode_frame_into(&envelope, &mut batch).unwrap();
+        encode_frame_into(&envelope, &mut batch).unwrap();
+        assert_eq!(&batch[..6], b"prefix");
+        assert_eq!(&batch[6..6 + expected.len()], &expected[..]);
+        assert_eq!(&batch[6 + expected.len()..], &expected[..]);
+    }
+
+    #[test]
+    fn an_oversized_frame_leaves_the_buffer_as_it_was() {
+        let envelope = Envelope {
+            body: vec![0; MAX_MESSAGE_BYTES],
+            ..Envelope::default()
+        };
+        let mut batch = b"kept".to_vec();
+        assert!(matches!(
+            encode_frame_into(&envelope, &mut batch),
+            Err(EncodeError::TooLarge { .. })
+        ));
+        assert_eq!(batch, b"kept");
+        assert!(encode_frame(&envelope).is_err());
     }
 
     #[test]
