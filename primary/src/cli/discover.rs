@@ -1,17 +1,16 @@
 //! `orrery discover`, `orrery drift` and `orrery import`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use orrery_primary::discovery::{self, ImportSpec, Options, TargetRef};
 use orrery_primary::engine::{plugin_search_path, Plugins};
 use orrery_primary::scheduler::BucketLimit;
-use orrery_primary::stack::{self, Stack};
 
-use super::stack_cmds::Common;
+use super::stack_cmds::{parse_rate_limit, read_stack, Common};
 use super::Output;
 
 #[derive(clap::Args, Debug)]
@@ -71,41 +70,6 @@ pub struct ImportArgs {
     pub native_id: String,
     #[command(flatten)]
     pub common: Common,
-}
-
-fn parse_rate_limit(s: &str) -> Result<(String, BucketLimit), String> {
-    let (bucket, limit) = s
-        .split_once('=')
-        .ok_or("expected NAMESPACE/TARGET=RATE[:BURST]")?;
-    let (rate, burst) = match limit.split_once(':') {
-        Some((r, b)) => (r, b.parse::<u32>().map_err(|e| format!("burst: {e}"))?),
-        None => (limit, 1),
-    };
-    let rate: f64 = rate.parse().map_err(|e| format!("rate: {e}"))?;
-    if !rate.is_finite() || rate < 0.0 {
-        return Err("rate must be a non-negative number".into());
-    }
-    Ok((
-        bucket.to_owned(),
-        BucketLimit {
-            rate_per_sec: rate,
-            burst: burst.max(1),
-        },
-    ))
-}
-
-fn read_stack(file: &Path) -> anyhow::Result<Stack> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let dir = std::fs::canonicalize(file)
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from("."));
-    Ok(stack::parse(
-        &file.display().to_string(),
-        &text,
-        &dir.display().to_string(),
-    )?)
 }
 
 async fn start_plugins(

@@ -64,7 +64,8 @@ pub struct ApplyArgs {
     pub common: Common,
 }
 
-fn parse_rate_limit(s: &str) -> Result<(String, BucketLimit), String> {
+/// Parses `NAMESPACE/TARGET=RATE[:BURST]` (the `--rate-limit` option).
+pub(super) fn parse_rate_limit(s: &str) -> Result<(String, BucketLimit), String> {
     let (bucket, limit) = s
         .split_once('=')
         .ok_or("expected NAMESPACE/TARGET=RATE[:BURST]")?;
@@ -144,7 +145,8 @@ struct Loaded {
     store: Store,
 }
 
-fn read_stack(file: &Path) -> anyhow::Result<Stack> {
+/// Reads and parses a stack document; `${stack_dir}` is its directory.
+pub(super) fn read_stack(file: &Path) -> anyhow::Result<Stack> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let dir = std::fs::canonicalize(file)
