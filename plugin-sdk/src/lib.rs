@@ -31,6 +31,7 @@ pub mod result;
 pub mod schema_builder;
 pub mod server;
 mod stdio;
+pub mod telemetry;
 
 pub use client::{Answer, CallError, ConnectError, PluginClient};
 pub use logging::LOG_FORMAT_ENV;

@@ -1,19 +1,29 @@
-//! Plugin logs: stderr only, JSON lines when the host asks for them.
+//! Plugin logs and traces: logs on stderr (JSON lines when the host asks for
+//! them), spans exported when the standard `OTEL_*` variables say so.
+
+use crate::telemetry::{self, Telemetry, TelemetryConfig};
 
 /// Environment variable a host sets to `json` to receive JSON log lines.
 pub const LOG_FORMAT_ENV: &str = "ORRERY_PLUGIN_LOG_FORMAT";
 
-/// Installs a stderr subscriber honouring `RUST_LOG` (default `info`).
-pub fn init() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let json = std::env::var(LOG_FORMAT_ENV).is_ok_and(|v| v == "json");
-    let _ = if json {
-        builder.json().with_current_span(true).try_init()
-    } else {
-        builder.with_ansi(false).try_init()
+/// Sets up the plugin's telemetry as `orrery-plugin-<name>`. A broken
+/// telemetry setting is reported on stderr and leaves the plugin running
+/// without export: observability never stops a plugin from serving.
+pub fn init(name: &str) -> Option<Telemetry> {
+    let mut config = match TelemetryConfig::from_env(&format!("orrery-plugin-{name}")) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("telemetry disabled: {e}");
+            TelemetryConfig::from_vars(&format!("orrery-plugin-{name}"), |_| None).ok()?
+        }
     };
+    config.log_json = std::env::var(LOG_FORMAT_ENV).is_ok_and(|v| v == "json");
+    match telemetry::init(&config) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("telemetry export disabled: {e}");
+            config.otlp_endpoint = None;
+            telemetry::init(&config).ok()
+        }
+    }
 }

@@ -78,6 +78,9 @@ pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnEr
     let mut command = Command::new(&config.path);
     command
         .args(&config.args)
+        // The host's own service name would label the plugin's spans as the
+        // host's; the SDK names the plugin after itself instead.
+        .env_remove("OTEL_SERVICE_NAME")
         .envs(config.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -57,7 +57,7 @@ pub fn announcement<P: ResourcePlugin>(plugin: &P) -> Announcement {
 /// Requests are handled concurrently on one thread unless
 /// [`WORKER_THREADS_ENV`] asks for more; handlers must never block.
 pub fn serve<P: ResourcePlugin>(plugin: P) -> ! {
-    crate::logging::init();
+    let telemetry = crate::logging::init(&plugin.info().name);
     let code = match serve_stdio(plugin) {
         Ok(()) => 0,
         Err(e) => {
@@ -65,6 +65,8 @@ pub fn serve<P: ResourcePlugin>(plugin: P) -> ! {
             1
         }
     };
+    // `exit` runs no destructors: flush the spans still queued first.
+    drop(telemetry);
     std::process::exit(code)
 }
 
@@ -306,11 +308,17 @@ async fn run_request<P: ResourcePlugin>(
     let resource_type = request.resource_type().to_owned();
     let span = tracing::info_span!(
         "plugin.handle",
+        otel.kind = "server",
         operation = %operation,
         resource_type = %resource_type,
         request_id = %request_id,
-        traceparent = envelope.trace.as_ref().map(|t| t.traceparent.as_str()).unwrap_or(""),
+        trace_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
     );
+    if let Some(trace) = &envelope.trace {
+        crate::telemetry::set_parent(&span, trace);
+    }
+    crate::telemetry::record_trace_id(&span);
     let fail = |code: ErrorCode, message: String| {
         failure(
             &operation,
@@ -342,6 +350,11 @@ async fn run_request<P: ResourcePlugin>(
         ),
     };
     lock(&in_flight).remove(&envelope.id);
+    let status = match &reply {
+        Reply::Progress(p) => &p.status,
+        Reply::List(l) => &l.status,
+    };
+    span.record("outcome", tracing::field::display(status));
     let encoded = match reply {
         Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
         Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),

@@ -16,6 +16,7 @@ pub mod apply;
 pub mod discovery;
 pub mod engine;
 pub mod http;
+pub mod metrics;
 pub mod plan;
 pub mod scheduler;
 pub mod stack;

@@ -13,7 +13,15 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     let args = cli::Cli::parse();
-    cli::init_logging(args.log_json);
+    // Declared before the runtime, dropped after it: queued spans are
+    // flushed once every task has ended.
+    let telemetry = match cli::init_telemetry(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: telemetry: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -21,7 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(cli::run(args)) {
+    match runtime.block_on(cli::run(args, telemetry.metrics())) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

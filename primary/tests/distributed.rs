@@ -7,58 +7,10 @@ mod nats;
 
 mod common;
 
-use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn satellite(url: &str, id: &str) -> Killed {
-    Killed(
-        Command::new(nats::binary("orrery-satellite"))
-            .args(["--nats-url", url, "--id", id])
-            .arg("--plugin")
-            .arg(nats::binary("orrery-plugin-local"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-/// Requests served per satellite id, from `$SRV.STATS`.
-async fn served(client: &async_nats::Client) -> HashMap<String, u64> {
-    let inbox = client.new_inbox();
-    let mut sub = client.subscribe(inbox.clone()).await.unwrap();
-    client
-        .publish_with_reply("$SRV.STATS.orrery-satellite", inbox, "".into())
-        .await
-        .unwrap();
-    let mut out = HashMap::new();
-    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
-        // No responders yet arrives as an empty status message.
-        let Ok(stats) = serde_json::from_slice::<serde_json::Value>(&msg.payload) else {
-            continue;
-        };
-        let n = stats["endpoints"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["num_requests"].as_u64().unwrap())
-            .sum();
-        out.insert(stats["id"].as_str().unwrap_or_default().to_owned(), n);
-    }
-    out
-}
+use common::fleet::{satellite, served, spread_stack};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stack_applies_through_nats_spread_over_two_satellites() {
@@ -72,17 +24,7 @@ async fn a_stack_applies_through_nats_spread_over_two_satellites() {
     }
 
     let scratch = common::Scratch::new();
-    let mut doc = String::from(
-        "stack: spread\ntargets:\n  - name: site\n    plugin: local\n    config: { root: \"${stack_dir}/site\", create_root: true }\nresources:\n",
-    );
-    for d in 0..4 {
-        doc.push_str(&format!("  - label: dir{d}\n    type: Local::Fs::Directory\n    target: site\n    properties: {{ path: d{d} }}\n"));
-        for f in 0..10 {
-            doc.push_str(&format!(
-                "  - label: f{d}-{f}\n    type: Local::Fs::File\n    target: site\n    properties: {{ path: \"${{dir{d}.path}}/f{f}\", content: \"{d}.{f}\" }}\n"
-            ));
-        }
-    }
+    let doc = spread_stack("spread", 4, 10);
     let file = scratch.write("spread.yaml", &doc);
     let run = tokio::task::spawn_blocking({
         let file = file.clone();

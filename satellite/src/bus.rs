@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use orrery_plugin_sdk::client::{deadline_ms, decode_answer};
+use orrery_plugin_sdk::telemetry;
 use orrery_plugin_sdk::{Answer, CallError};
 use orrery_schema::{Envelope, ErrorCode, Request};
+use tracing::Instrument;
 
 use crate::relay::operation_subject;
 
@@ -87,11 +89,28 @@ impl NatsBus {
         let payload = envelope
             .encode()
             .map_err(|e| BusError::Transport(e.to_string()))?;
+        let subject = operation_subject(plugin, target);
+        let span = tracing::info_span!(
+            "nats.request",
+            otel.kind = "client",
+            messaging.system = "nats",
+            messaging.destination.name = %subject,
+        );
+        // The satellite's relay span becomes a child of this one.
+        let mut headers = async_nats::HeaderMap::new();
+        span.in_scope(|| {
+            telemetry::inject_headers(|key, value| headers.insert(key, value.as_str()));
+        });
         let request = async_nats::Request::new()
             .payload(payload.into())
+            .headers(headers)
             .timeout(Some(timeout));
-        let subject = operation_subject(plugin, target);
-        match self.client.send_request(subject, request).await {
+        match self
+            .client
+            .send_request(subject, request)
+            .instrument(span)
+            .await
+        {
             Ok(message) => Envelope::decode(&message.payload)
                 .map_err(|e| BusError::Transport(format!("undecodable answer: {e}"))),
             Err(e) => Err(match e.kind() {

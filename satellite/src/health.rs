@@ -13,26 +13,36 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 
+use orrery_plugin_sdk::telemetry::MetricsReader;
+
 use crate::plugin_host::PluginHost;
 
 #[derive(Clone)]
 struct Health {
     client: async_nats::Client,
     hosts: Vec<PluginHost>,
+    recorded: Option<MetricsReader>,
 }
 
 /// Serves the health endpoints on `addr` until `shutdown` resolves.
+/// `recorded` adds the process's OpenTelemetry metrics (relay latencies) to
+/// `/metrics`.
 pub async fn serve(
     addr: SocketAddr,
     client: async_nats::Client,
     hosts: Vec<PluginHost>,
+    recorded: Option<MetricsReader>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(Health { client, hosts });
+        .with_state(Health {
+            client,
+            hosts,
+            recorded,
+        });
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "health endpoints listening");
     axum::serve(listener, app)
@@ -104,5 +114,8 @@ async fn metrics(State(h): State<Health>) -> String {
     );
     let _ = writeln!(out, "# TYPE orrery_nats_connected gauge");
     let _ = writeln!(out, "orrery_nats_connected {connected}");
+    if let Some(recorded) = &h.recorded {
+        out.push_str(&recorded.prometheus_text());
+    }
     out
 }

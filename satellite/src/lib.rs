@@ -15,6 +15,7 @@ pub mod bus;
 pub mod describe;
 pub mod health;
 pub mod hub;
+pub mod metrics;
 pub mod plugin_host;
 pub mod relay;
 pub mod supervisor;

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Parser;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
 use orrery_satellite::hub;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
@@ -78,6 +79,17 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     log_json: bool,
+    /// OTLP/HTTP endpoint to export traces and metrics to, e.g.
+    /// http://collector:4318. Default: OTEL_EXPORTER_OTLP_ENDPOINT; unset
+    /// exports nothing.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    otlp_endpoint: Option<String>,
+    /// Share of new traces recorded when exporting, 0 to 1. Default:
+    /// OTEL_TRACES_SAMPLER_ARG, else 1.
+    #[arg(long, value_parser = parse_ratio)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_sampling: Option<f64>,
     /// Serve /healthz, /readyz and /metrics on this port (all interfaces).
     /// Off unless set.
     #[arg(long)]
@@ -141,6 +153,8 @@ struct Settings {
     handshake_timeout_secs: u64,
     #[serde(default)]
     log_json: bool,
+    otlp_endpoint: Option<String>,
+    trace_sampling: Option<f64>,
     health_port: Option<u16>,
     #[serde(default)]
     installs: Vec<String>,
@@ -187,7 +201,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(settings.log_json);
+    let telemetry = match init_telemetry(&settings) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: invalid telemetry configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -195,7 +215,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(settings)) {
+    match runtime.block_on(run(settings, telemetry.metrics())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -204,7 +224,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(settings: Settings) -> anyhow::Result<()> {
+async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     anyhow::ensure!(
         !settings.plugins.is_empty() || !settings.installs.is_empty(),
         "no plugins configured: pass --plugin PATH or --install NAME@REQ"
@@ -234,8 +254,14 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
         let (client, hosts) = (client.clone(), hosts.clone());
         tokio::spawn(async move {
-            if let Err(e) =
-                orrery_satellite::health::serve(addr, client, hosts, std::future::pending()).await
+            if let Err(e) = orrery_satellite::health::serve(
+                addr,
+                client,
+                hosts,
+                Some(metrics),
+                std::future::pending(),
+            )
+            .await
             {
                 tracing::error!(%addr, error = %e, "health endpoints failed");
             }
@@ -396,15 +422,18 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.with_ansi(false).try_init()
-    };
+fn init_telemetry(settings: &Settings) -> anyhow::Result<Telemetry> {
+    let mut config = TelemetryConfig::from_env("orrery-satellite")?;
+    if settings.otlp_endpoint.is_some() {
+        config.otlp_endpoint.clone_from(&settings.otlp_endpoint);
+    }
+    if let Some(ratio) = settings.trace_sampling {
+        config.sampling_ratio = ratio;
+    }
+    config.log_json = settings.log_json;
+    Ok(telemetry::init(&config)?)
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    telemetry::parse_ratio(text).map_err(|e| e.to_string())
 }

@@ -355,7 +355,7 @@ async fn shutdown(mut process: orrery_plugin_sdk::process::PluginProcess, grace:
 
 /// Re-emits the plugin's stderr through this process's logs, tagged with
 /// the plugin's name, version and pid. JSON lines from the SDK keep their
-/// level, message and request fields.
+/// level, message, request id and trace id.
 async fn capture_logs(stderr: ChildStderr, plugin: String, version: String, pid: u32) {
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -372,10 +372,10 @@ async fn capture_logs(stderr: ChildStderr, plugin: String, version: String, pid:
         let level = field("level").unwrap_or_else(|| "INFO".into());
         let message = field("message").unwrap_or_else(|| line.clone());
         let request_id = field("request_id").unwrap_or_default();
-        let traceparent = field("traceparent").unwrap_or_default();
+        let trace_id = field("trace_id").unwrap_or_default();
         macro_rules! emit {
             ($lvl:ident) => {
-                tracing::$lvl!(target: "plugin", %plugin, %version, pid, %request_id, %traceparent, "{message}")
+                tracing::$lvl!(target: "plugin", %plugin, %version, pid, %request_id, %trace_id, "{message}")
             };
         }
         match level.as_str() {

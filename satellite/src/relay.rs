@@ -8,18 +8,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::service::ServiceExt;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
+use orrery_plugin_sdk::telemetry;
 use orrery_schema::{
     Envelope, ErrorCode, ListResult, MessageKind, OperationStatus, ProgressEvent, ProtocolError,
-    Request, PROTOCOL_MAJOR,
+    Request, TraceContext, PROTOCOL_MAJOR,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tracing::{Instrument, Span};
 
+use crate::metrics::{Outcome, RelayMetrics};
 use crate::plugin_host::{stopped, PluginHost};
 
 /// Subjects of operations start with this.
@@ -178,6 +181,7 @@ async fn serve_endpoint(
     // task per endpoint keeps up with far more than a plugin answers; the
     // waiting happens in the plugin.
     let mut in_flight = FuturesUnordered::new();
+    let metrics = RelayMetrics::new();
     let mut stopping = false;
     let mut ended = false;
     while !ended {
@@ -201,8 +205,13 @@ async fn serve_endpoint(
                 Some((permit, request)) => {
                     let host = host.clone();
                     let default_timeout = config.default_timeout;
+                    let span = relay_span(&request, &host, &config.satellite_id);
+                    let metrics = metrics.clone();
                     in_flight.push(async move {
-                        handle(request, &host, default_timeout).await;
+                        let started = Instant::now();
+                        let (operation, outcome) =
+                            handle(request, &host, default_timeout).instrument(span).await;
+                        metrics.record(host.name(), &operation, outcome, started.elapsed());
                         drop(permit);
                     });
                 }
@@ -213,51 +222,106 @@ async fn serve_endpoint(
     while in_flight.next().await.is_some() {}
 }
 
+/// The span of one relayed request, a child of the primary's attempt span
+/// when the request carries a `traceparent` header.
+fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satellite: &str) -> Span {
+    let span = tracing::info_span!(
+        "satellite.relay",
+        otel.kind = "server",
+        plugin = %host.name(),
+        satellite = %satellite,
+        operation = tracing::field::Empty,
+        request_id = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    if let Some(headers) = &request.message.headers {
+        telemetry::parent_from_headers(&span, |key| {
+            headers.get(key).map(|v| v.as_str().to_owned())
+        });
+    }
+    telemetry::record_trace_id(&span);
+    span
+}
+
+/// Relays one request and answers it; returns the operation and outcome
+/// for the metrics.
 async fn handle(
     request: async_nats::service::Request,
     host: &PluginHost,
     default_timeout: Duration,
-) {
+) -> (String, Outcome) {
     let payload = &request.message.payload;
-    let answer = match Envelope::decode(payload) {
+    let mut operation = String::from("unknown");
+    let (answer, outcome) = match Envelope::decode(payload) {
         Err(e) => {
             if request.message.reply.is_none() {
                 tracing::warn!(subject = %request.message.subject, error = %e, "dropping undecodable bytes without a reply subject");
-                return;
+                return (operation, Outcome::Refused(ErrorCode::MalformedMessage));
             }
             tracing::warn!(subject = %request.message.subject, error = %e, "answering undecodable bytes with an error");
-            protocol_error(
-                None,
-                ErrorCode::MalformedMessage,
-                format!("not an Orrery envelope: {e}"),
-            )
+            let code = ErrorCode::MalformedMessage;
+            let answer = protocol_error(None, code.clone(), format!("not an Orrery envelope: {e}"));
+            (answer, Outcome::Refused(code))
         }
-        Ok(envelope) if envelope.protocol != PROTOCOL_MAJOR => protocol_error(
-            Some(&envelope),
-            ErrorCode::UnsupportedProtocol,
-            format!(
+        Ok(envelope) if envelope.protocol != PROTOCOL_MAJOR => {
+            let code = ErrorCode::UnsupportedProtocol;
+            let message = format!(
                 "request speaks protocol {} but this satellite speaks protocol {PROTOCOL_MAJOR}",
                 envelope.protocol
-            ),
-        ),
-        Ok(envelope) => {
+            );
+            (
+                protocol_error(Some(&envelope), code.clone(), message),
+                Outcome::Refused(code),
+            )
+        }
+        Ok(mut envelope) => {
+            operation = envelope.kind.to_string();
+            let span = Span::current();
+            span.record("operation", operation.as_str());
+            span.record("request_id", tracing::field::display(envelope.id));
+            tracing::debug!("relaying");
+            // The plugin's handler span becomes a child of this relay span;
+            // without telemetry here, the primary's context passes through.
+            if let Some(trace) = telemetry::current_trace() {
+                envelope.trace = Some(trace);
+            } else if let Some(headers) = &request.message.headers {
+                if let Some(traceparent) = headers.get("traceparent") {
+                    envelope.trace = Some(TraceContext {
+                        traceparent: traceparent.as_str().to_owned(),
+                        tracestate: headers
+                            .get("tracestate")
+                            .map(|v| v.as_str().to_owned())
+                            .unwrap_or_default(),
+                    });
+                }
+            }
             let timeout = envelope.deadline_ms.map_or(default_timeout, until);
             match host.call(envelope.clone(), timeout).await {
-                Ok(answer) => answer,
-                Err(e) => failure_answer(&envelope, e.code(), e.to_string()),
+                Ok(answer) => (answer, Outcome::Answered),
+                Err(e) => {
+                    let code = e.code();
+                    tracing::warn!(error = %e, "the plugin could not answer");
+                    (
+                        failure_answer(&envelope, code.clone(), e.to_string()),
+                        Outcome::Refused(code),
+                    )
+                }
             }
         }
     };
+    Span::current().record("outcome", outcome.label().as_str());
     let bytes = match answer.encode() {
         Ok(b) => b,
         Err(e) => {
             tracing::error!(error = %e, "cannot encode an answer");
-            return;
+            return (operation, outcome);
         }
     };
     if let Err(e) = request.respond(Ok(bytes.into())).await {
         tracing::warn!(error = %e, "cannot send an answer");
     }
+    (operation, outcome)
 }
 
 fn until(deadline_ms: u64) -> Duration {

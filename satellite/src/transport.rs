@@ -90,7 +90,8 @@ impl Transport for LocalBus {
             let envelope = request
                 .to_envelope()
                 .map_err(|e| BusError::Transport(e.to_string()))?
-                .with_deadline_ms(Some(deadline_ms(timeout)));
+                .with_deadline_ms(Some(deadline_ms(timeout)))
+                .with_trace(orrery_plugin_sdk::telemetry::current_trace());
             let answer = match host.call(envelope.clone(), timeout).await {
                 Ok(answer) => answer,
                 Err(e) => failure_answer(&envelope, e.code(), e.to_string()),

@@ -5,6 +5,7 @@
 
 mod ops;
 mod resume;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use orrery_schema::{
     PropertyMap, Request, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,
 };
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
 
 pub use ops::{bucket, Op, OpKind};
 pub use resume::{ResumeError, Resumed};
@@ -122,6 +124,7 @@ struct Running {
     op: usize,
     answer: Result<Answer, orrery_satellite::bus::BusError>,
     polled: bool,
+    span: tracing::Span,
 }
 
 impl Executor {
@@ -171,7 +174,33 @@ impl Executor {
     /// Runs `plan` as command `command_id` of `stack_name`. A command id
     /// still `running` in the store (returned by [`Executor::resume`]) goes
     /// on under that id; any other id starts a new command.
+    ///
+    /// The command is one trace: its span is the root of every operation's,
+    /// attempt's and rate-limit wait's span, and of the satellites' and
+    /// plugins' spans through the propagated context.
     pub async fn run(
+        &self,
+        command_id: &str,
+        kind: &str,
+        stack_name: &str,
+        stack: Option<(&Stack, &Graph)>,
+        plan: &Plan,
+        stored: &[StoredResource],
+    ) -> Result<Report, StoreError> {
+        let span = tracing::info_span!(
+            "orrery.command",
+            command_id = %command_id,
+            kind = %kind,
+            stack = %stack_name,
+            trace_id = tracing::field::Empty,
+        );
+        orrery_plugin_sdk::telemetry::record_trace_id(&span);
+        self.run_traced(command_id, kind, stack_name, stack, plan, stored)
+            .instrument(span)
+            .await
+    }
+
+    async fn run_traced(
         &self,
         command_id: &str,
         kind: &str,
@@ -256,6 +285,7 @@ impl Executor {
         let claimed: Arc<std::collections::HashSet<String>> =
             Arc::new(stored.iter().map(|s| s.native_id.clone()).collect());
         let mut attempts = vec![0u32; ops.len()];
+        let mut spans = trace::OpSpans::new(ops.len());
         let mut report = Report {
             command_id: command_id.to_owned(),
             ..Default::default()
@@ -267,7 +297,12 @@ impl Executor {
         let mut cancel_gone = false;
 
         loop {
-            for step in scheduler.poll(Instant::now()) {
+            let steps = scheduler.poll(Instant::now());
+            for task in scheduler.take_newly_rate_limited() {
+                let op = &ops[task];
+                spans.rate_limited(task, op, &bucket(&self.catalog, &op.plugin, &op.target));
+            }
+            for step in steps {
                 let (task, polled, verify_first) = match step {
                     Step::Start {
                         task,
@@ -345,6 +380,7 @@ impl Executor {
                     self.emit(&op.label, op.kind.name(), "started", detail);
                 }
                 report.requests += 1;
+                let span = spans.attempt(task, op, attempts[task], polled);
                 let transport = self.transport.clone();
                 let plugin = op.plugin.clone();
                 let timeout = self.options.request_timeout;
@@ -362,26 +398,31 @@ impl Executor {
                     }),
                     _ => None,
                 };
-                in_flight.push(async move {
-                    let answer = match lookup {
-                        Some(lookup) => {
-                            resume::send_create(
-                                transport,
-                                request,
-                                Some(lookup),
-                                verify_first,
-                                timeout,
-                            )
-                            .await
+                let attempt_span = span.clone();
+                in_flight.push(
+                    async move {
+                        let answer = match lookup {
+                            Some(lookup) => {
+                                resume::send_create(
+                                    transport,
+                                    request,
+                                    Some(lookup),
+                                    verify_first,
+                                    timeout,
+                                )
+                                .await
+                            }
+                            None => transport.send(&plugin, &request, timeout).await,
+                        };
+                        Running {
+                            op: task,
+                            answer,
+                            polled,
+                            span: attempt_span,
                         }
-                        None => transport.send(&plugin, &request, timeout).await,
-                    };
-                    Running {
-                        op: task,
-                        answer,
-                        polled,
                     }
-                });
+                    .instrument(span),
+                );
             }
             if scheduler.is_finished() && in_flight.is_empty() {
                 break;
@@ -390,7 +431,12 @@ impl Executor {
             tokio::select! {
                 Some(done) = in_flight.next() => {
                     let outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op], done.polled)?;
+                    let error = match &outcome {
+                        Outcome::Failed { code, .. } => Some(code.clone()),
+                        _ => None,
+                    };
                     scheduler.on_outcome(done.op, outcome, Instant::now());
+                    spans.answered(done.op, &ops[done.op], &done.span, error.as_ref(), scheduler.state(done.op));
                 }
                 () = sleep_until(wake), if wake.is_some() => {}
                 changed = cancel.changed(), if !canceled && !cancel_gone => {
@@ -471,6 +517,9 @@ impl Executor {
         } else {
             CommandStatus::Failed
         };
+        for (bucket, wait) in scheduler.rate_limit_waits() {
+            crate::metrics::metrics().rate_limit_wait(bucket, wait);
+        }
         hang_at("before_finish").await;
         self.store.finish_command(command_id, &status)?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;

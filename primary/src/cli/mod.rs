@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
 
 pub mod config_file;
 mod discover;
@@ -30,6 +31,15 @@ pub struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true, env = "ORRERY_LOG_JSON")]
     pub log_json: bool,
+    /// OTLP/HTTP endpoint to export traces and metrics to, e.g.
+    /// http://collector:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT; unset
+    /// exports nothing).
+    #[arg(long, global = true, env = "ORRERY_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Share of new traces recorded when exporting, 0 to 1 (default:
+    /// $OTEL_TRACES_SAMPLER_ARG, else 1).
+    #[arg(long, global = true, env = "ORRERY_TRACE_SAMPLING", value_parser = parse_ratio)]
+    pub trace_sampling: Option<f64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,7 +105,8 @@ enum PluginCommand {
 }
 
 /// Runs the parsed command; the exit code is the command's verdict.
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// `metrics` reads this process's metrics for the server's `/metrics`.
+pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Apply(args) => stack_cmds::apply_cmd(args).await,
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
@@ -110,7 +121,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(PluginCommand::Test(args)) => plugin_test::run(args).await,
         Command::Plugin(PluginCommand::Package(args)) => hub::package_cmd(args).await,
         Command::Hub(command) => hub::run(command).await,
-        Command::Primary(args) | Command::Up(args) => server::run(args).await,
+        Command::Primary(args) | Command::Up(args) => server::run(args, metrics).await,
         Command::Version => {
             println!(
                 "orrery {} (plugin protocol {})",
@@ -122,16 +133,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `warn`).
-pub fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+/// Logs to stderr, filtered by `RUST_LOG` (default `warn`); traces and
+/// metrics over OTLP when an endpoint is configured.
+pub fn init_telemetry(cli: &Cli) -> anyhow::Result<Telemetry> {
+    let mut config = TelemetryConfig::from_env("orrery-primary")?;
+    if cli.otlp_endpoint.is_some() {
+        config.otlp_endpoint.clone_from(&cli.otlp_endpoint);
+    }
+    if let Some(ratio) = cli.trace_sampling {
+        config.sampling_ratio = ratio;
+    }
+    config.log_json = cli.log_json;
+    config.default_log_filter = "warn".into();
+    Ok(telemetry::init(&config)?)
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    telemetry::parse_ratio(text).map_err(|e| e.to_string())
 }

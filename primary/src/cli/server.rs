@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
 use orrery_primary::engine::plugin_search_path;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
@@ -38,9 +39,13 @@ pub struct Args {
     /// operations in flight (nothing new starts) before the server exits.
     #[arg(long, env = "ORRERY_SHUTDOWN_GRACE", default_value_t = 20)]
     pub shutdown_grace: u64,
+    /// Distributed mode: reach plugins through satellites on this NATS
+    /// server instead of running them in this process.
+    #[arg(long, env = "ORRERY_NATS_URL")]
+    pub nats_url: Option<String>,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
     let stack_dir = match args.stack_dir {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the working directory")?,
@@ -56,6 +61,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_concurrency: args.concurrency.max(1),
             ..Options::default()
         },
+        nats: match &args.nats_url {
+            Some(url) => Some(
+                async_nats::ConnectOptions::new()
+                    .name("orrery-primary")
+                    .connect(url.as_str())
+                    .await
+                    .with_context(|| format!("cannot connect to NATS at {url}"))?,
+            ),
+            None => None,
+        },
+        metrics: Some(metrics),
     };
     let primary = Primary::open(config)
         .with_context(|| format!("cannot open the state in {}", args.data_dir.display()))?;

@@ -50,6 +50,24 @@ pub async fn healthz() -> Json<Value> {
 }
 
 /// `GET /readyz`: the state store answers a query.
+/// `GET /metrics`: the process's metrics in the Prometheus text format.
+pub async fn metrics(State(state): AppState) -> Response {
+    let text = state
+        .config
+        .metrics
+        .as_ref()
+        .map(|m| m.prometheus_text())
+        .unwrap_or_default();
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        text,
+    )
+        .into_response()
+}
+
 pub async fn readyz(State(state): AppState) -> Response {
     let store = state.store.clone();
     let check = tokio::time::timeout(
@@ -63,8 +81,14 @@ pub async fn readyz(State(state): AppState) -> Response {
         .iter()
         .map(|h| (h.name().to_owned(), h.status().state))
         .collect();
+    let nats = state.config.nats.as_ref().map(|c| c.connection_state());
     let failure = match check {
-        Ok(Ok(Ok(()))) => None,
+        Ok(Ok(Ok(()))) => match nats {
+            Some(s) if s != async_nats::connection::State::Connected => {
+                Some(format!("NATS is {s:?}"))
+            }
+            _ => None,
+        },
         Ok(Ok(Err(e))) => Some(e.to_string()),
         Ok(Err(e)) => Some(format!("the store check failed: {e}")),
         Err(_) => Some(format!(

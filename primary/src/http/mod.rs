@@ -7,7 +7,9 @@
 //! progress is read back from the state store. Every endpoint is described
 //! in `docs/http-api.md`.
 //!
-//! - `GET  /healthz`, `GET /readyz`: liveness, readiness (the store answers).
+//! - `GET  /healthz`, `GET /readyz`: liveness, readiness (the store answers,
+//!   NATS is connected in distributed mode).
+//! - `GET  /metrics`: Prometheus text format.
 //! - `POST /v1/stacks/plan`, `POST /v1/stacks/apply`, `POST /v1/stacks/{name}/destroy`
 //! - `GET  /v1/commands`, `GET /v1/commands/{id}`, `POST /v1/commands/{id}/cancel`
 //! - `GET  /v1/stacks`, `GET /v1/resources`, `GET /v1/targets`, `GET /v1/plugins`
@@ -57,6 +59,11 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// How commands run.
     pub options: Options,
+    /// Distributed mode: plugins are served by satellites over this NATS
+    /// connection instead of running in this process.
+    pub nats: Option<async_nats::Client>,
+    /// This process's metrics, served on `GET /metrics` when set.
+    pub metrics: Option<orrery_plugin_sdk::telemetry::MetricsReader>,
 }
 
 /// What every request shares.
@@ -79,7 +86,10 @@ impl Primary {
     pub fn open(config: Config) -> Result<Self, StoreError> {
         let store = state::open_dir(&config.data_dir)?;
         let listing = listing::Listing::open(&config.data_dir)?;
-        let plugins = plugins::PluginPool::new(config.plugin_search.clone());
+        let plugins = match &config.nats {
+            Some(client) => plugins::PluginPool::distributed(client.clone()),
+            None => plugins::PluginPool::new(config.plugin_search.clone()),
+        };
         Ok(Primary {
             shared: Arc::new(Shared {
                 config,
@@ -96,6 +106,7 @@ impl Primary {
         Router::new()
             .route("/healthz", get(handlers::healthz))
             .route("/readyz", get(handlers::readyz))
+            .route("/metrics", get(handlers::metrics))
             .route("/v1/stacks", get(handlers::stacks_handler))
             .route("/v1/stacks/plan", post(handlers::plan_handler))
             .route("/v1/stacks/apply", post(handlers::apply_handler))

@@ -1,6 +1,8 @@
-//! The plugins of the embedded mode: started in-process on demand, by the
-//! names the submitted stacks' targets use, then kept running and shared by
-//! every later request.
+//! The plugins a request works with. Embedded mode: started in-process on
+//! demand, by the names the submitted stacks' targets use, then kept running
+//! and shared by every later request. Distributed mode: served by satellites
+//! over NATS, their schemas asked for (`orrery.describe.<plugin>`) per request
+//! so a fleet upgrade is seen at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -16,6 +18,8 @@ use crate::stack::Catalog;
 
 /// How long a replaced or stopping plugin may take to finish its requests.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long satellites get to describe a plugin.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a request works with: the plugins it needs, their announcements.
 pub struct Plugins {
@@ -39,6 +43,8 @@ pub struct PluginPool {
     /// Held while plugins start, so that two requests naming the same new
     /// plugin start it once.
     starting: tokio::sync::Mutex<()>,
+    /// Set in distributed mode: plugins are behind satellites.
+    nats: Option<async_nats::Client>,
 }
 
 /// Whether `name` can be a plugin name: it becomes part of a file name.
@@ -58,6 +64,33 @@ impl PluginPool {
             search,
             current: RwLock::new(Arc::new(Snapshot::default())),
             starting: tokio::sync::Mutex::new(()),
+            nats: None,
+        }
+    }
+
+    /// A pool of plugins served by satellites reached through `client`.
+    pub fn distributed(client: async_nats::Client) -> Self {
+        PluginPool {
+            nats: Some(client),
+            ..PluginPool::new(Vec::new())
+        }
+    }
+
+    /// The satellites' plugins: a plugin no satellite describes is left
+    /// out, and stack validation reports it unknown.
+    async fn described(client: &async_nats::Client, names: &BTreeSet<String>) -> Plugins {
+        let mut catalog = Catalog::new();
+        for name in names.iter().filter(|n| valid_name(n)) {
+            match orrery_satellite::describe::describe(client, name, DESCRIBE_TIMEOUT).await {
+                Ok(announcement) => catalog.insert(announcement),
+                Err(e) => {
+                    tracing::warn!(plugin = %name, error = %e, "no satellite describes the plugin")
+                }
+            }
+        }
+        Plugins {
+            transport: Arc::new(orrery_satellite::bus::NatsBus::new(client.clone())),
+            catalog,
         }
     }
 
@@ -73,6 +106,9 @@ impl PluginPool {
     /// valid plugin name, or whose binary does not exist, is skipped: stack
     /// validation then reports the target's plugin as unknown.
     pub async fn ensure(&self, names: &BTreeSet<String>) -> Result<Plugins, ApiError> {
+        if let Some(client) = &self.nats {
+            return Ok(Self::described(client, names).await);
+        }
         let needs_start = |snap: &Snapshot| {
             names.iter().any(|n| match snap.hosts.get(n) {
                 None => valid_name(n) && find_plugin(n, &self.search).is_ok(),

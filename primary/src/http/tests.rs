@@ -23,6 +23,8 @@ fn fixture() -> Fixture {
         stack_dir: dir.path().to_owned(),
         max_body_bytes: 4096,
         options: Options::default(),
+        nats: None,
+        metrics: None,
     })
     .unwrap();
     Fixture { _dir: dir, primary }

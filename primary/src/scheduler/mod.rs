@@ -353,6 +353,8 @@ struct Node {
     in_progress_since: Option<Instant>,
     /// The request queued in the bucket, if any.
     queued: Option<Key>,
+    /// Set when the task's request, first in its bucket, found no token.
+    rate_limited: bool,
     /// Generation of the task's timer; older timers are stale.
     generation: u64,
 }
@@ -418,6 +420,9 @@ pub struct Scheduler {
     polls: u64,
     retries: u64,
     throttled: u64,
+    /// Tasks whose request started waiting for a token since the last
+    /// [`Scheduler::take_newly_rate_limited`].
+    newly_rate_limited: Vec<TaskId>,
 }
 
 impl Scheduler {
@@ -487,6 +492,7 @@ impl Scheduler {
                 attempt: 0,
                 verify_first: false,
                 in_progress_since: None,
+                rate_limited: false,
                 queued: None,
                 generation: 0,
             })
@@ -510,6 +516,7 @@ impl Scheduler {
             polls: 0,
             retries: 0,
             throttled: 0,
+            newly_rate_limited: Vec::new(),
         };
         for id in 0..n {
             if scheduler.nodes[id].pending_deps == 0 {
@@ -545,6 +552,12 @@ impl Scheduler {
                     actions.push(self.issue(task, key.0));
                 }
                 Err(refill) => {
+                    let node = &mut self.nodes[task];
+                    if !node.rate_limited {
+                        node.rate_limited = true;
+                        self.newly_rate_limited.push(task);
+                    }
+                    let bucket = &mut self.buckets[b];
                     bucket.starved_until = Some(refill);
                     bucket.mark = now;
                     self.arm(refill, Timer::Refill(b));
@@ -683,6 +696,13 @@ impl Scheduler {
         }
     }
 
+    /// Tasks whose next request began waiting for a rate-limit token since
+    /// the last call; the wait ends when the task's next action is issued.
+    /// The executor opens a span per wait with it.
+    pub fn take_newly_rate_limited(&mut self) -> Vec<TaskId> {
+        std::mem::take(&mut self.newly_rate_limited)
+    }
+
     /// Rate-limit wait per bucket (see [`Summary::rate_limit_wait`]), in the
     /// order the buckets first appear among the tasks.
     pub fn rate_limit_waits(&self) -> impl Iterator<Item = (&str, Duration)> + '_ {
@@ -810,6 +830,7 @@ impl Scheduler {
         self.in_flight += 1;
         let node = &mut self.nodes[task];
         node.queued = None;
+        node.rate_limited = false;
         if class == POLL {
             self.polls += 1;
             let attempt = node.attempt;

@@ -1041,3 +1041,23 @@ fn scale_100k_tasks_wide_and_layered() {
     drive(layered(100_000, 1, 1), 1000);
     drive(layered(10_000, 10, 2), 1000);
 }
+
+#[test]
+fn a_request_waiting_for_a_token_is_reported_once_until_it_starts() {
+    let t0 = Instant::now();
+    let tasks = vec![task(&[], "a"), task(&[], "a")];
+    let mut s = Scheduler::new(tasks, limits(&[("a", 1.0, 1)]), config(4), t0).unwrap();
+    let first = s.poll(t0);
+    assert_eq!(first.len(), 1);
+    let waiting = s.take_newly_rate_limited();
+    assert_eq!(waiting.len(), 1);
+    assert_ne!(waiting[0], first[0].task());
+    assert!(s.poll(t0 + 10 * MS).is_empty());
+    assert!(
+        s.take_newly_rate_limited().is_empty(),
+        "still the same wait"
+    );
+    let second = s.poll(t0 + SEC);
+    assert_eq!(second.iter().map(Action::task).collect::<Vec<_>>(), waiting);
+    assert!(s.take_newly_rate_limited().is_empty());
+}

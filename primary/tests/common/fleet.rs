@@ -1,0 +1,78 @@
+//! Satellites as child processes for the distributed tests, and what each
+//! served according to the NATS service stats.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures::StreamExt;
+
+/// A child process killed when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `orrery-satellite` serving the `local` plugin as `id`; callers add
+/// arguments and environment before spawning.
+pub fn satellite_command(url: &str, id: &str) -> Command {
+    let mut command = Command::new(super::root().join("target/debug/orrery-satellite"));
+    command
+        .args(["--nats-url", url, "--id", id])
+        .arg("--plugin")
+        .arg(super::root().join("target/debug/orrery-plugin-local"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
+/// A running satellite serving the `local` plugin.
+pub fn satellite(url: &str, id: &str) -> Killed {
+    Killed(satellite_command(url, id).spawn().unwrap())
+}
+
+/// Requests served per satellite id, from `$SRV.STATS`.
+pub async fn served(client: &async_nats::Client) -> HashMap<String, u64> {
+    let inbox = client.new_inbox();
+    let mut sub = client.subscribe(inbox.clone()).await.unwrap();
+    client
+        .publish_with_reply("$SRV.STATS.orrery-satellite", inbox, "".into())
+        .await
+        .unwrap();
+    let mut out = HashMap::new();
+    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
+        // No responders yet arrives as an empty status message.
+        let Ok(stats) = serde_json::from_slice::<serde_json::Value>(&msg.payload) else {
+            continue;
+        };
+        let n = stats["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["num_requests"].as_u64().unwrap())
+            .sum();
+        out.insert(stats["id"].as_str().unwrap_or_default().to_owned(), n);
+    }
+    out
+}
+
+/// A stack of `dirs` directories holding `files` files each, on a `local`
+/// target rooted at `${stack_dir}/site`: `dirs * (files + 1)` resources.
+pub fn spread_stack(name: &str, dirs: usize, files: usize) -> String {
+    let mut doc = format!(
+        "stack: {name}\ntargets:\n  - name: site\n    plugin: local\n    config: {{ root: \"${{stack_dir}}/site\", create_root: true }}\nresources:\n",
+    );
+    for d in 0..dirs {
+        doc.push_str(&format!("  - label: dir{d}\n    type: Local::Fs::Directory\n    target: site\n    properties: {{ path: d{d} }}\n"));
+        for f in 0..files {
+            doc.push_str(&format!(
+                "  - label: f{d}-{f}\n    type: Local::Fs::File\n    target: site\n    properties: {{ path: \"${{dir{d}.path}}/f{f}\", content: \"{d}.{f}\" }}\n"
+            ));
+        }
+    }
+    doc
+}
