@@ -147,6 +147,13 @@ def promises(case: str, docs, values: dict) -> None:
     port = next((p["containerPort"] for p in c.get("ports", []) if p.get("name") == "health"), None)
     if not m or port != int(m.group(1)):
         fail(f"{case}: satellite health port {port} differs from satellite.toml health_port")
+    otlp = (values.get("telemetry") or {}).get("otlpEndpoint")
+    if otlp:
+        pcm = find(docs, "ConfigMap", "-primary")
+        if f'otlp_endpoint = "{otlp}"' in toml and pcm and pcm["data"].get("ORRERY_OTLP_ENDPOINT") == otlp:
+            ok(f"{case}: primary and satellites export telemetry to {otlp}")
+        else:
+            fail(f"{case}: telemetry.otlpEndpoint {otlp} missing from the primary or satellite configuration")
     for kind in ("StatefulSet", "Deployment"):
         prim = find(docs, kind, "-primary")
         if prim:

@@ -84,6 +84,12 @@ async fn a_stack_applies_through_nats_spread_over_two_satellites() {
     assert!(sats
         .iter()
         .all(|s| s["plugins"] == "local@0.1.0" && s["requests"].as_u64().unwrap() > 0));
+    // Live health and load from the satellites' stats: idle and healthy now.
+    for s in sats {
+        assert_eq!(s["in_flight"], 0, "{s}");
+        assert_eq!(s["restarts"], 0, "{s}");
+        assert_eq!(s["unhealthy"], serde_json::json!([]), "{s}");
+    }
     let plugins: serde_json::Value = serde_json::from_str(&fleet.1.stdout).unwrap();
     assert_eq!(
         plugins["local@0.1.0"].as_array().unwrap().len(),

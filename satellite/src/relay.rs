@@ -88,9 +88,39 @@ pub async fn serve(
         .iter()
         .map(|h| format!("{}@{}", h.name(), h.announcement().version))
         .collect();
+    let targets = if config.targets.is_empty() {
+        vec!["*".to_owned()]
+    } else {
+        config.targets.clone()
+    };
+    let endpoint_name =
+        |host: &PluginHost, target: &str| format!("{}-{}", host.name(), target.replace('*', "all"));
+    // `$SRV.STATS` carries each plugin's live health and load, for
+    // `orrery satellites` and `orrery plugins`.
+    let by_endpoint: HashMap<String, PluginHost> = hosts
+        .iter()
+        .flat_map(|h| {
+            targets
+                .iter()
+                .map(move |t| (endpoint_name(h, t), h.clone()))
+        })
+        .collect();
     let service = client
         .service_builder()
         .description("Orrery satellite: relays operations to plugin processes")
+        .stats_handler(move |endpoint, _| {
+            by_endpoint
+                .get(&endpoint)
+                .map_or(serde_json::Value::Null, |host| {
+                    let status = host.status();
+                    serde_json::json!({
+                        "plugin": host.name(),
+                        "state": status.state,
+                        "restarts": status.restarts,
+                        "in_flight": status.in_flight,
+                    })
+                })
+        })
         .metadata(HashMap::from([
             ("satellite_id".to_owned(), config.satellite_id.clone()),
             ("plugins".to_owned(), plugins.join(",")),
@@ -100,16 +130,11 @@ pub async fn serve(
         .await
         .map_err(|e| RelayError::Register(e.to_string()))?;
 
-    let targets = if config.targets.is_empty() {
-        vec!["*".to_owned()]
-    } else {
-        config.targets.clone()
-    };
     let mut endpoints = Vec::new();
     for host in &hosts {
         let permits = Arc::new(Semaphore::new(config.max_in_flight));
         for target in &targets {
-            let name = format!("{}-{}", host.name(), target.replace('*', "all"));
+            let name = endpoint_name(host, target);
             let endpoint = service
                 .endpoint_builder()
                 .name(name)

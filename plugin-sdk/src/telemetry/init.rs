@@ -102,6 +102,9 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::E
         .with_target("axum", LevelFilter::OFF);
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer.tracer("orrery"))
+        // Source locations and thread names would be attributes on every
+        // span, recorded or not: a cost paid on each request for little.
+        .with_location(false)
         .with_threads(false)
         .with_tracked_inactivity(false)
         .with_filter(spans);

@@ -30,6 +30,12 @@ struct Satellite {
     requests: u64,
     errors: u64,
     average_processing_ms: f64,
+    /// Requests waiting for a plugin's answer right now.
+    in_flight: u64,
+    /// Plugin restarts after failures, summed.
+    restarts: u64,
+    /// Plugins not `running` (starting, restarting, unhealthy), with their state.
+    unhealthy: Vec<String>,
     endpoints: Vec<String>,
 }
 
@@ -93,6 +99,26 @@ async fn satellites(url: &str) -> anyhow::Result<Vec<Satellite>> {
             .iter()
             .filter_map(|e| e["processing_time"].as_f64())
             .sum();
+        // Endpoints of one plugin (one per target) report the same host.
+        let mut plugins = BTreeMap::new();
+        for data in endpoints.iter().map(|e| &e["data"]) {
+            if let Some(plugin) = data["plugin"].as_str() {
+                plugins.insert(plugin.to_owned(), data.clone());
+            }
+        }
+        s.in_flight = plugins
+            .values()
+            .filter_map(|d| d["in_flight"].as_u64())
+            .sum();
+        s.restarts = plugins
+            .values()
+            .filter_map(|d| d["restarts"].as_u64())
+            .sum();
+        s.unhealthy = plugins
+            .iter()
+            .filter(|(_, d)| d["state"] != "running")
+            .map(|(p, d)| format!("{p}: {}", d["state"].as_str().unwrap_or("unknown")))
+            .collect();
         s.average_processing_ms = if s.requests > 0 {
             total_ns / s.requests as f64 / 1e6
         } else {
@@ -108,9 +134,21 @@ pub async fn satellites_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&sats)?);
     } else {
         for s in &sats {
+            let health = if s.unhealthy.is_empty() {
+                "healthy".to_owned()
+            } else {
+                s.unhealthy.join(", ")
+            };
             println!(
-                "{:<24} v{:<8} plugins {:<28} requests {:>8} errors {:>5} avg {:.2} ms",
-                s.satellite_id, s.version, s.plugins, s.requests, s.errors, s.average_processing_ms
+                "{:<24} v{:<8} plugins {:<28} requests {:>8} errors {:>5} avg {:.2} ms in-flight {:>4} restarts {:>3} {health}",
+                s.satellite_id,
+                s.version,
+                s.plugins,
+                s.requests,
+                s.errors,
+                s.average_processing_ms,
+                s.in_flight,
+                s.restarts
             );
         }
         println!("{} satellites", sats.len());
@@ -134,6 +172,21 @@ pub async fn plugins_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&by_plugin)?);
     } else {
         for (plugin, on) in &by_plugin {
+            let name = plugin.split('@').next().unwrap_or_default();
+            let on: Vec<String> = on
+                .iter()
+                .map(|id| {
+                    let unhealthy = sats.iter().find(|s| &s.satellite_id == id).and_then(|s| {
+                        s.unhealthy
+                            .iter()
+                            .find(|u| u.starts_with(&format!("{name}: ")))
+                    });
+                    match unhealthy {
+                        Some(u) => format!("{id} ({})", &u[name.len() + 2..]),
+                        None => id.clone(),
+                    }
+                })
+                .collect();
             println!(
                 "{plugin:<28} on {} satellite(s): {}",
                 on.len(),

@@ -1,0 +1,260 @@
+//! The round-trip cost of tracing: a no-op operation caller → NATS →
+//! satellite relay → plugin process → back, with each telemetry setting.
+//!
+//! `cargo bench -p orrery-satellite --bench tracing` (needs a nats-server,
+//! see scripts/ensure-nats.sh).
+//!
+//! A tracing subscriber is set once per process, so every setting runs in a
+//! fresh worker process (this program, re-executed): the worker is the
+//! caller and the relay, and supervises the plugin process, which inherits
+//! the setting through the standard `OTEL_*` variables. Settings:
+//!
+//! - `no subscriber`: the worker installs no telemetry at all (the floor);
+//! - `export off`: Orrery's default without an endpoint: spans get ids and
+//!   propagate, nothing is recorded or exported;
+//! - `sampled 1%` and `sampled 100%`: OTLP/HTTP export to a sink in this
+//!   process, at that sampling ratio.
+//!
+//! Settings alternate in rounds (the order rotates) so they share the
+//! machine's load; figures pool the rounds. Ratios are against `export off`.
+//! Quick mode (`-- --quick`, `ORRERY_BENCH_QUICK=1`, or no `--bench`
+//! argument) is a smoke test with tiny counts.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use orrery_plugin_sdk::telemetry::{self, TelemetryConfig};
+use orrery_satellite::bus::NatsBus;
+use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
+use orrery_satellite::relay::{self, RelayConfig};
+use support::{plugin_binary, quick, request};
+use tracing::Instrument;
+
+const MODE_ENV: &str = "ORRERY_TRACING_BENCH_MODE";
+
+/// (name, mode, sampling ratio when exporting).
+const MODES: [(&str, &str, &str); 4] = [
+    ("no subscriber", "none", ""),
+    ("export off", "off", ""),
+    ("sampled 1%", "export", "0.01"),
+    ("sampled 100%", "export", "1"),
+];
+
+fn main() {
+    match std::env::var(MODE_ENV) {
+        Ok(mode) => worker(&mode),
+        Err(_) => parent(),
+    }
+}
+
+/// One setting, measured in this process; prints one JSON line.
+fn worker(mode: &str) {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    let (n_seq, n_par): (usize, usize) = (
+        var("BENCH_N_SEQ").parse().unwrap(),
+        var("BENCH_N_PAR").parse().unwrap(),
+    );
+    let telemetry = match mode {
+        "none" => None,
+        _ => {
+            let config = TelemetryConfig::from_env("orrery-bench").unwrap();
+            Some(telemetry::init(&config).unwrap())
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let line = runtime.block_on(async move {
+        let client = async_nats::connect(var("BENCH_NATS_URL")).await.unwrap();
+        let host = PluginHost::start(PluginSpec::new(var("BENCH_PLUGIN")))
+            .await
+            .unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let relay_client = client.clone();
+        let relay = tokio::spawn(async move {
+            let config = RelayConfig {
+                satellite_id: "bench".into(),
+                ..RelayConfig::default()
+            };
+            let _ = relay::serve(relay_client, vec![host], config, async {
+                let _ = stopped.await;
+            })
+            .await;
+        });
+        let bus = NatsBus::new(client);
+        // Each call is a root span, as the primary's attempt span is.
+        let call = |i: usize| {
+            let bus = bus.clone();
+            async move {
+                bus.send("testbed", &request(i), Duration::from_secs(30))
+                    .instrument(tracing::info_span!("bench.request"))
+                    .await
+                    .unwrap();
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while bus
+            .send("testbed", &request(0), Duration::from_secs(1))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the relay never served");
+        }
+        for i in 0..100 {
+            call(i).await;
+        }
+        let mut latencies = Vec::with_capacity(n_seq);
+        for i in 0..n_seq {
+            let t = Instant::now();
+            call(i).await;
+            latencies.push(t.elapsed());
+        }
+        let start = Instant::now();
+        futures::stream::iter(0..n_par)
+            .map(call)
+            .buffer_unordered(64)
+            .for_each(|()| async {})
+            .await;
+        let rate_64 = n_par as f64 / start.elapsed().as_secs_f64();
+        let _ = stop.send(());
+        let _ = relay.await;
+        latencies.sort();
+        serde_json::json!({
+            "p50_us": latencies[latencies.len() / 2].as_secs_f64() * 1e6,
+            "p99_us": latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e6,
+            "rate_64": rate_64,
+        })
+    });
+    drop(runtime);
+    // Flushes the spans still queued: part of the cost of exporting.
+    drop(telemetry);
+    println!("{line}");
+}
+
+#[derive(Default, Clone)]
+struct Pooled {
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+    rate: Vec<f64>,
+    exports: u64,
+    bytes: u64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn parent() {
+    let quick = quick();
+    let (n_seq, n_par, rounds) = if quick {
+        (100, 300, 1)
+    } else {
+        (3_000, 20_000, 5)
+    };
+    let plugin = plugin_binary(quick);
+    let server = common::NatsServer::start().await;
+
+    // The OTLP sink: accepts every export and counts it.
+    let exports = Arc::new(AtomicU64::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let (e, b) = (exports.clone(), bytes.clone());
+    let sink = axum::Router::new().route(
+        "/v1/{signal}",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            e.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(body.len() as u64, Ordering::Relaxed);
+            async { axum::http::StatusCode::OK }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let otlp = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, sink).await.unwrap() });
+
+    let mut pooled = vec![Pooled::default(); MODES.len()];
+    for round in 0..rounds {
+        for k in 0..MODES.len() {
+            let m = (k + round) % MODES.len();
+            let (_, mode, ratio) = MODES[m];
+            let mut worker = tokio::process::Command::new(std::env::current_exe().unwrap());
+            worker
+                .env(MODE_ENV, mode)
+                .env("BENCH_N_SEQ", n_seq.to_string())
+                .env("BENCH_N_PAR", n_par.to_string())
+                .env("BENCH_NATS_URL", &server.url)
+                .env("BENCH_PLUGIN", &plugin)
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .env("RUST_LOG", "warn");
+            if mode == "export" {
+                worker
+                    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
+                    .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+                    .env("OTEL_TRACES_SAMPLER_ARG", ratio);
+            }
+            let (e0, b0) = (
+                exports.load(Ordering::Relaxed),
+                bytes.load(Ordering::Relaxed),
+            );
+            let out = worker.output().await.unwrap();
+            assert!(
+                out.status.success(),
+                "worker `{mode}` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let line = String::from_utf8_lossy(&out.stdout);
+            let v: serde_json::Value = serde_json::from_str(line.trim().lines().last().unwrap())
+                .unwrap_or_else(|e| panic!("worker output {line:?}: {e}"));
+            let p = &mut pooled[m];
+            p.p50.push(v["p50_us"].as_f64().unwrap());
+            p.p99.push(v["p99_us"].as_f64().unwrap());
+            p.rate.push(v["rate_64"].as_f64().unwrap());
+            // Plugin processes may still be exporting as they exit; what
+            // arrived by now is a lower bound, enough to show export ran.
+            p.exports += exports.load(Ordering::Relaxed) - e0;
+            p.bytes += bytes.load(Ordering::Relaxed) - b0;
+        }
+    }
+
+    if quick {
+        println!("quick mode: a smoke test, the figures are meaningless\n");
+    }
+    println!(
+        "no-op operation round trip with tracing: {n_seq} sequential calls (median p50 of {rounds} rounds), \
+         {n_par} calls with 64 in flight (mean of {rounds} rounds); one worker process per setting and round"
+    );
+    println!("plugin binary: {}\n", plugin.display());
+    println!("| setting | p50 | p99 | ops/s @64 | p50 vs export off | ops/s @64 vs export off | OTLP requests | OTLP bytes |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let base = &pooled[1];
+    let (base_p50, base_rate) = (median(&base.p50), mean(&base.rate));
+    for (i, (name, _, _)) in MODES.iter().enumerate() {
+        let p = &pooled[i];
+        println!(
+            "| {name} | {:.0} µs | {:.0} µs | {:.0} | {:.3}x | {:.1}% | {} | {} |",
+            median(&p.p50),
+            median(&p.p99),
+            mean(&p.rate),
+            median(&p.p50) / base_p50,
+            100.0 * mean(&p.rate) / base_rate,
+            p.exports,
+            p.bytes
+        );
+    }
+    let one = &pooled[2];
+    println!(
+        "\noverhead at 1% sampling: p50 {:+.1}%, throughput {:+.1}% (target: at most 5%)",
+        100.0 * (median(&one.p50) / base_p50 - 1.0),
+        100.0 * (mean(&one.rate) / base_rate - 1.0)
+    );
+}
