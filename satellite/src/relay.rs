@@ -177,6 +177,7 @@ async fn serve_endpoint(
     // The relay's own work per request is a decode and an encode, so one
     // task per endpoint keeps up with far more than a plugin answers; the
     // waiting happens in the plugin.
+    let satellite_id = config.satellite_id.as_str();
     let mut in_flight = FuturesUnordered::new();
     let mut stopping = false;
     let mut ended = false;
@@ -202,7 +203,7 @@ async fn serve_endpoint(
                     let host = host.clone();
                     let default_timeout = config.default_timeout;
                     in_flight.push(async move {
-                        handle(request, &host, default_timeout).await;
+                        handle(request, &host, satellite_id, default_timeout).await;
                         drop(permit);
                     });
                 }
@@ -216,6 +217,7 @@ async fn serve_endpoint(
 async fn handle(
     request: async_nats::service::Request,
     host: &PluginHost,
+    satellite_id: &str,
     default_timeout: Duration,
 ) {
     let payload = &request.message.payload;
@@ -241,6 +243,17 @@ async fn handle(
             ),
         ),
         Ok(envelope) => {
+            // Which satellite served what (the multi-host test counts these);
+            // the body is decoded for its request id only when enabled.
+            tracing::debug!(
+                satellite = %satellite_id,
+                plugin = %host.name(),
+                operation = %envelope.kind,
+                request_id = %Request::from_envelope(&envelope)
+                    .map(|r| r.request_id().to_owned())
+                    .unwrap_or_default(),
+                "relaying to the plugin"
+            );
             let timeout = envelope.deadline_ms.map_or(default_timeout, until);
             match host.call(envelope.clone(), timeout).await {
                 Ok(answer) => answer,
