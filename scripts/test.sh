@@ -23,6 +23,9 @@ cargo build --workspace --bins --locked
 step "deploy/ and helm/: NATS configs and permissions, chart render/lint/validate (offline)"
 ./deploy/test/check.sh
 
+step "multi-host: three network namespaces, leaf nodes, a satellite's host cut off mid-apply (root; SKIP otherwise)"
+./deploy/test/multihost.sh
+
 # Every test runs with a throwaway PostgreSQL (ORRERY_TEST_DATABASE_URL):
 # the store conformance suite's PostgreSQL half fails without it.
 step "cargo test (with a throwaway PostgreSQL: scripts/with-postgres.sh)"

@@ -28,42 +28,19 @@
 #      (docker compose config where a working docker compose exists) and the
 #      Dockerfile's consistency with the workspace.
 #
-# Fails loudly on any problem; prints what it validated.
+# Fails loudly on any problem; prints what it validated. Its shell helpers
+# (tools, fleet keys, private network namespaces) are in deploy/test/lib.sh,
+# shared with deploy/test/multihost.sh.
 set -euo pipefail
 
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
+cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/test/lib.sh
+. deploy/test/lib.sh
 started=$SECONDS
-export PYTHONDONTWRITEBYTECODE=1   # leave no __pycache__ in deploy/
-here="deploy/test"
-
-say() { printf '%s\n' "$*"; }
-step() { printf '\n--- %s\n' "$*"; }
-die() { printf '\ncheck.sh: FAILED: %s\n' "$*" >&2; exit 1; }
-skips=()
-skip() { say "  SKIP $*"; skips+=("$*"); }
 
 # ---------------------------------------------------------------- tools ----
 step "tools"
-nats_server="${ORRERY_NATS_SERVER:-}"
-if [ -z "$nats_server" ]; then
-  nats_server="$(./scripts/ensure-nats.sh)" || die "no nats-server (scripts/ensure-nats.sh failed)"
-fi
-[ -x "$nats_server" ] || die "nats-server not executable: $nats_server"
-say "  nats-server: $nats_server ($("$nats_server" --version))"
-
-venv="$root/.tools/deploy-venv"
-py="$venv/bin/python"
-# Pinned: the versions these checks were written against.
-requirements="helm-python-sdk==0.2.2 kubernetes-validate==1.37.0 nats-py==2.16.0 nkeys==0.2.1 PyYAML==6.0.4"
-if [ ! -x "$py" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" != "$requirements" ]; then
-  say "  installing into $venv from PyPI: $requirements"
-  python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-  # shellcheck disable=SC2086
-  "$py" -m pip install --quiet --disable-pip-version-check $requirements || die "pip install failed"
-  printf '%s' "$requirements" > "$venv/.requirements"
-fi
-say "  python venv: $venv ($requirements)"
+ensure_tools
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/orrery-deploy-check.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -80,18 +57,11 @@ done
   || die "the Kubernetes Secret gen-nkeys.py writes is invalid"
 say "  ok   seeds (mode 0600), nkeys.env, leaf.env, users.conf and a valid Kubernetes Secret"
 fleet="$work/fleet"
-mkdir -p "$fleet"
-cp -r deploy/nats/. "$fleet/"
-"$py" deploy/nats/gen-nkeys.py --out "$fleet/keys" --satellite site-b --satellite site-c \
-  --leaf site-b --leaf site-c >/dev/null
-cp "$fleet/keys/users.conf" "$fleet/users.conf"
+fleet_config "$fleet" site-b site-c
 say "  ok   a fleet with per-satellite and per-leaf keys (site-b, site-c)"
 
 # Environment of the servers: public keys and the leaf's seed.
-server_env=()
-while IFS= read -r line; do
-  case "$line" in ''|'#'*) ;; *) server_env+=("$line") ;; esac
-done < <(cat "$keys/nkeys.env" "$keys/leaf.env")
+mapfile -t server_env < <(env_file_args "$keys/nkeys.env" "$keys/leaf.env")
 
 # -------------------------------------------------------- nats-server -t ----
 step "NATS configurations (nats-server -t)"
@@ -140,21 +110,13 @@ step "NATS permissions of the chart's accounts (helm/orrery/values.yaml nats.con
   --accounts "$work/chart-accounts.conf" || die "permission checks of the chart's NATS accounts"
 
 step "core + leaf node, as shipped (private network namespace)"
-if [ "$(id -u)" -ne 0 ]; then
-  skip "leaf node check: needs root for a private network namespace (unshare --net --mount)"
-elif ! command -v unshare >/dev/null || ! command -v ip >/dev/null; then
-  skip "leaf node check: unshare or ip (iproute2) missing"
-elif ! unshare --net --mount true 2>/dev/null; then
-  skip "leaf node check: this sandbox refuses new network namespaces"
+if why="$(why_no_private_net)"; then
+  skip "leaf node check: $why"
 else
   printf '127.0.0.1 localhost\n127.0.0.1 nats-a nats-b nats-c\n' > "$work/hosts"
-  unshare --net --mount bash -c '
-    set -e
-    ip link set lo up
-    mount --bind "$1" /etc/hosts
-    mount -t tmpfs tmpfs /var/lib
-    exec "$2" "$3" leaf --nats-server "$4" --keys "$5" --core deploy/nats/single/nats.conf --leaf deploy/nats/leaf/leaf.conf
-  ' _ "$work/hosts" "$py" "$here/nats_permissions.py" "$nats_server" "$keys" || die "core + leaf node checks"
+  in_private_net "" "$work/hosts" tmpfs \
+    "$py" "$here/nats_permissions.py" leaf --nats-server "$nats_server" --keys "$keys" \
+    --core deploy/nats/single/nats.conf --leaf deploy/nats/leaf/leaf.conf || die "core + leaf node checks"
 fi
 
 # ----------------------------------------------------- the other files ----

@@ -8,6 +8,7 @@ use std::time::Duration;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::transport::{LocalBus, Transport};
 
+use crate::nats::NatsAuth;
 use crate::stack::Catalog;
 
 /// Environment variable naming a directory of plugin binaries.
@@ -91,14 +92,16 @@ pub struct Remote {
 
 impl Remote {
     /// Connects to NATS and asks satellites for the named plugins' schemas.
-    pub async fn connect(url: &str, plugins: &[String]) -> Result<Remote, EngineError> {
-        let client = async_nats::ConnectOptions::new()
-            .name("orrery-primary")
-            .connect(url)
+    pub async fn connect(
+        url: &str,
+        auth: &NatsAuth,
+        plugins: &[String],
+    ) -> Result<Remote, EngineError> {
+        let client = crate::nats::connect(url, "orrery-primary", auth)
             .await
             .map_err(|e| EngineError::Connect {
                 url: url.to_owned(),
-                reason: e.to_string(),
+                reason: format!("{e:#}"),
             })?;
         let mut catalog = Catalog::new();
         for plugin in plugins {
@@ -127,14 +130,16 @@ pub enum Plugins {
 }
 
 impl Plugins {
-    /// Starts (embedded) or reaches (NATS, when `nats_url` is set) the named plugins.
+    /// Starts (embedded) or reaches (NATS, when `nats_url` is set, as
+    /// `auth`) the named plugins.
     pub async fn start(
         names: &[String],
         search: &[PathBuf],
         nats_url: Option<&str>,
+        auth: &NatsAuth,
     ) -> Result<Plugins, EngineError> {
         Ok(match nats_url {
-            Some(url) => Plugins::Remote(Remote::connect(url, names).await?),
+            Some(url) => Plugins::Remote(Remote::connect(url, auth, names).await?),
             None => Plugins::Embedded(Embedded::start(names, search).await?),
         })
     }

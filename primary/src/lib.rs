@@ -10,6 +10,7 @@
 //! - [`apply`]: the executor, the I/O edge driving the scheduler.
 //! - [`discovery`]: discovery of unmanaged resources, import, drift sync.
 //! - [`engine`]: wiring of plugins, catalog and transport.
+//! - [`nats`]: the NATS connection (URLs, credentials, nkey).
 //! - [`http`]: the HTTP API of `orrery primary`.
 
 pub mod apply;
@@ -17,6 +18,7 @@ pub mod discovery;
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod nats;
 pub mod plan;
 pub mod scheduler;
 pub mod stack;

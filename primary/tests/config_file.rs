@@ -66,3 +66,54 @@ fn the_config_file_sets_options_and_the_environment_overrides_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`data_dir` must be a string"));
 }
+
+#[test]
+fn the_nats_identity_comes_from_the_config_file_then_the_environment() {
+    let scratch = common::Scratch::new();
+    let from_file = scratch.path().join("from-file.nk");
+    let config = scratch.write(
+        "orrery.toml",
+        &format!(
+            "nats_url = \"nats://127.0.0.1:1\"\nnats_nkey = \"{}\"\n",
+            from_file.display()
+        ),
+    );
+    let stack = scratch.write(
+        "s.yaml",
+        "stack: cfg\ntargets:\n  - name: t\n    plugin: local\n    config: { root: \"${stack_dir}/site\" }\nresources: []\n",
+    );
+    // The seed is read before any connection is tried: a missing file
+    // names itself, so which option won shows without a NATS server.
+    let plan = |nkey_env: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orrery"));
+        cmd.args([
+            "plan",
+            stack.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .env("ORRERY_DATA_DIR", scratch.path().join("state"))
+        .env_remove("ORRERY_NATS_URL")
+        .env_remove("ORRERY_NATS_CREDS")
+        .env_remove("ORRERY_NATS_NKEY");
+        if let Some(path) = nkey_env {
+            cmd.env("ORRERY_NATS_NKEY", path);
+        }
+        common::Run::from(cmd.output().unwrap())
+    };
+    let run = plan(None);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("reading nkey {}", from_file.display())),
+        "the file's nats_nkey was used: {run:?}"
+    );
+    let from_env = scratch.path().join("from-env.nk");
+    let run = plan(Some(from_env.to_str().unwrap()));
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("reading nkey {}", from_env.display())),
+        "ORRERY_NATS_NKEY overrides the file: {run:?}"
+    );
+}

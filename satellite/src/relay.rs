@@ -205,6 +205,7 @@ async fn serve_endpoint(
     // The relay's own work per request is a decode and an encode, so one
     // task per endpoint keeps up with far more than a plugin answers; the
     // waiting happens in the plugin.
+    let satellite_id = config.satellite_id.as_str();
     let mut in_flight = FuturesUnordered::new();
     let metrics = RelayMetrics::new();
     let mut stopping = false;
@@ -230,12 +231,14 @@ async fn serve_endpoint(
                 Some((permit, request)) => {
                     let host = host.clone();
                     let default_timeout = config.default_timeout;
-                    let span = relay_span(&request, &host, &config.satellite_id);
+                    let span = relay_span(&request, &host, satellite_id);
                     let metrics = metrics.clone();
                     in_flight.push(async move {
                         let started = Instant::now();
                         let (operation, outcome) =
-                            handle(request, &host, default_timeout).instrument(span).await;
+                            handle(request, &host, satellite_id, default_timeout)
+                                .instrument(span)
+                                .await;
                         metrics.record(host.name(), &operation, outcome, started.elapsed());
                         drop(permit);
                     });
@@ -256,7 +259,7 @@ fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satelli
         plugin = %host.name(),
         satellite = %satellite,
         operation = tracing::field::Empty,
-        request_id = tracing::field::Empty,
+        message_id = tracing::field::Empty,
         trace_id = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
@@ -274,6 +277,7 @@ fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satelli
 async fn handle(
     request: async_nats::service::Request,
     host: &PluginHost,
+    satellite_id: &str,
     default_timeout: Duration,
 ) -> (String, Outcome) {
     let payload = &request.message.payload;
@@ -304,8 +308,17 @@ async fn handle(
             operation = envelope.kind.to_string();
             let span = Span::current();
             span.record("operation", operation.as_str());
-            span.record("request_id", tracing::field::display(envelope.id));
-            tracing::debug!("relaying");
+            span.record("message_id", tracing::field::display(envelope.id));
+            // Which satellite served what (the multi-host test counts these);
+            // the body is decoded for its request id only when enabled.
+            tracing::debug!(
+                satellite = %satellite_id,
+                operation = %envelope.kind,
+                request_id = %Request::from_envelope(&envelope)
+                    .map(|r| r.request_id().to_owned())
+                    .unwrap_or_default(),
+                "relaying to the plugin"
+            );
             // The plugin's handler span becomes a child of this relay span;
             // without telemetry here, the primary's context passes through.
             if let Some(trace) = telemetry::current_trace() {

@@ -81,6 +81,7 @@ async fn start_plugins(
         &names.into_iter().collect::<Vec<_>>(),
         &plugin_search_path(common.plugin_dir.as_deref()),
         common.nats_url.as_deref(),
+        &common.nats_auth,
     )
     .await?)
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures::StreamExt;
+use orrery_primary::nats::NatsAuth;
 
 use super::Output;
 
@@ -15,6 +16,8 @@ pub struct FleetArgs {
     /// The NATS server the satellites use.
     #[arg(long, env = "ORRERY_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     pub nats_url: String,
+    #[command(flatten)]
+    pub nats_auth: NatsAuth,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -55,8 +58,8 @@ async fn gather(client: &async_nats::Client, verb: &str) -> anyhow::Result<Vec<s
     Ok(out)
 }
 
-async fn satellites(url: &str) -> anyhow::Result<Vec<Satellite>> {
-    let client = async_nats::connect(url)
+async fn satellites(url: &str, auth: &NatsAuth) -> anyhow::Result<Vec<Satellite>> {
+    let client = orrery_primary::nats::connect(url, "orrery", auth)
         .await
         .with_context(|| format!("cannot connect to NATS at {url}"))?;
     let mut by_id: BTreeMap<String, Satellite> = BTreeMap::new();
@@ -129,7 +132,7 @@ async fn satellites(url: &str) -> anyhow::Result<Vec<Satellite>> {
 }
 
 pub async fn satellites_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
-    let sats = satellites(&args.nats_url).await?;
+    let sats = satellites(&args.nats_url, &args.nats_auth).await?;
     if args.output == Output::Json {
         println!("{}", serde_json::to_string(&sats)?);
     } else {
@@ -157,7 +160,7 @@ pub async fn satellites_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn plugins_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
-    let sats = satellites(&args.nats_url).await?;
+    let sats = satellites(&args.nats_url, &args.nats_auth).await?;
     // plugin@version -> satellites running it: mixed versions show as separate rows.
     let mut by_plugin: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for s in &sats {

@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
+use orrery_primary::nats::NatsAuth;
 use orrery_satellite::hub::{
     self, keys::public_path, package, Hub, IndexEntry, LockFile, PublishOutcome, PublisherKey,
     Requirement, TrustedKeys,
@@ -19,9 +19,8 @@ pub struct HubLocation {
     /// orrery-hub-artifacts).
     #[arg(long, env = "ORRERY_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     nats_url: String,
-    /// NATS credentials file.
-    #[arg(long, env = "ORRERY_NATS_CREDS")]
-    nats_creds: Option<PathBuf>,
+    #[command(flatten)]
+    nats_auth: NatsAuth,
     /// Use a directory-backed hub (embedded mode, air-gapped sites)
     /// instead of JetStream.
     #[arg(long, env = "ORRERY_HUB_DIR")]
@@ -33,7 +32,7 @@ impl HubLocation {
         if let Some(dir) = &self.hub_dir {
             return Ok(Hub::dir(dir)?);
         }
-        let client = connect(&self.nats_url, self.nats_creds.as_deref()).await?;
+        let client = connect(&self.nats_url, &self.nats_auth).await?;
         Ok(if create {
             Hub::nats(client).await?
         } else {
@@ -42,23 +41,8 @@ impl HubLocation {
     }
 }
 
-async fn connect(url: &str, creds: Option<&std::path::Path>) -> anyhow::Result<async_nats::Client> {
-    let mut options = async_nats::ConnectOptions::new()
-        .name("orrery")
-        .connection_timeout(Duration::from_secs(5));
-    if let Some(creds) = creds {
-        options = options
-            .credentials_file(creds)
-            .await
-            .with_context(|| format!("reading credentials {}", creds.display()))?;
-    }
-    let addrs: Vec<async_nats::ServerAddr> = url
-        .split(',')
-        .map(|u| u.trim().parse())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("invalid NATS URL {url}"))?;
-    options
-        .connect(addrs)
+async fn connect(url: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::Client> {
+    orrery_primary::nats::connect(url, "orrery", auth)
         .await
         .with_context(|| format!("connecting to NATS at {url}"))
 }
@@ -467,7 +451,7 @@ async fn mirror(args: MirrorArgs) -> anyhow::Result<ExitCode> {
     let from = args.hub.open(false).await?;
     let to = match (&args.to_dir, &args.to_nats_url) {
         (Some(dir), _) => Hub::dir(dir)?,
-        (None, Some(url)) => Hub::nats(connect(url, args.hub.nats_creds.as_deref()).await?).await?,
+        (None, Some(url)) => Hub::nats(connect(url, &args.hub.nats_auth).await?).await?,
         (None, None) => anyhow::bail!("give --to-dir DIR or --to-nats-url URL"),
     };
     let copied = from.mirror_to(&to).await?;

@@ -10,6 +10,7 @@ use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
 use orrery_primary::engine::plugin_search_path;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
+use orrery_primary::nats::{connect, NatsAuth};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -43,6 +44,8 @@ pub struct Args {
     /// server instead of running them in this process.
     #[arg(long, env = "ORRERY_NATS_URL")]
     pub nats_url: Option<String>,
+    #[command(flatten)]
+    pub nats_auth: NatsAuth,
 }
 
 pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
@@ -62,13 +65,7 @@ pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode>
             ..Options::default()
         },
         nats: match &args.nats_url {
-            Some(url) => Some(
-                async_nats::ConnectOptions::new()
-                    .name("orrery-primary")
-                    .connect(url.as_str())
-                    .await
-                    .with_context(|| format!("cannot connect to NATS at {url}"))?,
-            ),
+            Some(url) => Some(connect(url, "orrery-primary", &args.nats_auth).await?),
             None => None,
         },
         metrics: Some(metrics),

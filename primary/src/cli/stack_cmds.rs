@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use orrery_primary::apply::{Event, Executor, Options, Report};
 use orrery_primary::engine::{plugin_search_path, Plugins};
+use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{self, Action, Mode, Plan, SecretHasher};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{self, Graph, Stack};
@@ -37,6 +38,8 @@ pub struct Common {
     /// running them in-process (distributed mode).
     #[arg(long, env = "ORRERY_NATS_URL")]
     pub nats_url: Option<String>,
+    #[command(flatten)]
+    pub nats_auth: NatsAuth,
 }
 
 #[derive(clap::Args, Debug)]
@@ -167,6 +170,7 @@ async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
         &plugins.into_iter().collect::<Vec<_>>(),
         &plugin_search_path(common.plugin_dir.as_deref()),
         common.nats_url.as_deref(),
+        &common.nats_auth,
     )
     .await?;
     let graph = match stack::validate(&stack, embedded.catalog()) {
@@ -359,6 +363,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         &plugins.into_iter().collect::<Vec<_>>(),
         &plugin_search_path(args.common.plugin_dir.as_deref()),
         args.common.nats_url.as_deref(),
+        &args.common.nats_auth,
     )
     .await?;
     // Targets' configs come from the document when given (deletes need them).
