@@ -1,6 +1,6 @@
 //! The one way `orrery` connects to NATS (satellites, the hub, the fleet
-//! view): comma-separated server URLs, and the client's identity from a JWT
-//! credentials file or an nkey seed file, as `orrery-satellite` does.
+//! view): comma-separated server URLs, the client's identity from a JWT
+//! credentials file or an nkey seed file, and TLS, as `orrery-satellite` does.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +17,16 @@ pub struct NatsAuth {
     /// NATS nkey seed file (e.g. primary.nk from deploy/nats/gen-nkeys.py).
     #[arg(long, env = "ORRERY_NATS_NKEY")]
     pub nats_nkey: Option<PathBuf>,
+    /// CA certificate (PEM) to verify the NATS server's TLS certificate;
+    /// requires TLS.
+    #[arg(long, env = "ORRERY_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; needs --tls-key.
+    #[arg(long, env = "ORRERY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS.
+    #[arg(long, env = "ORRERY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Connects to the NATS server(s) in `url` (comma-separated) as `name`.
@@ -35,6 +45,12 @@ pub async fn connect(url: &str, name: &str, auth: &NatsAuth) -> anyhow::Result<a
         let seed = std::fs::read_to_string(nkey)
             .with_context(|| format!("reading nkey {}", nkey.display()))?;
         options = options.nkey(seed.trim().to_owned());
+    }
+    if let Some(ca) = &auth.tls_ca {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let (Some(cert), Some(key)) = (&auth.tls_cert, &auth.tls_key) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
     }
     let addrs: Vec<async_nats::ServerAddr> = url
         .split(',')

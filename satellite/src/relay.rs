@@ -27,6 +27,9 @@ use crate::plugin_host::{stopped, PluginHost};
 
 /// Subjects of operations start with this.
 pub const SUBJECT_PREFIX: &str = "orrery.op";
+/// How long a stopping satellite waits for NATS to take its last messages.
+const FLUSH_GRACE: Duration = Duration::from_secs(5);
+
 /// The NATS service name satellites register.
 pub const SERVICE_NAME: &str = "orrery-satellite";
 
@@ -187,8 +190,10 @@ pub async fn serve(
     for host in &hosts {
         host.stop(Duration::from_secs(5)).await;
     }
-    let _ = service.stop().await;
-    let _ = client.flush().await;
+    // With the NATS server gone these would wait for a reconnection that
+    // may never come; a stopping satellite must still exit.
+    let _ = tokio::time::timeout(FLUSH_GRACE, service.stop()).await;
+    let _ = tokio::time::timeout(FLUSH_GRACE, client.flush()).await;
     Ok(())
 }
 

@@ -121,3 +121,50 @@ async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
         "takes nothing new: {after:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_even_when_the_nats_server_is_gone() {
+    let server = NatsServer::start().await;
+    let mut satellite = Command::new(binary("orrery-satellite"))
+        .args(["--nats-url", &server.url, "--id", "orphan"])
+        .arg("--plugin")
+        .arg(binary("orrery-plugin-testbed"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = server.client().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !client
+        .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
+        .await
+        .is_ok_and(|m| String::from_utf8_lossy(&m.payload).contains("orphan"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "satellite did not register in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(client);
+    drop(server);
+    let status = Command::new("kill")
+        .args(["-TERM", &satellite.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Nothing is in flight, so only the last flush to a server that is gone
+    // can hold the exit; it is bounded by a few seconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(exit) = satellite.try_wait().unwrap() {
+            break exit;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = satellite.kill();
+            panic!("the satellite was still running 20 s after SIGTERM with NATS gone");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+}
