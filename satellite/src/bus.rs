@@ -96,15 +96,18 @@ impl NatsBus {
             messaging.system = "nats",
             messaging.destination.name = %subject,
         );
-        // The satellite's relay span becomes a child of this one.
-        let mut headers = async_nats::HeaderMap::new();
-        span.in_scope(|| {
-            telemetry::inject_headers(|key, value| headers.insert(key, value.as_str()));
-        });
-        let request = async_nats::Request::new()
+        let mut request = async_nats::Request::new()
             .payload(payload.into())
-            .headers(headers)
             .timeout(Some(timeout));
+        // The satellite's relay span becomes a child of this one.
+        if let Some(trace) = span.in_scope(telemetry::current_trace) {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(telemetry::TRACEPARENT, trace.traceparent.as_str());
+            if !trace.tracestate.is_empty() {
+                headers.insert(telemetry::TRACESTATE, trace.tracestate.as_str());
+            }
+            request = request.headers(headers);
+        }
         match self
             .client
             .send_request(subject, request)

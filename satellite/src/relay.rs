@@ -329,11 +329,11 @@ async fn handle(
             if let Some(trace) = telemetry::current_trace() {
                 envelope.trace = Some(trace);
             } else if let Some(headers) = &request.message.headers {
-                if let Some(traceparent) = headers.get("traceparent") {
+                if let Some(traceparent) = headers.get(telemetry::TRACEPARENT) {
                     envelope.trace = Some(TraceContext {
                         traceparent: traceparent.as_str().to_owned(),
                         tracestate: headers
-                            .get("tracestate")
+                            .get(telemetry::TRACESTATE)
                             .map(|v| v.as_str().to_owned())
                             .unwrap_or_default(),
                     });

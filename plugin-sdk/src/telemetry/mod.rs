@@ -18,5 +18,5 @@ mod propagation;
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry};
 pub use propagation::{
-    current_trace, inject_headers, parent_from_headers, record_trace_id, set_parent,
+    current_trace, parent_from_headers, record_trace_id, set_parent, TRACEPARENT, TRACESTATE,
 };

@@ -9,29 +9,24 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use orrery_schema::TraceContext;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-const TRACEPARENT: &str = "traceparent";
-const TRACESTATE: &str = "tracestate";
+/// The W3C `traceparent` header (and field of [`TraceContext`]).
+pub const TRACEPARENT: &str = "traceparent";
+/// The W3C `tracestate` header.
+pub const TRACESTATE: &str = "tracestate";
 
 /// The trace context of the current span, to send with the next hop's
 /// request; `None` outside any traced span or when telemetry is not set up.
 pub fn current_trace() -> Option<TraceContext> {
+    let cx = tracing::Span::current().context();
+    if !cx.span().span_context().is_valid() {
+        return None;
+    }
     let mut carrier = HashMap::with_capacity(2);
-    TraceContextPropagator::new().inject_context(&tracing::Span::current().context(), &mut carrier);
+    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
     Some(TraceContext {
         traceparent: carrier.remove(TRACEPARENT)?,
         tracestate: carrier.remove(TRACESTATE).unwrap_or_default(),
     })
-}
-
-/// Writes the current span's `traceparent` (and `tracestate`) headers
-/// through `put`; writes nothing outside a traced span.
-pub fn inject_headers(mut put: impl FnMut(&'static str, String)) {
-    if let Some(trace) = current_trace() {
-        put(TRACEPARENT, trace.traceparent);
-        if !trace.tracestate.is_empty() {
-            put(TRACESTATE, trace.tracestate);
-        }
-    }
 }
 
 /// Makes `span` a child of the remote span described by `trace`. A missing
@@ -67,5 +62,34 @@ pub fn record_trace_id(span: &tracing::Span) {
     let ids = ids.span_context();
     if ids.is_valid() {
         span.record("trace_id", tracing::field::display(ids.trace_id()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_or_missing_context_leaves_a_root_span_and_never_panics() {
+        let span = tracing::info_span!("test", trace_id = tracing::field::Empty);
+        for traceparent in [
+            "",
+            "garbage",
+            "00-00000000000000000000000000000000-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra\u{0}",
+        ] {
+            set_parent(
+                &span,
+                &TraceContext {
+                    traceparent: traceparent.into(),
+                    tracestate: "k=\u{7f}".into(),
+                },
+            );
+        }
+        parent_from_headers(&span, |_| None);
+        record_trace_id(&span);
+        // No subscriber here: nothing to propagate.
+        assert_eq!(span.in_scope(current_trace), None);
     }
 }
