@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use opentelemetry::metrics::{Counter, Histogram, UpDownCounter};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
 use opentelemetry::KeyValue;
 
 /// Every instrument of the primary.
@@ -19,6 +19,7 @@ pub struct Metrics {
     rate_limit_wait: Counter<f64>,
     discovered: Counter<u64>,
     drift: Counter<u64>,
+    satellites: Gauge<u64>,
 }
 
 /// The instruments, made on first use from the global meter provider.
@@ -56,6 +57,10 @@ pub fn metrics() -> &'static Metrics {
             drift: meter
                 .u64_counter("orrery.drift.detected")
                 .with_description("Managed resources found changed or deleted out of band, by plugin and kind.")
+                .build(),
+            satellites: meter
+                .u64_gauge("orrery.satellites")
+                .with_description("Satellites answering on NATS, as last counted by the distributed primary.")
                 .build(),
         }
     })
@@ -115,6 +120,11 @@ impl Metrics {
                 KeyValue::new("managed", managed),
             ],
         );
+    }
+
+    /// `n` satellites answered.
+    pub fn satellites(&self, n: u64) {
+        self.satellites.record(n, &[]);
     }
 
     /// Drift sync found `count` resources of `plugin` changed or deleted.

@@ -310,9 +310,23 @@ async fn metrics_count_every_operation_on_the_primary_and_the_satellites() {
             let command: serde_json::Value =
                 serde_json::from_str(&http_get(&format!("{base}/v1/commands/{id}"))).unwrap();
             if command["status"] != "running" && command["active"] == false {
-                break (command, http_get(&format!("{base}/metrics")));
+                break;
             }
             assert!(Instant::now() < deadline, "apply still running: {command}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let command = http_get(&format!("{base}/v1/commands/{id}"));
+        // The satellites are counted half a second after start.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let metrics = http_get(&format!("{base}/metrics"));
+            if metrics.contains("\norrery_satellites ") {
+                break (
+                    serde_json::from_str::<serde_json::Value>(&command).unwrap(),
+                    metrics,
+                );
+            }
+            assert!(Instant::now() < deadline, "no satellite count: {metrics}");
             std::thread::sleep(Duration::from_millis(50));
         }
     })
@@ -336,6 +350,11 @@ async fn metrics_count_every_operation_on_the_primary_and_the_satellites() {
     assert_eq!(
         sum(&primary_metrics, "orrery_requests_in_flight"),
         0.0,
+        "{primary_metrics}"
+    );
+    assert_eq!(
+        sum(&primary_metrics, "orrery_satellites"),
+        2.0,
         "{primary_metrics}"
     );
 

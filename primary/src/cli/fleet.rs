@@ -42,7 +42,11 @@ struct Satellite {
     endpoints: Vec<String>,
 }
 
-async fn gather(client: &async_nats::Client, verb: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+/// Every satellite's answer to `$SRV.<verb>.orrery-satellite` within half a second.
+pub(super) async fn gather(
+    client: &async_nats::Client,
+    verb: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
     let inbox = client.new_inbox();
     let mut sub = client.subscribe(inbox.clone()).await?;
     client

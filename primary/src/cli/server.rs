@@ -70,6 +70,9 @@ pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode>
         },
         metrics: Some(metrics),
     };
+    if let Some(client) = config.nats.clone() {
+        tokio::spawn(count_satellites(client));
+    }
     let primary = Primary::open(config)
         .with_context(|| format!("cannot open the state in {}", args.data_dir.display()))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -109,4 +112,19 @@ async fn shutdown_signal() {
         () = term => {}
     }
     tracing::info!("shutting down");
+}
+
+/// How often the distributed primary counts the satellites that answer.
+const SATELLITE_COUNT_EVERY: Duration = Duration::from_secs(15);
+
+/// Keeps the `orrery.satellites` gauge current: satellites answering
+/// `$SRV.PING`, counted now and every [`SATELLITE_COUNT_EVERY`].
+async fn count_satellites(client: async_nats::Client) {
+    loop {
+        match super::fleet::gather(&client, "PING").await {
+            Ok(answers) => orrery_primary::metrics::metrics().satellites(answers.len() as u64),
+            Err(e) => tracing::warn!(error = %e, "cannot count satellites"),
+        }
+        tokio::time::sleep(SATELLITE_COUNT_EVERY).await;
+    }
 }
