@@ -108,7 +108,12 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
             satellite_command(&server.url, id)
                 .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
                 .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-                .env("RUST_LOG", "orrery_satellite=debug")
+                // The relay's lines, and the plugin's own lines (its target),
+                // re-emitted by the satellite (target `plugin`).
+                .env(
+                    "RUST_LOG",
+                    "orrery_satellite=debug,orrery_plugin_local=debug,plugin=debug",
+                )
                 .stderr(log)
                 .spawn()
                 .unwrap(),
@@ -150,8 +155,17 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
                 .filter(|s| s.trace == root.trace)
                 .cloned()
                 .collect();
-            let handlers = trace.iter().filter(|s| s.name == "plugin.handle").count();
-            if handlers >= 28 {
+            // Complete once every handler's relay span and that relay's
+            // parent in the primary have arrived too.
+            let ids: BTreeSet<&[u8]> = trace.iter().map(|s| s.id.as_slice()).collect();
+            let handlers: Vec<&Seen> = trace.iter().filter(|s| s.name == "plugin.handle").collect();
+            let linked = |s: &Seen| {
+                trace
+                    .iter()
+                    .find(|p| p.id == s.parent)
+                    .is_some_and(|relay| ids.contains(relay.parent.as_slice()))
+            };
+            if handlers.len() >= 28 && handlers.iter().all(|h| linked(h)) {
                 break (root.trace.clone(), trace);
             }
         }
@@ -221,6 +235,19 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
         logs.lines()
             .any(|l| l.contains("relaying") && l.contains(&format!("trace_id={trace_id}"))),
         "satellite log lines carry trace id {trace_id}:\n{logs}"
+    );
+    // The plugin's lines from inside its handler, captured from its stderr.
+    let creating: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("plugin=local") && l.contains("creating"))
+        .collect();
+    assert_eq!(creating.len(), 28, "one plugin line per create:\n{logs}");
+    assert!(
+        creating
+            .iter()
+            .all(|l| l.contains(&format!("trace_id={trace_id}")) && l.contains("request_id=")),
+        "plugin lines carry the request's trace id {trace_id}:\n{}",
+        creating.join("\n")
     );
 }
 

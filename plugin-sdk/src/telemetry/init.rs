@@ -14,7 +14,8 @@ use opentelemetry_sdk::metrics::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing::Level;
+use tracing_subscriber::filter::{filter_fn, FilterExt, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -78,8 +79,13 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::E
     opentelemetry::global::set_tracer_provider(tracer.clone());
     opentelemetry::global::set_meter_provider(meter.clone());
 
+    // Orrery's own spans stay visible to the log layer whatever the filter,
+    // so a line that passes it carries its operation's fields and trace id.
     let logs = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter));
+        .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter))
+        .or(filter_fn(|meta| {
+            meta.is_span() && *meta.level() <= Level::INFO && meta.target().starts_with("orrery")
+        }));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()

@@ -62,6 +62,8 @@ impl ResourcePlugin for LocalPlugin {
     async fn create(&self, request: CreateRequest) -> OpResult {
         let root = Root::of(&request.target).await?;
         let properties = &request.properties;
+        // The SDK's handler span gives this line its request and trace ids.
+        tracing::debug!(label = %request.label, "creating");
         match kind(&request.resource_type)? {
             Kind::Directory => directory::create(&root, properties).await,
             Kind::File => file::create(&root, properties).await,
