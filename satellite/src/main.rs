@@ -87,7 +87,7 @@ struct Flags {
     otlp_endpoint: Option<String>,
     /// Share of new traces recorded when exporting, 0 to 1. Default:
     /// OTEL_TRACES_SAMPLER_ARG, else 1.
-    #[arg(long, value_parser = parse_ratio)]
+    #[arg(long, value_parser = telemetry::parse_ratio)]
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_sampling: Option<f64>,
     /// Serve /healthz, /readyz and /metrics on this port (all interfaces).
@@ -423,17 +423,10 @@ async fn shutdown_signal() {
 }
 
 fn init_telemetry(settings: &Settings) -> anyhow::Result<Telemetry> {
-    let mut config = TelemetryConfig::from_env("orrery-satellite")?;
-    if settings.otlp_endpoint.is_some() {
-        config.otlp_endpoint.clone_from(&settings.otlp_endpoint);
-    }
-    if let Some(ratio) = settings.trace_sampling {
-        config.sampling_ratio = ratio;
-    }
-    config.log_json = settings.log_json;
+    let config = TelemetryConfig::from_env("orrery-satellite")?.with_overrides(
+        settings.otlp_endpoint.as_deref(),
+        settings.trace_sampling,
+        settings.log_json,
+    );
     Ok(telemetry::init(&config)?)
-}
-
-fn parse_ratio(text: &str) -> Result<f64, String> {
-    telemetry::parse_ratio(text).map_err(|e| e.to_string())
 }

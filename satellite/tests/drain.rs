@@ -26,6 +26,22 @@ fn slow_create(i: usize) -> Request {
     })
 }
 
+/// Waits until satellite `id` answers `$SRV.INFO`.
+async fn wait_registered(client: &async_nats::Client, id: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !client
+        .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
+        .await
+        .is_ok_and(|m| String::from_utf8_lossy(&m.payload).contains(id))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "satellite {id} did not register in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
     let server = NatsServer::start().await;
@@ -45,20 +61,7 @@ async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
         .spawn()
         .unwrap();
     let client = server.client().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let info = client
-            .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
-            .await;
-        if info.is_ok_and(|m| String::from_utf8_lossy(&m.payload).contains("drainer")) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "satellite did not register in 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_registered(&client, "drainer").await;
 
     // Publish every request and flush: once the server has answered the
     // flush, all of them are routed to the satellite's subscription, so the
@@ -134,18 +137,7 @@ async fn sigterm_exits_even_when_the_nats_server_is_gone() {
         .spawn()
         .unwrap();
     let client = server.client().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !client
-        .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
-        .await
-        .is_ok_and(|m| String::from_utf8_lossy(&m.payload).contains("orphan"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "satellite did not register in 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_registered(&client, "orphan").await;
     drop(client);
     drop(server);
     let status = Command::new("kill")

@@ -59,6 +59,26 @@ impl TelemetryConfig {
     }
 }
 
+impl TelemetryConfig {
+    /// A binary's own settings (flags, config file) over the environment's:
+    /// `None` keeps what the environment said.
+    pub fn with_overrides(
+        mut self,
+        otlp_endpoint: Option<&str>,
+        sampling_ratio: Option<f64>,
+        log_json: bool,
+    ) -> Self {
+        if let Some(endpoint) = otlp_endpoint {
+            self.otlp_endpoint = Some(endpoint.to_owned());
+        }
+        if let Some(ratio) = sampling_ratio {
+            self.sampling_ratio = ratio;
+        }
+        self.log_json = log_json;
+        self
+    }
+}
+
 /// Parses a ratio given on a command line or in a config file.
 pub fn parse_ratio(text: &str) -> Result<f64, SamplingError> {
     match text.trim().parse::<f64>() {
@@ -114,6 +134,22 @@ mod tests {
         assert_eq!(c.sampling_ratio, 0.01);
         let c = from(&[("OTEL_TRACES_SAMPLER", "always_off")]).unwrap();
         assert_eq!(c.sampling_ratio, 0.0);
+    }
+
+    #[test]
+    fn a_binarys_settings_override_the_environment_only_where_given() {
+        let env = from(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+        ])
+        .unwrap();
+        let kept = env.clone().with_overrides(None, None, true);
+        assert_eq!(kept.otlp_endpoint.as_deref(), Some("http://env:4318"));
+        assert_eq!(kept.sampling_ratio, 0.5);
+        assert!(kept.log_json);
+        let set = env.with_overrides(Some("http://flag:4318"), Some(0.01), false);
+        assert_eq!(set.otlp_endpoint.as_deref(), Some("http://flag:4318"));
+        assert_eq!(set.sampling_ratio, 0.01);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub struct Cli {
     pub otlp_endpoint: Option<String>,
     /// Share of new traces recorded when exporting, 0 to 1 (default:
     /// $OTEL_TRACES_SAMPLER_ARG, else 1).
-    #[arg(long, global = true, env = "ORRERY_TRACE_SAMPLING", value_parser = parse_ratio)]
+    #[arg(long, global = true, env = "ORRERY_TRACE_SAMPLING", value_parser = telemetry::parse_ratio)]
     pub trace_sampling: Option<f64>,
     #[command(subcommand)]
     command: Command,
@@ -136,18 +136,11 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
 /// Logs to stderr, filtered by `RUST_LOG` (default `warn`); traces and
 /// metrics over OTLP when an endpoint is configured.
 pub fn init_telemetry(cli: &Cli) -> anyhow::Result<Telemetry> {
-    let mut config = TelemetryConfig::from_env("orrery-primary")?;
-    if cli.otlp_endpoint.is_some() {
-        config.otlp_endpoint.clone_from(&cli.otlp_endpoint);
-    }
-    if let Some(ratio) = cli.trace_sampling {
-        config.sampling_ratio = ratio;
-    }
-    config.log_json = cli.log_json;
+    let mut config = TelemetryConfig::from_env("orrery-primary")?.with_overrides(
+        cli.otlp_endpoint.as_deref(),
+        cli.trace_sampling,
+        cli.log_json,
+    );
     config.default_log_filter = "warn".into();
     Ok(telemetry::init(&config)?)
-}
-
-fn parse_ratio(text: &str) -> Result<f64, String> {
-    telemetry::parse_ratio(text).map_err(|e| e.to_string())
 }
