@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
+use orrery_satellite::nats_client::{self, NatsClientConfig};
 
 /// Who `orrery` is on NATS. Without either option it connects
 /// anonymously, which a server with deploy/nats's accounts refuses.
@@ -30,32 +30,17 @@ pub struct NatsAuth {
 }
 
 /// Connects to the NATS server(s) in `url` (comma-separated) as `name`.
-/// The error says which file could not be read; callers add the URL.
 pub async fn connect(url: &str, name: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::Client> {
-    let mut options = async_nats::ConnectOptions::new()
-        .name(name)
-        .connection_timeout(Duration::from_secs(5));
-    if let Some(creds) = &auth.nats_creds {
-        options = options
-            .credentials_file(creds)
-            .await
-            .with_context(|| format!("reading credentials {}", creds.display()))?;
-    }
-    if let Some(nkey) = &auth.nats_nkey {
-        let seed = std::fs::read_to_string(nkey)
-            .with_context(|| format!("reading nkey {}", nkey.display()))?;
-        options = options.nkey(seed.trim().to_owned());
-    }
-    if let Some(ca) = &auth.tls_ca {
-        options = options.add_root_certificates(ca.clone()).require_tls(true);
-    }
-    if let (Some(cert), Some(key)) = (&auth.tls_cert, &auth.tls_key) {
-        options = options.add_client_certificate(cert.clone(), key.clone());
-    }
-    let addrs: Vec<async_nats::ServerAddr> = url
-        .split(',')
-        .map(|u| u.trim().parse())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("invalid NATS URL {url}"))?;
-    Ok(options.connect(addrs).await?)
+    let config = NatsClientConfig {
+        urls: url.to_owned(),
+        creds: auth.nats_creds.clone(),
+        nkey: auth.nats_nkey.clone(),
+        tls_ca: auth.tls_ca.clone(),
+        tls_client: auth.tls_cert.clone().zip(auth.tls_key.clone()),
+    };
+    let client = nats_client::connect(&config, name, |options| {
+        options.connection_timeout(Duration::from_secs(5))
+    })
+    .await?;
+    Ok(client)
 }

@@ -16,6 +16,7 @@ pub mod describe;
 pub mod health;
 pub mod hub;
 pub mod metrics;
+pub mod nats_client;
 pub mod plugin_host;
 pub mod relay;
 pub mod supervisor;

@@ -11,6 +11,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
 use orrery_satellite::hub;
+use orrery_satellite::nats_client::{self, NatsClientConfig};
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
 use serde::{Deserialize, Serialize};
@@ -370,41 +371,23 @@ fn default_cache_dir() -> PathBuf {
 }
 
 async fn connect(settings: &Settings) -> anyhow::Result<async_nats::Client> {
-    let mut options = async_nats::ConnectOptions::new()
-        .name("orrery-satellite")
-        .retry_on_initial_connect()
-        .event_callback(|event| async move {
-            tracing::info!(%event, "NATS connection event");
-        });
-    if let Some(creds) = &settings.nats_creds {
-        options = options
-            .credentials_file(creds)
-            .await
-            .with_context(|| format!("reading credentials {}", creds.display()))?;
-    }
-    if let Some(nkey) = &settings.nats_nkey {
-        let seed = std::fs::read_to_string(nkey)
-            .with_context(|| format!("reading nkey {}", nkey.display()))?;
-        options = options.nkey(seed.trim().to_owned());
-    }
-    if let Some(ca) = &settings.tls_ca {
-        options = options.add_root_certificates(ca.clone()).require_tls(true);
-    }
-    if let (Some(cert), Some(key)) = (&settings.tls_cert, &settings.tls_key) {
-        options = options.add_client_certificate(cert.clone(), key.clone());
-    }
-    let urls: Vec<String> = settings
-        .nats_url
-        .split(',')
-        .map(|s| s.trim().to_owned())
-        .collect();
-    let addrs: Vec<async_nats::ServerAddr> = urls
-        .iter()
-        .map(|u| u.parse())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("invalid NATS URL in {}", settings.nats_url))?;
-    let client = options.connect(addrs).await.context("connecting to NATS")?;
-    Ok(client)
+    let config = NatsClientConfig {
+        urls: settings.nats_url.clone(),
+        creds: settings.nats_creds.clone(),
+        nkey: settings.nats_nkey.clone(),
+        tls_ca: settings.tls_ca.clone(),
+        tls_client: settings.tls_cert.clone().zip(settings.tls_key.clone()),
+    };
+    Ok(
+        nats_client::connect(&config, "orrery-satellite", |options| {
+            options
+                .retry_on_initial_connect()
+                .event_callback(|event| async move {
+                    tracing::info!(%event, "NATS connection event");
+                })
+        })
+        .await?,
+    )
 }
 
 async fn shutdown_signal() {
