@@ -13,7 +13,15 @@
 //!
 //! A connection that breaks fails the call it broke (`ConnectionLost`: its
 //! outcome is unknown) and the next call connects again.
+//!
+//! The trait's key-only views, command listings and leases are in
+//! `keys.rs`, `commands.rs` and `lease.rs`.
 
+mod commands;
+mod keys;
+mod lease;
+
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::str::FromStr;
 use std::sync::mpsc;
@@ -42,22 +50,37 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "initial",
-        sql: include_str!("migrations/postgres/0001_initial.sql"),
+        sql: include_str!("../migrations/postgres/0001_initial.sql"),
     },
     Migration {
         version: 2,
         name: "targets",
-        sql: include_str!("migrations/postgres/0002_targets.sql"),
+        sql: include_str!("../migrations/postgres/0002_targets.sql"),
     },
     Migration {
         version: 3,
         name: "command_order",
-        sql: include_str!("migrations/postgres/0003_command_order.sql"),
+        sql: include_str!("../migrations/postgres/0003_command_order.sql"),
     },
     Migration {
         version: 4,
         name: "operation_progress",
-        sql: include_str!("migrations/postgres/0004_operation_progress.sql"),
+        sql: include_str!("../migrations/postgres/0004_operation_progress.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "discovery_keys",
+        sql: include_str!("../migrations/postgres/0005_discovery_keys.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "command_leases",
+        sql: include_str!("../migrations/postgres/0006_command_leases.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "command_documents",
+        sql: include_str!("../migrations/postgres/0007_command_documents.sql"),
     },
 ];
 
@@ -596,5 +619,92 @@ impl StateStore for PgStore {
                 .collect::<Result<_, StoreError>>()?;
             Ok(Some(command))
         })
+    }
+    fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.call(keys::resource_counts)
+    }
+
+    fn managed_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::ManagedKey>, StoreError> {
+        let (target, resource_type) = (target.to_owned(), resource_type.to_owned());
+        self.call(move |c| keys::managed_keys(c, &target, &resource_type))
+    }
+
+    fn discovered_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::DiscoveredKey>, StoreError> {
+        let (target, resource_type) = (target.to_owned(), resource_type.to_owned());
+        self.call(move |c| keys::discovered_keys(c, &target, &resource_type))
+    }
+
+    fn commands(
+        &self,
+        filter: &crate::state::CommandFilter,
+    ) -> Result<Vec<crate::state::CommandHead>, StoreError> {
+        let filter = filter.clone();
+        self.call(move |c| commands::commands(c, &filter))
+    }
+
+    fn operation_counts(&self, command_id: &str) -> Result<BTreeMap<String, u64>, StoreError> {
+        let command_id = command_id.to_owned();
+        self.call(move |c| commands::operation_counts(c, &command_id))
+    }
+
+    fn command_stacks(&self) -> Result<Vec<String>, StoreError> {
+        self.call(commands::command_stacks)
+    }
+
+    fn put_command_document(
+        &self,
+        command_id: &str,
+        doc: &crate::state::CommandDocument,
+    ) -> Result<(), StoreError> {
+        let (command_id, doc) = (command_id.to_owned(), doc.clone());
+        self.call(move |c| commands::put_document(c, &command_id, &doc))
+    }
+
+    fn command_document(
+        &self,
+        command_id: &str,
+    ) -> Result<Option<crate::state::CommandDocument>, StoreError> {
+        let command_id = command_id.to_owned();
+        self.call(move |c| commands::document(c, &command_id))
+    }
+
+    /// The database's clock, shared by every primary.
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        self.call(lease::now_ms)
+    }
+
+    fn acquire_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<crate::state::LeaseGrant, StoreError> {
+        let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
+        self.call(move |c| lease::acquire(c, &command_id, &owner, now_ms, ttl_ms))
+    }
+
+    fn renew_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
+        self.call(move |c| lease::renew(c, &command_id, &owner, now_ms, ttl_ms))
+    }
+
+    fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
+        let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
+        self.call(move |c| lease::release(c, &command_id, &owner))
     }
 }

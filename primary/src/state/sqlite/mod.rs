@@ -1,5 +1,13 @@
 //! The embedded store: one SQLite file in the data directory, no server.
+//!
+//! The trait's key-only views, command listings and leases are in
+//! `keys.rs`, `commands.rs` and `lease.rs`.
 
+mod commands;
+mod keys;
+mod lease;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -118,7 +126,39 @@ CREATE TABLE IF NOT EXISTS operations (
     context BLOB,
     PRIMARY KEY (command_id, label, operation)
 );
+CREATE TABLE IF NOT EXISTS command_leases (
+    command_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS command_documents (
+    command_id TEXT PRIMARY KEY,
+    engine TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    source TEXT NOT NULL,
+    stack_dir TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS resources_by_target_type ON resources (target, resource_type);
+CREATE INDEX IF NOT EXISTS commands_by_stack ON commands (stack, started_ms);
+CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 ";
+
+/// Version of the tables and indexes beside the records' format, in
+/// `meta.schema`: 2 added command leases, command documents and the
+/// indexes of key-only views. Additions only: an older release ignores
+/// them, so a newer value is never refused.
+const SQLITE_SCHEMA: i64 = 2;
+
+/// The value of `meta.schema` (0 before it existed).
+fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+        .unwrap_or(0))
+}
 
 /// Whether `operations` has the columns an interrupted command is resumed
 /// from (`native_id`, `context`), added after format 1 was released.
@@ -219,7 +259,10 @@ fn stored_format(conn: &Connection) -> Result<Option<i64>, StoreError> {
 /// processes opening it at once upgrade it once): creates missing tables and
 /// rewrites older records. Refuses a file from a newer release.
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    if marked_format(conn)? == Some(RECORD_FORMAT) && has_progress_columns(conn)? {
+    if marked_format(conn)? == Some(RECORD_FORMAT)
+        && has_progress_columns(conn)?
+        && marked_schema(conn)? >= SQLITE_SCHEMA
+    {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -241,6 +284,11 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         "INSERT INTO meta (key, value) VALUES ('format', ?1)
          ON CONFLICT (key) DO UPDATE SET value = ?1",
         params![RECORD_FORMAT],
+    )?;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema', ?1)
+         ON CONFLICT (key) DO UPDATE SET value = max(value, ?1)",
+        params![SQLITE_SCHEMA],
     )?;
     tx.commit()?;
     Ok(())
@@ -565,5 +613,83 @@ impl StateStore for SqliteStore {
             command.operations.push(op);
         }
         Ok(Some(command))
+    }
+    fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        keys::resource_counts(&self.conn())
+    }
+
+    fn managed_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::ManagedKey>, StoreError> {
+        keys::managed_keys(&self.conn(), target, resource_type)
+    }
+
+    fn discovered_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::DiscoveredKey>, StoreError> {
+        keys::discovered_keys(&self.conn(), target, resource_type)
+    }
+
+    fn commands(
+        &self,
+        filter: &crate::state::CommandFilter,
+    ) -> Result<Vec<crate::state::CommandHead>, StoreError> {
+        commands::commands(&self.conn(), filter)
+    }
+
+    fn operation_counts(&self, command_id: &str) -> Result<BTreeMap<String, u64>, StoreError> {
+        commands::operation_counts(&self.conn(), command_id)
+    }
+
+    fn command_stacks(&self) -> Result<Vec<String>, StoreError> {
+        commands::command_stacks(&self.conn())
+    }
+
+    fn put_command_document(
+        &self,
+        command_id: &str,
+        doc: &crate::state::CommandDocument,
+    ) -> Result<(), StoreError> {
+        commands::put_document(&self.conn(), command_id, doc)
+    }
+
+    fn command_document(
+        &self,
+        command_id: &str,
+    ) -> Result<Option<crate::state::CommandDocument>, StoreError> {
+        commands::document(&self.conn(), command_id)
+    }
+
+    /// This machine's clock: every process sharing the file runs on it.
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        Ok(now_ms())
+    }
+
+    fn acquire_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<crate::state::LeaseGrant, StoreError> {
+        lease::acquire(&mut self.conn(), command_id, owner, now_ms, ttl_ms)
+    }
+
+    fn renew_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        lease::renew(&self.conn(), command_id, owner, now_ms, ttl_ms)
+    }
+
+    fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
+        lease::release(&self.conn(), command_id, owner)
     }
 }
