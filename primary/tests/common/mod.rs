@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod crash;
+pub mod server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
