@@ -49,10 +49,11 @@ use crate::stack::{Catalog, TargetDecl};
 use crate::state::{StateStore, StoreError, StoredResource};
 
 use self::core::{
-    changed_fields, excluded, fingerprint, is_discovered, merge_targets, strip_secrets,
-    unmanaged_label, with_drift, ManagedIndex,
+    changed_fields, excluded, is_discovered, merge_targets, strip_secrets, unmanaged_label,
+    with_drift, ManagedIds,
 };
 pub use self::core::{Drift, TargetRef, DRIFT_KEY, UNMANAGED_STACK};
+use crate::state::fingerprint;
 
 /// How discovery and drift sync call plugins.
 #[derive(Clone, Debug)]
@@ -294,10 +295,9 @@ pub fn targets_to_discover(
     document: Option<(&str, &[TargetDecl])>,
 ) -> Result<Vec<TargetRef>, StoreError> {
     let mut stacks: BTreeSet<String> = store
-        .resources(None)?
-        .into_iter()
-        .filter(|r| !r.stack.is_empty())
-        .map(|r| r.stack)
+        .resource_counts()?
+        .into_keys()
+        .filter(|s| !s.is_empty())
         .collect();
     stacks.extend(stack.map(str::to_owned));
     let mut per_stack = Vec::new();
@@ -334,18 +334,7 @@ pub async fn discover(
         targets: targets.len(),
         ..Default::default()
     };
-    // One pass over the store: which resources are managed, and which
-    // unmanaged ones are recorded (label → fingerprint, per target).
-    let (managed, mut recorded) = {
-        let all = store.resources(None)?;
-        let managed = ManagedIndex::new(&all);
-        let recorded: Vec<HashMap<String, u64>> = targets
-            .iter()
-            .map(|t| core::unmanaged_index(&all, &t.decl.name))
-            .collect();
-        (managed, recorded)
-    };
-    for (t, target) in targets.iter().enumerate() {
+    for target in targets {
         let Some(announcement) = catalog.plugin(&target.decl.plugin) else {
             report.failures.push(Failure {
                 stack: String::new(),
@@ -361,9 +350,19 @@ pub async fn discover(
             name: target.decl.name.clone(),
             config: target.decl.config.clone(),
         };
-        let mut complete_types = Vec::new();
         for schema in announcement.resources.iter().filter(|s| s.discoverable) {
             report.listings += 1;
+            // What the store knows of this type on this target, by key
+            // only: memory grows with one type's keys, never with records.
+            let managed = ManagedIds::new(
+                store.managed_keys(&target.decl.name, &schema.type_name)?,
+                &target.stacks,
+            );
+            let mut recorded: HashMap<String, u128> = store
+                .discovered_keys(&target.decl.name, &schema.type_name)?
+                .into_iter()
+                .map(|k| (k.label, k.fingerprint))
+                .collect();
             let mut token: Option<String> = None;
             let complete = loop {
                 let request = Request::List(ListRequest {
@@ -405,7 +404,7 @@ pub async fn discover(
                         report.excluded += 1;
                         continue;
                     }
-                    if managed.manages(target, &schema.type_name, &listed.native_id) {
+                    if managed.contains(&listed.native_id) {
                         report.managed += 1;
                         continue;
                     }
@@ -413,7 +412,7 @@ pub async fn discover(
                     strip_secrets(Some(schema), &mut properties);
                     let label =
                         unmanaged_label(&target.decl.name, &schema.type_name, &listed.native_id);
-                    if recorded[t].remove(&label) == Some(fingerprint(&properties)) {
+                    if recorded.remove(&label) == Some(fingerprint(&properties)) {
                         continue;
                     }
                     store.put_resource(&StoredResource {
@@ -434,21 +433,15 @@ pub async fn discover(
                     _ => break true,
                 }
             };
+            // Recorded, not listed again: gone, or managed now. (After an
+            // incomplete listing nothing is known of the rest.)
             if complete {
-                complete_types.push(schema.type_name.clone());
+                for label in recorded.keys() {
+                    store.remove_resource(UNMANAGED_STACK, label)?;
+                    report.forgotten += 1;
+                }
             }
         }
-        // Recorded, not listed again: gone, or managed now.
-        for label in recorded[t].keys() {
-            let listed_type = complete_types
-                .iter()
-                .any(|ty| label.starts_with(&format!("{}/{ty}/", target.decl.name)));
-            if listed_type {
-                store.remove_resource(UNMANAGED_STACK, label)?;
-                report.forgotten += 1;
-            }
-        }
-        recorded[t].clear();
     }
     report.rate_limited_ms = limiter.waited().as_millis() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
