@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::server::Server;
+use common::server::{Server, ServerOptions};
 use serde_json::{json, Value};
 
 /// A quickstart-like stack (nine files and directories with references),
@@ -342,4 +342,80 @@ fn sigterm_stops_the_server_cleanly() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(exit.success(), "{exit}\n{}", server.log());
+}
+
+/// The listings the HTTP API reads (commands, operation counts, stacks)
+/// come from the store, so they work on PostgreSQL as on SQLite. Skipped
+/// without `ORRERY_TEST_DATABASE_URL` (run through scripts/with-postgres.sh).
+#[test]
+fn the_http_api_keeps_its_state_in_postgresql() {
+    let Some(db) = common::postgres::fresh_database("http") else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data.path().join("state")),
+        args: vec!["--database-url".into(), db.clone()],
+        ..Default::default()
+    });
+    let work = tempfile::tempdir().unwrap();
+    let site = work.path().join("site");
+    let body = json!({ "document": quickstart(&site) });
+
+    let (status, ready) = server.get("/readyz");
+    assert_eq!(
+        (status, &ready["status"]),
+        (200, &json!("ready")),
+        "{ready}"
+    );
+    let (status, accepted) = server.post("/v1/stacks/apply", &body);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    let command = server.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}");
+    assert_eq!(command["operations"].as_array().unwrap().len(), 9);
+
+    let (status, commands) = server.get("/v1/commands");
+    assert_eq!(status, 200, "{commands}");
+    assert_eq!(commands["commands"][0]["id"], id.as_str(), "{commands}");
+    assert_eq!(
+        commands["commands"][0]["operations"],
+        json!({"succeeded": 9})
+    );
+    let (status, commands) = server.get("/v1/commands?stack=quickstart&limit=1");
+    assert_eq!(status, 200);
+    assert_eq!(commands["commands"].as_array().unwrap().len(), 1);
+    let (status, stacks) = server.get("/v1/stacks");
+    assert_eq!(status, 200, "{stacks}");
+    assert_eq!(stacks["stacks"][0]["name"], "quickstart", "{stacks}");
+    assert_eq!(stacks["stacks"][0]["resources"], 9);
+    assert_eq!(stacks["stacks"][0]["last_command"]["status"], "completed");
+    let (_, targets) = server.get("/v1/targets");
+    assert_eq!(targets["targets"][0]["name"], "home", "{targets}");
+    let (_, resources) = server.get("/v1/resources?stack=quickstart");
+    assert_eq!(labels(&resources).len(), 9);
+
+    let (status, accepted) = server.post("/v1/stacks/quickstart/destroy", &json!({}));
+    assert_eq!(status, 202, "{accepted}");
+    let destroy = server.wait_command(accepted["command_id"].as_str().unwrap());
+    assert_eq!(destroy["status"], "completed", "{destroy}");
+    let (_, commands) = server.get("/v1/commands");
+    assert_eq!(commands["commands"].as_array().unwrap().len(), 2);
+    assert_eq!(commands["commands"][0]["kind"], "destroy", "newest first");
+    assert_eq!(site_files(work.path()), 0);
+
+    // All of it is in the database, nothing in the data directory.
+    assert!(!data.path().join("state/state.db").exists());
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let recorded: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM commands WHERE stack = 'quickstart'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 2);
 }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 pub mod config_file;
 mod discover;
+mod duration;
 mod fleet;
 mod hub;
 mod inspect;

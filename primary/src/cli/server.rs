@@ -9,6 +9,9 @@ use anyhow::Context;
 use orrery_primary::apply::Options;
 use orrery_primary::engine::plugin_search_path;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
+use orrery_primary::lease::LeaseConfig;
+
+use super::duration::parse_duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -19,6 +22,10 @@ pub struct Args {
     /// Directory of the embedded state store.
     #[arg(long, env = "ORRERY_DATA_DIR", default_value = ".orrery")]
     pub data_dir: PathBuf,
+    /// PostgreSQL URL of the state store (`postgres://…`); without it the
+    /// embedded store in --data-dir is used.
+    #[arg(long, env = "ORRERY_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// Directory holding plugin binaries `orrery-plugin-<name>` (also searched:
     /// $ORRERY_PLUGIN_DIR, the directory of `orrery`, PATH). Plugins start
     /// when a stack first needs them and keep running.
@@ -38,6 +45,19 @@ pub struct Args {
     /// operations in flight (nothing new starts) before the server exits.
     #[arg(long, env = "ORRERY_SHUTDOWN_GRACE", default_value_t = 20)]
     pub shutdown_grace: u64,
+    /// Discover the unmanaged resources of every recorded target this
+    /// often, e.g. `10m` (`0`: never).
+    #[arg(long, env = "ORRERY_DISCOVER_EVERY", default_value = "0", value_parser = parse_duration)]
+    pub discover_every: Duration,
+    /// Check every stack's resources for drift this often, e.g. `5m`
+    /// (`0`: never).
+    #[arg(long, env = "ORRERY_DRIFT_EVERY", default_value = "0", value_parser = parse_duration)]
+    pub drift_every: Duration,
+    /// How long the lease on a running command lasts without renewal: how
+    /// long another primary sharing the store waits before it resumes the
+    /// commands of a primary that stopped answering.
+    #[arg(long, env = "ORRERY_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    pub lease_ttl: Duration,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -49,6 +69,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("bad --stack-dir {}", stack_dir.display()))?;
     let config = Config {
         data_dir: args.data_dir.clone(),
+        database_url: args.database_url.clone(),
         plugin_search: plugin_search_path(args.plugin_dir.as_deref()),
         stack_dir,
         max_body_bytes: args.max_body_bytes,
@@ -56,15 +77,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_concurrency: args.concurrency.max(1),
             ..Options::default()
         },
+        discover_every: Some(args.discover_every).filter(|d| !d.is_zero()),
+        drift_every: Some(args.drift_every).filter(|d| !d.is_zero()),
+        lease: LeaseConfig::new(args.lease_ttl),
     };
-    let primary = Primary::open(config)
-        .with_context(|| format!("cannot open the state in {}", args.data_dir.display()))?;
+    let location = match &args.database_url {
+        Some(_) => "the PostgreSQL state store".to_owned(),
+        None => format!("the state in {}", args.data_dir.display()),
+    };
+    let primary = Primary::open(config).with_context(|| format!("cannot open {location}"))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     println!("orrery primary listening on http://{addr}");
-    tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving the HTTP API");
+    tracing::info!(%addr, store = %location, "serving the HTTP API");
     let served = http::serve(listener, primary.router(), shutdown_signal()).await;
     primary
         .shutdown(Duration::from_secs(args.shutdown_grace))

@@ -20,9 +20,10 @@ use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::plugins::Plugins;
 use super::{views, Shared};
 use crate::apply::{Event, Executor};
+use crate::discovery::UNMANAGED_STACK;
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack, StackError};
-use crate::state::{CommandStatus, Store, StoredResource};
+use crate::state::{CommandFilter, CommandStatus, Store, StoredResource};
 
 type AppState = State<Arc<Shared>>;
 
@@ -392,13 +393,9 @@ pub struct StackQuery {
 pub async fn stacks_handler(State(state): AppState) -> ApiResult<Json<Value>> {
     let shared = state.clone();
     let rows = blocking(move || {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for r in shared.store.resources(None)? {
-            if !r.stack.is_empty() {
-                *counts.entry(r.stack).or_default() += 1;
-            }
-        }
-        for name in shared.listing.command_stacks()? {
+        let mut counts = shared.store.resource_counts()?;
+        counts.remove(UNMANAGED_STACK);
+        for name in shared.store.command_stacks()? {
             counts.entry(name).or_default();
         }
         let mut rows = Vec::new();
@@ -409,7 +406,15 @@ pub async fn stacks_handler(State(state): AppState) -> ApiResult<Json<Value>> {
                 .into_iter()
                 .map(|t| t.name)
                 .collect();
-            let last = shared.listing.commands(Some(&name), 1)?.into_iter().next();
+            let last = shared
+                .store
+                .commands(&CommandFilter {
+                    stack: Some(name.clone()),
+                    status: None,
+                    limit: 1,
+                })?
+                .into_iter()
+                .next();
             rows.push(json!({
                 "name": name,
                 "resources": resources,
@@ -448,10 +453,14 @@ pub async fn commands_handler(
     }
     let shared = state.clone();
     let rows = blocking(move || {
-        let heads = shared.listing.commands(q.stack.as_deref(), limit)?;
+        let heads = shared.store.commands(&CommandFilter {
+            stack: q.stack,
+            status: None,
+            limit,
+        })?;
         let mut rows = Vec::with_capacity(heads.len());
         for head in heads {
-            let counts = shared.listing.operation_counts(&head.id)?;
+            let counts = shared.store.operation_counts(&head.id)?;
             let mut row = serde_json::to_value(&head).unwrap_or_default();
             row["operations"] = json!(counts);
             row["active"] = json!(shared.commands.is_running(&head.id));
@@ -545,14 +554,10 @@ pub async fn targets_handler(
         let stacks: BTreeSet<String> = match q.stack {
             Some(name) => BTreeSet::from([name]),
             None => {
-                let mut names: BTreeSet<String> = shared
-                    .store
-                    .resources(None)?
-                    .into_iter()
-                    .map(|r| r.stack)
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                names.extend(shared.listing.command_stacks()?);
+                let mut names: BTreeSet<String> =
+                    shared.store.resource_counts()?.into_keys().collect();
+                names.remove(UNMANAGED_STACK);
+                names.extend(shared.store.command_stacks()?);
                 names
             }
         };

@@ -20,7 +20,6 @@ mod commands;
 mod error;
 mod extract;
 mod handlers;
-mod listing;
 mod plugins;
 mod views;
 
@@ -38,6 +37,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use error::ApiError;
 
 use crate::apply::Options;
+use crate::lease::LeaseConfig;
 use crate::state::{self, Store, StoreError};
 
 /// Default largest request body: 16 MiB, room for stacks of tens of
@@ -49,6 +49,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 pub struct Config {
     /// Directory of the embedded state store.
     pub data_dir: PathBuf,
+    /// PostgreSQL URL of the state store; without it, the embedded store
+    /// in `data_dir`.
+    pub database_url: Option<String>,
     /// Where plugin binaries `orrery-plugin-<name>` are looked for, in order.
     pub plugin_search: Vec<PathBuf>,
     /// The value of `${stack_dir}` for documents whose request names none.
@@ -57,13 +60,19 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// How commands run.
     pub options: Options,
+    /// Discovery of the recorded targets' unmanaged resources every so
+    /// often (never when `None`).
+    pub discover_every: Option<Duration>,
+    /// Drift sync of every stack every so often (never when `None`).
+    pub drift_every: Option<Duration>,
+    /// Who this primary is in command leases, and their time to live.
+    pub lease: LeaseConfig,
 }
 
 /// What every request shares.
 struct Shared {
     config: Config,
     store: Store,
-    listing: listing::Listing,
     plugins: plugins::PluginPool,
     commands: commands::Commands,
 }
@@ -77,14 +86,15 @@ pub struct Primary {
 impl Primary {
     /// Opens the state store; plugins start later, when stacks need them.
     pub fn open(config: Config) -> Result<Self, StoreError> {
-        let store = state::open_dir(&config.data_dir)?;
-        let listing = listing::Listing::open(&config.data_dir)?;
+        let store = match &config.database_url {
+            Some(url) => state::open(url)?,
+            None => state::open_dir(&config.data_dir)?,
+        };
         let plugins = plugins::PluginPool::new(config.plugin_search.clone());
         Ok(Primary {
             shared: Arc::new(Shared {
                 config,
                 store,
-                listing,
                 plugins,
                 commands: commands::Commands::default(),
             }),

@@ -23,6 +23,10 @@ fn fixture() -> Fixture {
         stack_dir: dir.path().to_owned(),
         max_body_bytes: 4096,
         options: Options::default(),
+        database_url: None,
+        discover_every: None,
+        drift_every: None,
+        lease: crate::lease::LeaseConfig::new(crate::lease::DEFAULT_TTL),
     })
     .unwrap();
     Fixture { _dir: dir, primary }

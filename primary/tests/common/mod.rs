@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod crash;
+pub mod postgres;
 pub mod server;
 
 use std::path::{Path, PathBuf};
