@@ -177,6 +177,7 @@ conformance!(
     everything_survives_a_reopen,
     concurrent_writers_lose_no_update,
     usable_from_inside_tokio_runtimes,
+    put_if_version_writes_only_over_the_version_read,
     resource_counts_are_by_stack,
     managed_keys_are_the_managed_ids_of_one_type_on_one_target,
     discovered_keys_fingerprint_the_recorded_properties,
@@ -938,6 +939,36 @@ fn usable_from_inside_tokio_runtimes(f: &Fixture) {
         assert_eq!(store.resources(Some("rt")).unwrap().len(), 17);
         assert!(store.command(None).unwrap().is_some());
     });
+}
+
+fn put_if_version_writes_only_over_the_version_read(f: &Fixture) {
+    let r = resource("web", "a");
+    assert!(
+        !f.store.put_resource_if_version(&r, 0).unwrap(),
+        "no record: nothing to replace"
+    );
+    assert!(f.store.resources(None).unwrap().is_empty());
+    f.store.put_resource(&r).unwrap();
+    let read = f.store.resources(None).unwrap().remove(0);
+    let drifted = StoredResource {
+        properties: props(&[("path", Value::from("/moved"))]),
+        managed: false,
+        ..read.clone()
+    };
+    // Someone else writes it after it was read: the write loses.
+    f.store.put_resource(&r).unwrap();
+    assert!(!f
+        .store
+        .put_resource_if_version(&drifted, read.version)
+        .unwrap());
+    assert_eq!(f.store.resources(None).unwrap(), vec![stored(&r, 2)]);
+    // Over the version it read, it wins and bumps the version.
+    assert!(f.store.put_resource_if_version(&drifted, 2).unwrap());
+    assert_eq!(f.store.resources(None).unwrap(), vec![stored(&drifted, 3)]);
+    assert!(
+        !f.store.put_resource_if_version(&drifted, 2).unwrap(),
+        "once"
+    );
 }
 
 fn resource_counts_are_by_stack(f: &Fixture) {

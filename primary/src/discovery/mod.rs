@@ -13,7 +13,9 @@
 //!   records it managed under a stack's label; nothing is created.
 //! - **Drift sync** ([`sync_drift`]) reads every managed resource and
 //!   compares it with its record (write-only, opaque and read-only fields
-//!   ignored). Drift is recorded on the resource record itself:
+//!   ignored). Drift is recorded on the resource record itself, only if
+//!   the record is still the one read (compare-and-set on its version: a
+//!   command writing it meanwhile wins, and the next sync looks again):
 //!   - changed out of band: the record takes the properties read (so the
 //!     planner sees the difference from the document and the next apply
 //!     corrects it) and a marker `changed:<fields>` under the reserved key
@@ -25,13 +27,13 @@
 //!     managed records, so nothing happens until the user applies again,
 //!     which plans a create (and the create's record replaces the tombstone).
 //!
-//! [`run_every`] runs discovery and drift sync on an interval, for the
-//! server mode.
+//! `orrery primary` runs both on intervals (`--discover-every`,
+//! `--drift-every`; see `http/background.rs`).
 
 pub mod core;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -41,7 +43,6 @@ use orrery_schema::{
     ErrorCode, ListRequest, OperationStatus, PropertyMap, ReadRequest, Request, Target,
 };
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::apply::bucket;
 use crate::scheduler::{BucketLimit, TokenBucket};
@@ -180,6 +181,9 @@ pub struct DriftReport {
     pub drifted: Vec<Drifted>,
     /// Reads that failed.
     pub failures: Vec<Failure>,
+    /// Records written by someone else (an apply) while they were being
+    /// read: not judged, nothing written; the next sync looks again.
+    pub changed_meanwhile: usize,
     /// Wall time in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -538,21 +542,29 @@ pub async fn sync_drift(
                     };
                     fields.extend(changed.iter().cloned());
                     let d = Drift::Changed(fields.into_iter().collect());
-                    store.put_resource(&StoredResource {
+                    let record = StoredResource {
                         properties: read,
                         secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
                         ..r.clone()
-                    })?;
+                    };
+                    if !store.put_resource_if_version(&record, r.version)? {
+                        report.changed_meanwhile += 1;
+                        continue;
+                    }
                     let mut item = drifted(&r, &d, true);
                     item.fields = changed;
                     report.drifted.push(item);
                 } else {
                     if read != r.properties {
                         // Only read-only fields moved: keep the record current.
-                        store.put_resource(&StoredResource {
+                        let record = StoredResource {
                             properties: read,
                             ..r.clone()
-                        })?;
+                        };
+                        if !store.put_resource_if_version(&record, r.version)? {
+                            report.changed_meanwhile += 1;
+                            continue;
+                        }
                     }
                     if let Some(d) = prior {
                         report.drifted.push(drifted(&r, &d, false));
@@ -561,11 +573,15 @@ pub async fn sync_drift(
             }
             Err((ErrorCode::NotFound, _)) => {
                 let d = Drift::Deleted;
-                store.put_resource(&StoredResource {
+                let tombstone = StoredResource {
                     managed: false,
                     secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
                     ..r.clone()
-                })?;
+                };
+                if !store.put_resource_if_version(&tombstone, r.version)? {
+                    report.changed_meanwhile += 1;
+                    continue;
+                }
                 report.drifted.push(drifted(&r, &d, true));
             }
             Err((code, message)) => report.failures.push(Failure {
@@ -716,61 +732,4 @@ pub async fn import(
         &unmanaged_label(&spec.target.name, &spec.resource_type, &spec.native_id),
     )?;
     Ok(record)
-}
-
-/// Runs discovery of every recorded target and drift sync of every stack
-/// every `interval` until `stop` turns true (for the server mode). The
-/// caller keeps the plugins of those targets running behind `transport`.
-pub async fn run_every(
-    interval: Duration,
-    transport: Arc<dyn Transport>,
-    catalog: Catalog,
-    store: Arc<dyn StateStore>,
-    options: Options,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = stop.changed() => {}
-        }
-        if *stop.borrow() {
-            return;
-        }
-        let targets = match targets_to_discover(store.as_ref(), None, None) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, "discovery: cannot read the state store");
-                continue;
-            }
-        };
-        match discover(
-            transport.as_ref(),
-            &catalog,
-            store.as_ref(),
-            &targets,
-            &options,
-        )
-        .await
-        {
-            Ok(r) => tracing::info!(
-                pages = r.pages,
-                unmanaged = r.unmanaged,
-                failures = r.failures.len(),
-                "discovery done"
-            ),
-            Err(e) => tracing::warn!(error = %e, "discovery failed"),
-        }
-        match sync_drift(transport.as_ref(), &catalog, store.as_ref(), None, &options).await {
-            Ok(r) => tracing::info!(
-                checked = r.checked,
-                drifted = r.drifted.len(),
-                failures = r.failures.len(),
-                "drift sync done"
-            ),
-            Err(e) => tracing::warn!(error = %e, "drift sync failed"),
-        }
-    }
 }

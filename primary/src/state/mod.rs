@@ -34,6 +34,15 @@ pub trait StateStore: Send + Sync {
     fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError>;
     /// Records a resource's new state (insert or replace), bumping its version.
     fn put_resource(&self, resource: &StoredResource) -> Result<(), StoreError>;
+    /// Records a resource's new state only if its record is still at
+    /// `version` (compare-and-set), bumping the version; false when the
+    /// record changed since (or is gone). For writers that read, then
+    /// decide, while a command may write the same record.
+    fn put_resource_if_version(
+        &self,
+        resource: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError>;
     /// Forgets a resource (after it was deleted).
     fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError>;
     /// Records a stack's targets.

@@ -31,7 +31,7 @@ use orrery_schema::PropertyMap;
 use postgres::{Client, Config, NoTls};
 
 use super::model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
-use super::sqlite::{decode_context, encode_context, StoreError};
+use super::sqlite::{decode_context, encode_context, encode_resource, StoreError};
 use super::StateStore;
 use crate::stack::TargetDecl;
 
@@ -403,9 +403,7 @@ impl StateStore for PgStore {
     }
 
     fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
-        let props = encode_props(&r.label, &r.properties)?;
-        let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
-        let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+        let (props, hashes, deps) = encode_resource(r)?;
         let r = r.clone();
         self.call(move |c| {
             c.execute(
@@ -435,6 +433,39 @@ impl StateStore for PgStore {
                 ],
             )?;
             Ok(())
+        })
+    }
+
+    fn put_resource_if_version(
+        &self,
+        r: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let (props, hashes, deps) = encode_resource(r)?;
+        let r = r.clone();
+        self.call(move |c| {
+            Ok(c.execute(
+                &format!(
+                    "UPDATE resources SET resource_type = $3, target = $4, plugin = $5,
+                         native_id = $6, properties = $7, secret_hashes = $8, deps = $9,
+                         managed = $10, version = version + 1, format = $11, updated_ms = {NOW_MS}
+                     WHERE stack = $1 AND label = $2 AND version = $12"
+                ),
+                &[
+                    &r.stack,
+                    &r.label,
+                    &r.resource_type,
+                    &r.target,
+                    &r.plugin,
+                    &r.native_id,
+                    &props,
+                    &hashes,
+                    &deps,
+                    &r.managed,
+                    &RECORD_FORMAT,
+                    &version,
+                ],
+            )? > 0)
         })
     }
 

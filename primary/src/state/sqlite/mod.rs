@@ -187,6 +187,18 @@ fn add_progress_columns(tx: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A resource's properties (MessagePack), secret hashes and dependencies
+/// (JSON) as stored.
+pub(super) fn encode_resource(r: &StoredResource) -> Result<(Vec<u8>, String, String), StoreError> {
+    let props = orrery_schema::encode(&r.properties).map_err(|e| StoreError::Corrupt {
+        label: r.label.clone(),
+        reason: e.to_string(),
+    })?;
+    let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
+    let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+    Ok((props, hashes, deps))
+}
+
 /// An operation's `InProgress` context as stored (MessagePack).
 pub(super) fn encode_context(op: &OperationRecord) -> Result<Option<Vec<u8>>, StoreError> {
     op.context
@@ -437,12 +449,7 @@ impl StateStore for SqliteStore {
 
     /// Records a resource's new state (insert or replace), bumping its version.
     fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
-        let props = orrery_schema::encode(&r.properties).map_err(|e| StoreError::Corrupt {
-            label: r.label.clone(),
-            reason: e.to_string(),
-        })?;
-        let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
-        let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+        let (props, hashes, deps) = encode_resource(r)?;
         self.conn().execute(
             "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version, format, updated_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)
@@ -451,6 +458,35 @@ impl StateStore for SqliteStore {
             params![r.stack, r.label, r.resource_type, r.target, r.plugin, r.native_id, props, hashes, deps, r.managed, RECORD_FORMAT, now_ms()],
         )?;
         Ok(())
+    }
+
+    fn put_resource_if_version(
+        &self,
+        r: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let (props, hashes, deps) = encode_resource(r)?;
+        Ok(self.conn().execute(
+            "UPDATE resources SET resource_type = ?3, target = ?4, plugin = ?5, native_id = ?6,
+               properties = ?7, secret_hashes = ?8, deps = ?9, managed = ?10, version = version + 1,
+               format = ?11, updated_ms = ?12
+             WHERE stack = ?1 AND label = ?2 AND version = ?13",
+            params![
+                r.stack,
+                r.label,
+                r.resource_type,
+                r.target,
+                r.plugin,
+                r.native_id,
+                props,
+                hashes,
+                deps,
+                r.managed,
+                RECORD_FORMAT,
+                now_ms(),
+                version
+            ],
+        )? > 0)
     }
 
     /// Records a stack's targets (so a stack can be destroyed without its
