@@ -86,6 +86,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => format!("the state in {}", args.data_dir.display()),
     };
     let primary = Primary::open(config).with_context(|| format!("cannot open {location}"))?;
+    // Resumes interrupted commands, then discovers and syncs drift on the
+    // configured intervals.
+    primary.start_background();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

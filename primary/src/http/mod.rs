@@ -16,22 +16,26 @@
 //! authentication yet: listen on loopback, or behind a proxy that
 //! authenticates.
 
+mod background;
 mod commands;
 mod error;
 mod extract;
 mod handlers;
 mod plugins;
+mod resume;
 mod views;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
@@ -75,6 +79,10 @@ struct Shared {
     store: Store,
     plugins: plugins::PluginPool,
     commands: commands::Commands,
+    /// Interrupted commands already logged as not resumable here.
+    warned: Mutex<HashSet<String>>,
+    /// Turns true at shutdown: the background jobs stop.
+    stop: watch::Sender<bool>,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -97,8 +105,18 @@ impl Primary {
                 store,
                 plugins,
                 commands: commands::Commands::default(),
+                warned: Mutex::new(HashSet::new()),
+                stop: watch::channel(false).0,
             }),
         })
+    }
+
+    /// Starts the background jobs: resuming interrupted commands (now, then
+    /// every lease time to live), and discovery and drift sync at their
+    /// configured intervals. They stop at [`Primary::shutdown`].
+    pub fn start_background(&self) {
+        let stop = self.shared.stop.subscribe();
+        tokio::spawn(background::run(self.shared.clone(), stop));
     }
 
     /// The routes.
@@ -127,6 +145,7 @@ impl Primary {
     /// operations in flight finish and are recorded), waits for them at
     /// most `grace`, then stops the plugins.
     pub async fn shutdown(&self, grace: Duration) {
+        self.shared.stop.send_replace(true);
         let left = self.shared.commands.shutdown(grace).await;
         if left > 0 {
             tracing::warn!(
