@@ -138,6 +138,21 @@ pub struct CommandHead {
     pub finished_ms: Option<i64>,
 }
 
+impl CommandHead {
+    /// The whole record: the head with its operations.
+    pub fn with_operations(self, operations: Vec<OperationRecord>) -> CommandRecord {
+        CommandRecord {
+            id: self.id,
+            stack: self.stack,
+            kind: self.kind,
+            status: self.status,
+            started_ms: self.started_ms,
+            finished_ms: self.finished_ms,
+            operations,
+        }
+    }
+}
+
 /// Which commands [`super::StateStore::commands`] lists.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommandFilter {

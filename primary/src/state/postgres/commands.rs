@@ -20,15 +20,20 @@ pub(super) fn commands(
         &[&filter.stack, &status, &limit],
     )?
     .iter()
-    .map(|r| CommandHead {
+    .map(head)
+    .collect())
+}
+
+/// A command's head from `id, stack, kind, status, started_ms, finished_ms`.
+pub(super) fn head(r: &postgres::Row) -> CommandHead {
+    CommandHead {
         id: r.get(0),
         stack: r.get(1),
         kind: r.get(2),
         status: r.get(3),
         started_ms: r.get(4),
         finished_ms: r.get(5),
-    })
-    .collect())
+    }
 }
 
 pub(super) fn operation_counts(

@@ -615,15 +615,7 @@ impl StateStore for PgStore {
             else {
                 return Ok(None);
             };
-            let mut command = CommandRecord {
-                id: head.get(0),
-                stack: head.get(1),
-                kind: head.get(2),
-                status: head.get(3),
-                started_ms: head.get(4),
-                finished_ms: head.get(5),
-                operations: Vec::new(),
-            };
+            let mut command = commands::head(&head).with_operations(Vec::new());
             command.operations = c
                 .query(
                     "SELECT label, operation, request_id, status, attempts, error_code, message,

@@ -18,17 +18,20 @@ pub(super) fn commands(
     )?;
     let status = filter.status.as_ref().map(|s| s.as_str());
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(params![filter.stack, status, limit], |r| {
-        Ok(CommandHead {
-            id: r.get(0)?,
-            stack: r.get(1)?,
-            kind: r.get(2)?,
-            status: r.get(3)?,
-            started_ms: r.get(4)?,
-            finished_ms: r.get(5)?,
-        })
-    })?;
+    let rows = stmt.query_map(params![filter.stack, status, limit], head)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A command's head from `id, stack, kind, status, started_ms, finished_ms`.
+pub(super) fn head(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandHead> {
+    Ok(CommandHead {
+        id: r.get(0)?,
+        stack: r.get(1)?,
+        kind: r.get(2)?,
+        status: r.get(3)?,
+        started_ms: r.get(4)?,
+        finished_ms: r.get(5)?,
+    })
 }
 
 pub(super) fn operation_counts(

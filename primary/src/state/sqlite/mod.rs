@@ -606,20 +606,10 @@ impl StateStore for SqliteStore {
                 "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
                  WHERE (?1 IS NULL OR id = ?1) ORDER BY started_ms DESC, rowid DESC LIMIT 1",
                 params![id],
-                |r| {
-                    Ok(CommandRecord {
-                        id: r.get(0)?,
-                        stack: r.get(1)?,
-                        kind: r.get(2)?,
-                        status: r.get(3)?,
-                        started_ms: r.get(4)?,
-                        finished_ms: r.get(5)?,
-                        operations: Vec::new(),
-                    })
-                },
+                commands::head,
             )
             .optional()?;
-        let Some(mut command) = head else {
+        let Some(mut command) = head.map(|h| h.with_operations(Vec::new())) else {
             return Ok(None);
         };
         let mut stmt = conn.prepare_cached(
