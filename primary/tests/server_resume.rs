@@ -196,3 +196,62 @@ fn destroy_resumes_the_destroy_it_was_killed_in() {
     let inventory = scratch.orrery(&["inventory"]);
     assert!(inventory.stdout.contains("0 resources"), "{inventory:?}");
 }
+
+/// Two primaries starting together on one PostgreSQL store: the command a
+/// killed primary left is resumed by exactly one of them (the lease).
+/// Skipped without `ORRERY_TEST_DATABASE_URL` (scripts/with-postgres.sh).
+#[test]
+fn two_servers_sharing_postgresql_resume_an_interrupted_command_once() {
+    let Some(db) = common::postgres::fresh_database("resume") else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return;
+    };
+    let on_db = |hang_at: Option<&str>| ServerOptions {
+        args: vec!["--database-url".into(), db.clone()],
+        env: hang_at
+            .map(|p| vec![("ORRERY_TEST_HANG_AT".to_owned(), p.to_owned())])
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    let scratch = Scratch::new();
+    let root = scratch.path().join("site");
+    let mut first = Server::start_with(on_db(Some("before_first_operation")));
+    let (status, accepted) =
+        first.post("/v1/stacks/apply", &json!({ "document": document(&root) }));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    first.wait_for(&format!("/v1/commands/{id}"), "the command recorded", |c| {
+        c["status"] == "running" && c["stack"] == "resumable"
+    });
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let (b, c) = std::thread::scope(|s| {
+        let b = s.spawn(|| Server::start_with(on_db(None)));
+        let c = s.spawn(|| Server::start_with(on_db(None)));
+        (b.join().unwrap(), c.join().unwrap())
+    });
+    let command = b.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}");
+    assert_eq!(files_present(&root), FILES);
+    let resumed_by: Vec<bool> = [&b, &c]
+        .iter()
+        .map(|s| s.log().contains("resuming an interrupted command"))
+        .collect();
+    assert_eq!(
+        resumed_by.iter().filter(|r| **r).count(),
+        1,
+        "exactly one primary resumed it: {resumed_by:?}\n--- b\n{}\n--- c\n{}",
+        b.log(),
+        c.log()
+    );
+    for op in command["operations"].as_array().unwrap() {
+        assert_eq!(
+            (&op["status"], &op["attempts"]),
+            (&json!("succeeded"), &json!(1)),
+            "sent once: {command}"
+        );
+    }
+}
