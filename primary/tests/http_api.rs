@@ -211,6 +211,13 @@ fn plan_apply_inventory_destroy_over_http() {
         settings["properties"].get("owner_note").is_none(),
         "write-only values are never shown: {settings}"
     );
+    // The server runs: recent writes may still be in the write-ahead log.
+    let mut state = std::fs::read(server.data_dir().join("state.db")).unwrap();
+    state.extend(std::fs::read(server.data_dir().join("state.db-wal")).unwrap_or_default());
+    assert!(
+        !String::from_utf8_lossy(&state).contains("write-only: stored only as a keyed hash"),
+        "nor stored: a document giving write-only values is not recorded for resuming"
+    );
 
     let (_, stacks) = server.get("/v1/stacks");
     let stack = &stacks["stacks"][0];
@@ -418,4 +425,9 @@ fn the_http_api_keeps_its_state_in_postgresql() {
         .unwrap()
         .get(0);
     assert_eq!(recorded, 2);
+    let documents: i64 = pg
+        .query_one("SELECT count(*) FROM command_documents", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(documents, 0, "the quickstart gives a write-only value");
 }

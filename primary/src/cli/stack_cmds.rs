@@ -349,10 +349,14 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     } else {
         "embedded"
     };
-    let document = read_document(&args.file, args.mode.into(), engine)?;
-    loaded
-        .store
-        .put_command_document(claim.command_id(), &document)?;
+    // Recorded so that another primary can resume the apply, unless it
+    // holds secrets (never stored in clear).
+    if !plan::declares_secrets(&loaded.stack, loaded.embedded.catalog()) {
+        let document = read_document(&args.file, args.mode.into(), engine)?;
+        loaded
+            .store
+            .put_command_document(claim.command_id(), &document)?;
+    }
     let report = execute(
         &loaded,
         &plan,

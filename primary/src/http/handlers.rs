@@ -435,9 +435,13 @@ pub async fn apply_handler(
         .map_err(|r| refused(&name, r))?;
     // The stack's interrupted command, if any, goes on under its id.
     let (claim, keeper) = resume::claim(&state, &mut reservation, &name).await?;
-    let (id, document) = (reservation.id.clone(), prepared.document.clone());
-    let store = state.store.clone();
-    blocking(move || Ok(store.put_command_document(&id, &document)?)).await?;
+    // Recorded for resuming without the request, unless it holds secrets
+    // (never stored in clear).
+    if !plan::declares_secrets(&prepared.stack, &prepared.plugins.catalog) {
+        let (id, document) = (reservation.id.clone(), prepared.document.clone());
+        let store = state.store.clone();
+        blocking(move || Ok(store.put_command_document(&id, &document)?)).await?;
+    }
     let mode = prepared.mode;
     let (planned, plugins) = plan_stack(&state.store, prepared).await?;
     let response = accepted(&reservation.id, &name, "apply", &planned.plan, &claim);

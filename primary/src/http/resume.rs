@@ -6,9 +6,10 @@
 //!
 //! An apply is resumed from the document recorded when it started (with
 //! its mode and `${stack_dir}`); a destroy from the recorded targets. A
-//! command that cannot be resumed here (no recorded document, started
-//! through satellites, its plugins missing) is left `running` and named in
-//! the log once; `orrery apply` with the document resumes it.
+//! command that cannot be resumed here (no recorded document: one that
+//! gives write-only or opaque values is never recorded; started through
+//! satellites; its plugins missing) is left `running` and named in the log
+//! once; applying the document again (HTTP or `orrery apply`) resumes it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -130,7 +131,7 @@ async fn apply_work(state: &Arc<Shared>, head: &CommandHead) -> ApiResult<(Work,
     let document = blocking(move || Ok(store.command_document(&id)?)).await?;
     let Some(document) = document else {
         return Err(ApiError::internal(format!(
-            "command {} of stack `{}` was interrupted, but its document was not recorded; `orrery apply` with the document resumes it",
+            "command {} of stack `{}` was interrupted, but its document was not recorded (it gives write-only or opaque values, which are never stored, or an older release ran it); applying the document again resumes it",
             head.id, head.stack
         )));
     };

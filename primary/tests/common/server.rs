@@ -26,6 +26,7 @@ pub struct Server {
     base: String,
     agent: ureq::Agent,
     log: PathBuf,
+    data_dir: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -61,7 +62,7 @@ impl Server {
         cmd.arg("primary")
             .args(&options.args)
             .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
-            .env("ORRERY_DATA_DIR", data_dir)
+            .env("ORRERY_DATA_DIR", &data_dir)
             .env("ORRERY_PLUGIN_DIR", super::root().join("target/debug"))
             .env("RUST_LOG", "info")
             .env_remove("ORRERY_DATABASE_URL")
@@ -84,6 +85,7 @@ impl Server {
             base: format!("http://127.0.0.1:{port}"),
             agent,
             log: log_path,
+            data_dir,
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -108,6 +110,11 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// Its data directory (the embedded store's).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
     }
 
     /// What the server logged so far.
