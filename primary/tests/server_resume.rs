@@ -40,14 +40,36 @@ fn files_present(root: &Path) -> usize {
         .count()
 }
 
+/// The environment that stops the executor at `point` for good.
+fn hanging_at(point: Option<&str>) -> Vec<(String, String)> {
+    point
+        .map(|p| vec![("ORRERY_TEST_HANG_AT".to_owned(), p.to_owned())])
+        .unwrap_or_default()
+}
+
 fn server_on(scratch: &Scratch, hang_at: Option<&str>) -> Server {
     Server::start_with(ServerOptions {
         data_dir: Some(scratch.state()),
-        env: hang_at
-            .map(|p| vec![("ORRERY_TEST_HANG_AT".to_owned(), p.to_owned())])
-            .unwrap_or_default(),
+        env: hanging_at(hang_at),
         ..Default::default()
     })
+}
+
+/// Runs `orrery ARGS`, which must resume command `id` and finish it;
+/// returns `orrery status` of it.
+fn resumes(scratch: &Scratch, args: &[&str], id: &str) -> Value {
+    let run = scratch.orrery(args);
+    assert_eq!(run.code, 0, "{args:?}: {run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("Resuming interrupted command {id}")),
+        "{args:?}: {run:?}"
+    );
+    let status = scratch.orrery(&["status", "--output", "json"]);
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["id"], id, "the same command: {status}");
+    assert_eq!(status["status"], "completed", "{status}");
+    status
 }
 
 fn operations(command: &Value) -> Vec<(String, String)> {
@@ -141,17 +163,8 @@ fn a_command_of_a_live_primary_is_left_to_it_and_resumed_once_it_is_gone() {
     // Gone (killed on this machine): its lease is not waited out.
     server.child.kill().unwrap();
     server.child.wait().unwrap();
-    let run = scratch.orrery(&["apply", file, "--yes"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stdout
-            .contains(&format!("Resuming interrupted command {id}")),
-        "{run:?}"
-    );
-    let status = scratch.orrery(&["status", "--output", "json"]);
-    let status: Value = serde_json::from_str(&status.stdout).unwrap();
-    assert_eq!(status["id"], id.as_str());
-    assert_eq!(status["status"], "completed", "{status}");
+    let status = resumes(&scratch, &["apply", file, "--yes"], &id);
+    assert_eq!(status["kind"], "apply");
     assert_eq!(files_present(&root), FILES);
 }
 
@@ -178,20 +191,8 @@ fn destroy_resumes_the_destroy_it_was_killed_in() {
     let (killed, _) = seen.command.unwrap();
     assert_eq!(files_present(&root), FILES, "nothing deleted yet");
 
-    let run = scratch.orrery(&args);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stdout
-            .contains(&format!("Resuming interrupted command {killed}")),
-        "{run:?}"
-    );
-    let status = scratch.orrery(&["status", "--output", "json"]);
-    let status: Value = serde_json::from_str(&status.stdout).unwrap();
-    assert_eq!(
-        (&status["id"], &status["kind"], &status["status"]),
-        (&json!(killed), &json!("destroy"), &json!("completed")),
-        "{status}"
-    );
+    let status = resumes(&scratch, &args, &killed);
+    assert_eq!(status["kind"], "destroy");
     assert_eq!(files_present(&root), 0);
     let inventory = scratch.orrery(&["inventory"]);
     assert!(inventory.stdout.contains("0 resources"), "{inventory:?}");
@@ -210,9 +211,7 @@ fn two_servers_sharing_postgresql_resume_an_interrupted_command_once() {
     };
     let on_db = |hang_at: Option<&str>| ServerOptions {
         args: vec!["--database-url".into(), db.clone()],
-        env: hang_at
-            .map(|p| vec![("ORRERY_TEST_HANG_AT".to_owned(), p.to_owned())])
-            .unwrap_or_default(),
+        env: hanging_at(hang_at),
         ..Default::default()
     };
     let scratch = Scratch::new();
