@@ -4,8 +4,10 @@
 //! the names the submitted stacks' targets use and kept for later requests
 //! ([`plugins::PluginPool`]). Applies and destroys run in the background as
 //! commands, one at a time per stack ([`commands::Commands`]); their
-//! progress is read back from the state store. Every endpoint is described
-//! in `docs/http-api.md`.
+//! progress is read back from the state store (SQLite or PostgreSQL). Each
+//! command runs under its lease; commands a stopped primary left running
+//! are resumed (`resume.rs`), and discovery and drift sync run on intervals
+//! (`background.rs`). Every endpoint is described in `docs/http-api.md`.
 //!
 //! - `GET  /healthz`, `GET /readyz`: liveness, readiness (the store answers).
 //! - `POST /v1/stacks/plan`, `POST /v1/stacks/apply`, `POST /v1/stacks/{name}/destroy`
