@@ -12,14 +12,18 @@
 //! - [`engine`]: wiring of plugins, catalog and transport.
 //! - [`nats`]: the NATS connection (URLs, credentials, nkey).
 //! - [`http`]: the HTTP API of `orrery primary`.
+//! - [`lease`]: command leases (which primary runs a command), kept while it runs.
+//! - [`timetable`]: when periodic jobs are due (pure, time passed in).
 
 pub mod apply;
 pub mod discovery;
 pub mod engine;
 pub mod http;
+pub mod lease;
 pub mod metrics;
 pub mod nats;
 pub mod plan;
 pub mod scheduler;
 pub mod stack;
 pub mod state;
+pub mod timetable;

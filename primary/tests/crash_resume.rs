@@ -17,11 +17,12 @@ mod nats;
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::crash::{kill_when, Killed, Seen};
 use futures::StreamExt;
 use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
@@ -34,15 +35,6 @@ const TARGETS: [&str; 2] = ["ta", "tb"];
 /// Each testbed request takes this long, so a kill lands mid-apply.
 const DELAY_MS: u64 = 15;
 const CONCURRENCY: &str = "8";
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn satellite(url: &str, id: &str, target: &str) -> Killed {
     Killed(
@@ -195,94 +187,6 @@ impl Env {
     }
 }
 
-/// The latest command and its operations' statuses, read from the state
-/// store (read-only) while the primary writes it.
-#[derive(Debug, Default)]
-struct Seen {
-    command: Option<(String, String)>,
-    /// (operation, status) → count.
-    ops: HashMap<(String, String), usize>,
-}
-
-impl Seen {
-    fn count(&self, operation: &str, status: &str) -> usize {
-        self.ops
-            .get(&(operation.to_owned(), status.to_owned()))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn total(&self) -> usize {
-        self.ops.values().sum()
-    }
-}
-
-fn look(state: &Path) -> Seen {
-    let db = state.join("state.db");
-    if !db.exists() {
-        return Seen::default();
-    }
-    let Ok(conn) =
-        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-    else {
-        return Seen::default();
-    };
-    let _ = conn.busy_timeout(Duration::from_secs(2));
-    let command: Option<(String, String)> = conn
-        .query_row(
-            "SELECT id, status FROM commands ORDER BY started_ms DESC, rowid DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .ok();
-    let mut seen = Seen {
-        command: command.clone(),
-        ops: HashMap::new(),
-    };
-    if let Some((id, _)) = command {
-        if let Ok(mut stmt) = conn.prepare(
-            "SELECT operation, status, count(*) FROM operations WHERE command_id = ?1 GROUP BY operation, status",
-        ) {
-            if let Ok(rows) = stmt.query_map([id], |r| {
-                Ok(((r.get(0)?, r.get(1)?), r.get::<_, i64>(2)? as usize))
-            }) {
-                seen.ops = rows.filter_map(Result::ok).collect();
-            }
-        }
-    }
-    seen
-}
-
-/// Waits (bounded) until the store shows what `ready` wants, then kills the
-/// primary with SIGKILL; returns what the store showed at the kill.
-fn kill_when(env: &Env, mut apply: Killed, what: &str, ready: impl Fn(&Seen) -> bool) -> Seen {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let seen = look(&env.state());
-        if seen.command.as_ref().is_some_and(|(_, s)| s == "running") && ready(&seen) {
-            apply.0.kill().unwrap(); // SIGKILL
-            let status = apply.0.wait().unwrap();
-            assert!(!status.success(), "{what}: killed, not finished");
-            let after = look(&env.state());
-            assert_eq!(
-                after.command.as_ref().map(|(_, s)| s.as_str()),
-                Some("running"),
-                "{what}: the kill left the command running: {after:?}"
-            );
-            eprintln!("{what}: killed at {:?}", after.ops);
-            return after;
-        }
-        if let Ok(Some(status)) = apply.0.try_wait() {
-            panic!("{what}: the apply ended ({status}) before the kill point: {seen:?}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: the kill point was not reached in 20 s: {seen:?}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// Every thing of this scenario on both targets, by name → count, listed
 /// through NATS page by page.
 async fn things(bus: &NatsBus, prefix: &str) -> BTreeMap<String, usize> {
@@ -410,16 +314,21 @@ async fn killing_the_primary_at_five_points_loses_and_duplicates_nothing() {
     // 1. Before the first operation: the command is recorded, nothing sent.
     let env = Env::new(&server.url, "p1");
     let doc = env.doc(RESOURCES);
-    let apply = env.spawn_apply(&doc, Some("before_first_operation"));
-    let seen = kill_when(&env, apply, "before the first operation", |_| true);
+    let mut apply = env.spawn_apply(&doc, Some("before_first_operation"));
+    let seen = kill_when(
+        &env.state(),
+        &mut apply.0,
+        "before the first operation",
+        |_| true,
+    );
     assert_eq!(seen.total(), 0, "{seen:?}");
     resume_and_check(&env, &bus, &doc, RESOURCES, &seen, &expected_full, "1").await;
 
     // 2. Mid-way, operations in flight (sent, unanswered).
     let env = Env::new(&server.url, "p2");
     let doc = env.doc(RESOURCES);
-    let apply = env.spawn_apply(&doc, None);
-    let seen = kill_when(&env, apply, "mid-way", |s| {
+    let mut apply = env.spawn_apply(&doc, None);
+    let seen = kill_when(&env.state(), &mut apply.0, "mid-way", |s| {
         s.count("create", "succeeded") >= 30 && s.count("create", "running") >= 1
     });
     assert!(seen.count("create", "succeeded") < RESOURCES, "{seen:?}");
@@ -428,8 +337,8 @@ async fn killing_the_primary_at_five_points_loses_and_duplicates_nothing() {
     // 3. InProgress operations outstanding.
     let env = Env::new(&server.url, "p3");
     let doc = env.doc(RESOURCES);
-    let apply = env.spawn_apply(&doc, None);
-    let seen = kill_when(&env, apply, "in progress", |s| {
+    let mut apply = env.spawn_apply(&doc, None);
+    let seen = kill_when(&env.state(), &mut apply.0, "in progress", |s| {
         s.count("create", "in_progress") >= 6 && s.count("create", "succeeded") >= 10
     });
     assert!(seen.count("create", "in_progress") >= 1, "{seen:?}");
@@ -440,8 +349,8 @@ async fn killing_the_primary_at_five_points_loses_and_duplicates_nothing() {
     let (full, small) = (env.doc(RESOURCES), env.doc(KEPT));
     let run = env.apply(&full);
     assert_eq!(run.code, 0, "{run:?}");
-    let apply = env.spawn_apply(&small, None);
-    let seen = kill_when(&env, apply, "during deletes", |s| {
+    let mut apply = env.spawn_apply(&small, None);
+    let seen = kill_when(&env.state(), &mut apply.0, "during deletes", |s| {
         s.count("delete", "succeeded") >= 8
             && s.count("delete", "running") + s.count("delete", "in_progress") >= 1
     });
@@ -454,10 +363,13 @@ async fn killing_the_primary_at_five_points_loses_and_duplicates_nothing() {
     // 5. Right before the command completes: every operation recorded.
     let env = Env::new(&server.url, "p5");
     let doc = env.doc(RESOURCES);
-    let apply = env.spawn_apply(&doc, Some("before_finish"));
-    let seen = kill_when(&env, apply, "before the command completes", |s| {
-        s.count("create", "succeeded") == RESOURCES
-    });
+    let mut apply = env.spawn_apply(&doc, Some("before_finish"));
+    let seen = kill_when(
+        &env.state(),
+        &mut apply.0,
+        "before the command completes",
+        |s| s.count("create", "succeeded") == RESOURCES,
+    );
     resume_and_check(&env, &bus, &doc, RESOURCES, &seen, &expected_full, "5").await;
 
     eprintln!("crash-resume: {} ms in all", started.elapsed().as_millis());

@@ -4,135 +4,12 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::server::{Server, ServerOptions};
 use serde_json::{json, Value};
-
-/// A running `orrery primary`, killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-    agent: ureq::Agent,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Server {
-    fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_orrery"))
-            .arg("primary")
-            .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
-            .env("ORRERY_DATA_DIR", dir.path().join("state"))
-            .env("ORRERY_PLUGIN_DIR", common::root().join("target/debug"))
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let mut server = Server {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            agent,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = server.child.try_wait().unwrap() {
-                panic!("orrery primary exited with {status}:\n{}", server.log());
-            }
-            if let Ok(resp) = server.agent.get(server.url("/healthz")).call() {
-                if resp.status() == 200 {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no /healthz within 30 s:\n{}",
-                server.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        server
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn answer(&self, resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> (u16, Value) {
-        let mut resp = resp.unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.log()));
-        let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string().unwrap();
-        let value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("answer is not JSON ({e}): {text:?}"));
-        (status, value)
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.answer(self.agent.get(self.url(path)).call())
-    }
-
-    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.answer(self.agent.post(self.url(path)).send_json(body))
-    }
-
-    fn post_raw(&self, path: &str, content_type: &str, body: &str) -> (u16, Value) {
-        self.answer(
-            self.agent
-                .post(self.url(path))
-                .header("content-type", content_type)
-                .send(body),
-        )
-    }
-
-    /// Polls a command until it is no longer running.
-    fn wait_command(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let (status, command) = self.get(&format!("/v1/commands/{id}"));
-            assert_eq!(status, 200, "{command}");
-            if command["status"] != "running" && command["active"] == false {
-                return command;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "command {id} still running after 120 s: {command}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
 
 /// A quickstart-like stack (nine files and directories with references),
 /// its files under `root`.
@@ -334,6 +211,13 @@ fn plan_apply_inventory_destroy_over_http() {
         settings["properties"].get("owner_note").is_none(),
         "write-only values are never shown: {settings}"
     );
+    // The server runs: recent writes may still be in the write-ahead log.
+    let mut state = std::fs::read(server.data_dir().join("state.db")).unwrap();
+    state.extend(std::fs::read(server.data_dir().join("state.db-wal")).unwrap_or_default());
+    assert!(
+        !String::from_utf8_lossy(&state).contains("write-only: stored only as a keyed hash"),
+        "nor stored: a document giving write-only values is not recorded for resuming"
+    );
 
     let (_, stacks) = server.get("/v1/stacks");
     let stack = &stacks["stacks"][0];
@@ -465,4 +349,85 @@ fn sigterm_stops_the_server_cleanly() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(exit.success(), "{exit}\n{}", server.log());
+}
+
+/// The listings the HTTP API reads (commands, operation counts, stacks)
+/// come from the store, so they work on PostgreSQL as on SQLite. Skipped
+/// without `ORRERY_TEST_DATABASE_URL` (run through scripts/with-postgres.sh).
+#[test]
+fn the_http_api_keeps_its_state_in_postgresql() {
+    let Some(db) = common::postgres::fresh_database("http") else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start_with(ServerOptions {
+        data_dir: Some(data.path().join("state")),
+        args: vec!["--database-url".into(), db.clone()],
+        ..Default::default()
+    });
+    let work = tempfile::tempdir().unwrap();
+    let site = work.path().join("site");
+    let body = json!({ "document": quickstart(&site) });
+
+    let (status, ready) = server.get("/readyz");
+    assert_eq!(
+        (status, &ready["status"]),
+        (200, &json!("ready")),
+        "{ready}"
+    );
+    let (status, accepted) = server.post("/v1/stacks/apply", &body);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    let command = server.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}");
+    assert_eq!(command["operations"].as_array().unwrap().len(), 9);
+
+    let (status, commands) = server.get("/v1/commands");
+    assert_eq!(status, 200, "{commands}");
+    assert_eq!(commands["commands"][0]["id"], id.as_str(), "{commands}");
+    assert_eq!(
+        commands["commands"][0]["operations"],
+        json!({"succeeded": 9})
+    );
+    let (status, commands) = server.get("/v1/commands?stack=quickstart&limit=1");
+    assert_eq!(status, 200);
+    assert_eq!(commands["commands"].as_array().unwrap().len(), 1);
+    let (status, stacks) = server.get("/v1/stacks");
+    assert_eq!(status, 200, "{stacks}");
+    assert_eq!(stacks["stacks"][0]["name"], "quickstart", "{stacks}");
+    assert_eq!(stacks["stacks"][0]["resources"], 9);
+    assert_eq!(stacks["stacks"][0]["last_command"]["status"], "completed");
+    let (_, targets) = server.get("/v1/targets");
+    assert_eq!(targets["targets"][0]["name"], "home", "{targets}");
+    let (_, resources) = server.get("/v1/resources?stack=quickstart");
+    assert_eq!(labels(&resources).len(), 9);
+
+    let (status, accepted) = server.post("/v1/stacks/quickstart/destroy", &json!({}));
+    assert_eq!(status, 202, "{accepted}");
+    let destroy = server.wait_command(accepted["command_id"].as_str().unwrap());
+    assert_eq!(destroy["status"], "completed", "{destroy}");
+    let (_, commands) = server.get("/v1/commands");
+    assert_eq!(commands["commands"].as_array().unwrap().len(), 2);
+    assert_eq!(commands["commands"][0]["kind"], "destroy", "newest first");
+    assert_eq!(site_files(work.path()), 0);
+
+    // All of it is in the database, nothing in the data directory.
+    assert!(!data.path().join("state/state.db").exists());
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let recorded: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM commands WHERE stack = 'quickstart'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 2);
+    let documents: i64 = pg
+        .query_one("SELECT count(*) FROM command_documents", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(documents, 0, "the quickstart gives a write-only value");
 }

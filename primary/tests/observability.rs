@@ -10,7 +10,6 @@ mod nats;
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::routing::post;
 use common::fleet::{satellite_command, served, spread_stack, Killed};
+use common::server::free_port;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use prost::Message;
@@ -249,14 +249,6 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
         "plugin lines carry the request's trace id {trace_id}:\n{}",
         creating.join("\n")
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn http_get(url: &str) -> String {

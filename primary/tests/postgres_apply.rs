@@ -4,23 +4,13 @@
 
 mod common;
 
+use common::postgres::fresh_database;
 use common::{root, Scratch};
-
-fn fresh_database() -> String {
-    let url = std::env::var("ORRERY_TEST_DATABASE_URL")
-        .expect("ORRERY_TEST_DATABASE_URL is not set: run through scripts/with-postgres.sh (scripts/test.sh does)");
-    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let name = format!("apply_{}", uuid::Uuid::now_v7().simple());
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    let base = url.rsplit_once('/').unwrap().0;
-    format!("{base}/{name}")
-}
 
 #[test]
 fn the_quickstart_applies_and_converges_with_state_in_postgresql() {
-    let db = fresh_database();
+    let db = fresh_database("apply")
+        .expect("ORRERY_TEST_DATABASE_URL is not set: run through scripts/with-postgres.sh (scripts/test.sh does)");
     let scratch = Scratch::new();
     let text = std::fs::read_to_string(root().join("examples/quickstart/stack.yaml")).unwrap();
     let stack = scratch.write("stack.yaml", &text);

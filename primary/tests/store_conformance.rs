@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use orrery_primary::stack::TargetDecl;
 use orrery_primary::state::{
-    self, CommandStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError,
+    self, CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant,
+    ManagedKey, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError,
     StoredResource, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
 };
 use orrery_schema::{PropertyMap, Value};
@@ -176,6 +177,19 @@ conformance!(
     everything_survives_a_reopen,
     concurrent_writers_lose_no_update,
     usable_from_inside_tokio_runtimes,
+    put_if_version_writes_only_over_the_version_read,
+    resource_counts_are_by_stack,
+    managed_keys_are_the_managed_ids_of_one_type_on_one_target,
+    discovered_keys_fingerprint_the_recorded_properties,
+    commands_list_newest_first_by_stack_and_status,
+    operation_counts_are_by_status,
+    command_stacks_are_distinct_and_ordered,
+    command_documents_round_trip_and_are_replaced,
+    now_ms_is_unix_milliseconds,
+    a_second_owner_cannot_take_an_unexpired_lease,
+    a_lease_can_be_taken_after_it_expires,
+    only_the_holder_renews_or_releases_a_lease,
+    one_of_many_racing_owners_gets_a_lease,
 );
 
 // ---------------------------------------------------------------------------
@@ -927,6 +941,433 @@ fn usable_from_inside_tokio_runtimes(f: &Fixture) {
     });
 }
 
+fn put_if_version_writes_only_over_the_version_read(f: &Fixture) {
+    let r = resource("web", "a");
+    assert!(
+        !f.store.put_resource_if_version(&r, 0).unwrap(),
+        "no record: nothing to replace"
+    );
+    assert!(f.store.resources(None).unwrap().is_empty());
+    f.store.put_resource(&r).unwrap();
+    let read = f.store.resources(None).unwrap().remove(0);
+    let drifted = StoredResource {
+        properties: props(&[("path", Value::from("/moved"))]),
+        managed: false,
+        ..read.clone()
+    };
+    // Someone else writes it after it was read: the write loses.
+    f.store.put_resource(&r).unwrap();
+    assert!(!f
+        .store
+        .put_resource_if_version(&drifted, read.version)
+        .unwrap());
+    assert_eq!(f.store.resources(None).unwrap(), vec![stored(&r, 2)]);
+    // Over the version it read, it wins and bumps the version.
+    assert!(f.store.put_resource_if_version(&drifted, 2).unwrap());
+    assert_eq!(f.store.resources(None).unwrap(), vec![stored(&drifted, 3)]);
+    assert!(
+        !f.store.put_resource_if_version(&drifted, 2).unwrap(),
+        "once"
+    );
+}
+
+fn resource_counts_are_by_stack(f: &Fixture) {
+    assert!(f.store.resource_counts().unwrap().is_empty());
+    for (stack, label) in [
+        ("web", "a"),
+        ("web", "b"),
+        ("api", "a"),
+        ("", "x"),
+        ("", "y"),
+    ] {
+        f.store.put_resource(&resource(stack, label)).unwrap();
+    }
+    f.store.put_resource(&resource("web", "a")).unwrap(); // a bump, not a new one
+    assert_eq!(
+        f.store.resource_counts().unwrap(),
+        BTreeMap::from([
+            (String::new(), 2),
+            ("api".to_owned(), 1),
+            ("web".to_owned(), 2)
+        ])
+    );
+    f.store.remove_resource("api", "a").unwrap();
+    assert!(!f.store.resource_counts().unwrap().contains_key("api"));
+}
+
+fn managed_keys_are_the_managed_ids_of_one_type_on_one_target(f: &Fixture) {
+    let on = |stack: &str, label: &str, target: &str, ty: &str, id: &str, managed: bool| {
+        StoredResource {
+            target: target.into(),
+            resource_type: ty.into(),
+            native_id: id.into(),
+            managed,
+            ..resource(stack, label)
+        }
+    };
+    for r in [
+        on("web", "a", "home", "File", "f2", true),
+        on("web", "b", "home", "File", "f1", true),
+        on("api", "a", "home", "File", "f1", true), // another stack, same id
+        on("web", "c", "home", "Dir", "d1", true),  // another type
+        on("web", "d", "lab", "File", "f3", true),  // another target
+        on("web", "gone", "home", "File", "f4", false), // a tombstone
+        on("", "home/File/f5", "home", "File", "f5", false), // discovered
+    ] {
+        f.store.put_resource(&r).unwrap();
+    }
+    let key = |stack: &str, id: &str| ManagedKey {
+        stack: stack.into(),
+        native_id: id.into(),
+    };
+    assert_eq!(
+        f.store.managed_keys("home", "File").unwrap(),
+        vec![key("api", "f1"), key("web", "f1"), key("web", "f2")]
+    );
+    assert_eq!(
+        f.store.managed_keys("home", "Dir").unwrap(),
+        vec![key("web", "d1")]
+    );
+    assert!(f.store.managed_keys("home", "file").unwrap().is_empty());
+    assert!(f.store.managed_keys("nowhere", "File").unwrap().is_empty());
+    f.store.remove_resource("web", "b").unwrap();
+    assert_eq!(
+        f.store.managed_keys("home", "File").unwrap(),
+        vec![key("api", "f1"), key("web", "f2")]
+    );
+}
+
+fn discovered_keys_fingerprint_the_recorded_properties(f: &Fixture) {
+    let found = |label: &str, target: &str, ty: &str, props: PropertyMap| StoredResource {
+        stack: String::new(),
+        label: label.into(),
+        target: target.into(),
+        resource_type: ty.into(),
+        properties: props,
+        managed: false,
+        ..resource("", label)
+    };
+    let p1 = props(&[("path", Value::from("x")), ("size", Value::Int(1))]);
+    let p2 = props(&[
+        ("path", Value::from("y")),
+        ("blob", Value::Bytes(vec![7; 4096])),
+    ]);
+    for r in [
+        found("home/File/y", "home", "File", p2.clone()),
+        found("home/File/x", "home", "File", p1.clone()),
+        found("home/Dir/d", "home", "Dir", p1.clone()),
+        found("lab/File/x", "lab", "File", p1.clone()),
+        StoredResource {
+            managed: false,
+            ..resource("web", "tombstone") // not discovered: a stack's
+        },
+    ] {
+        f.store.put_resource(&r).unwrap();
+    }
+    let keys = f.store.discovered_keys("home", "File").unwrap();
+    assert_eq!(
+        keys,
+        vec![
+            DiscoveredKey {
+                label: "home/File/x".into(),
+                fingerprint: state::fingerprint(&p1)
+            },
+            DiscoveredKey {
+                label: "home/File/y".into(),
+                fingerprint: state::fingerprint(&p2)
+            },
+        ],
+        "the store's fingerprint is the one discovery computes from listed properties"
+    );
+    assert_ne!(keys[0].fingerprint, keys[1].fingerprint);
+    f.store
+        .put_resource(&found("home/File/x", "home", "File", p2.clone()))
+        .unwrap();
+    assert_eq!(
+        f.store.discovered_keys("home", "File").unwrap()[0].fingerprint,
+        state::fingerprint(&p2),
+        "follows a rewrite"
+    );
+    assert!(f.store.discovered_keys("home", "Nope").unwrap().is_empty());
+}
+
+fn commands_list_newest_first_by_stack_and_status(f: &Fixture) {
+    let all = |limit: usize| CommandFilter {
+        limit,
+        ..Default::default()
+    };
+    assert!(f.store.commands(&all(10)).unwrap().is_empty());
+    // Begun in quick succession: ties of the clock break by insertion.
+    for (id, stack) in [("w1", "web"), ("a1", "api"), ("w2", "web"), ("w3", "web")] {
+        f.store.begin_command(id, stack, "apply").unwrap();
+    }
+    f.store
+        .finish_command("w2", &CommandStatus::Completed)
+        .unwrap();
+    let ids = |filter: &CommandFilter| -> Vec<String> {
+        f.store
+            .commands(filter)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    };
+    assert_eq!(ids(&all(10)), ["w3", "w2", "a1", "w1"]);
+    assert_eq!(ids(&all(2)), ["w3", "w2"]);
+    let web = CommandFilter {
+        stack: Some("web".into()),
+        ..all(10)
+    };
+    assert_eq!(ids(&web), ["w3", "w2", "w1"]);
+    let running = CommandFilter {
+        status: Some(CommandStatus::Running),
+        ..all(10)
+    };
+    assert_eq!(ids(&running), ["w3", "a1", "w1"]);
+    let web_running_latest = CommandFilter {
+        stack: Some("web".into()),
+        status: Some(CommandStatus::Running),
+        limit: 1,
+    };
+    assert_eq!(ids(&web_running_latest), ["w3"]);
+    let head = &f.store.commands(&all(10)).unwrap()[1];
+    let full = f.store.command(Some("w2")).unwrap().unwrap();
+    assert_eq!(
+        (
+            head.stack.as_str(),
+            head.kind.as_str(),
+            head.status.as_str(),
+            head.started_ms,
+            head.finished_ms
+        ),
+        (
+            "web",
+            "apply",
+            "completed",
+            full.started_ms,
+            full.finished_ms
+        ),
+        "the head is the record without its operations"
+    );
+    assert!(ids(&CommandFilter {
+        stack: Some("nope".into()),
+        ..all(10)
+    })
+    .is_empty());
+}
+
+fn operation_counts_are_by_status(f: &Fixture) {
+    f.store.begin_command("c1", "web", "apply").unwrap();
+    assert!(f.store.operation_counts("c1").unwrap().is_empty());
+    for (label, status) in [
+        ("a", "succeeded"),
+        ("b", "succeeded"),
+        ("c", "failed"),
+        ("d", "running"),
+    ] {
+        f.store
+            .put_operation("c1", &op(label, "create", status))
+            .unwrap();
+    }
+    f.store
+        .put_operation("c2", &op("a", "create", "failed"))
+        .unwrap();
+    f.store
+        .put_operation("c1", &op("d", "create", "succeeded"))
+        .unwrap();
+    assert_eq!(
+        f.store.operation_counts("c1").unwrap(),
+        BTreeMap::from([("failed".to_owned(), 1), ("succeeded".to_owned(), 3)])
+    );
+    assert!(f.store.operation_counts("nope").unwrap().is_empty());
+}
+
+fn command_stacks_are_distinct_and_ordered(f: &Fixture) {
+    assert!(f.store.command_stacks().unwrap().is_empty());
+    for (id, stack) in [("1", "web"), ("2", "api"), ("3", "web"), ("4", "Web")] {
+        f.store.begin_command(id, stack, "apply").unwrap();
+    }
+    f.store
+        .put_resource(&resource("only-resources", "a"))
+        .unwrap();
+    assert_eq!(f.store.command_stacks().unwrap(), ["Web", "api", "web"]);
+}
+
+fn command_documents_round_trip_and_are_replaced(f: &Fixture) {
+    assert_eq!(f.store.command_document("c1").unwrap(), None);
+    let doc = CommandDocument {
+        engine: "embedded".into(),
+        mode: "reconcile".into(),
+        source: "stacks/web.yaml".into(),
+        stack_dir: "/srv/stacks".into(),
+        text: "stack: web\n# ✓ \"quoted\" \\ ; DROP TABLE commands; --\n".into(),
+    };
+    f.store.put_command_document("c1", &doc).unwrap();
+    assert_eq!(f.store.command_document("c1").unwrap(), Some(doc.clone()));
+    let newer = CommandDocument {
+        mode: "patch".into(),
+        text: "stack: web\n".into(),
+        ..doc.clone()
+    };
+    f.store.put_command_document("c1", &newer).unwrap();
+    f.store.put_command_document("c2", &doc).unwrap();
+    assert_eq!(f.reopen().command_document("c1").unwrap(), Some(newer));
+    assert_eq!(f.store.command_document("c2").unwrap(), Some(doc));
+}
+
+fn now_ms_is_unix_milliseconds(f: &Fixture) {
+    let before = now_ms();
+    let store_now = f.store.now_ms().unwrap();
+    let after = now_ms();
+    // The database's clock may be another host's: allow some skew.
+    assert!(
+        store_now >= before - 60_000 && store_now <= after + 60_000,
+        "{store_now} vs {before}..{after}"
+    );
+    assert!(f.store.now_ms().unwrap() >= store_now, "never backwards");
+}
+
+const T0: i64 = 1_800_000_000_000;
+const TTL: i64 = 30_000;
+
+fn a_second_owner_cannot_take_an_unexpired_lease(f: &Fixture) {
+    let s = &f.store;
+    assert_eq!(
+        s.acquire_lease("c1", "alice", T0, TTL).unwrap(),
+        LeaseGrant::Granted
+    );
+    let held = LeaseGrant::HeldBy(Lease {
+        command_id: "c1".into(),
+        owner: "alice".into(),
+        expires_ms: T0 + TTL,
+    });
+    assert_eq!(s.acquire_lease("c1", "bob", T0, TTL).unwrap(), held);
+    assert_eq!(
+        s.acquire_lease("c1", "bob", T0 + TTL - 1, TTL).unwrap(),
+        held,
+        "a millisecond before expiry"
+    );
+    assert_eq!(
+        f.reopen().acquire_lease("c1", "bob", T0 + 1, TTL).unwrap(),
+        held,
+        "seen from another handle (another primary)"
+    );
+    // The holder asking again renews; other commands are other leases.
+    assert_eq!(
+        s.acquire_lease("c1", "alice", T0 + 10, TTL).unwrap(),
+        LeaseGrant::Granted
+    );
+    assert_eq!(
+        s.acquire_lease("c1", "bob", T0 + TTL, TTL).unwrap(),
+        LeaseGrant::HeldBy(Lease {
+            expires_ms: T0 + 10 + TTL,
+            ..Lease {
+                command_id: "c1".into(),
+                owner: "alice".into(),
+                expires_ms: 0
+            }
+        }),
+        "alice's second acquire moved the expiry"
+    );
+    assert_eq!(
+        s.acquire_lease("c2", "bob", T0, TTL).unwrap(),
+        LeaseGrant::Granted
+    );
+}
+
+fn a_lease_can_be_taken_after_it_expires(f: &Fixture) {
+    let s = &f.store;
+    assert_eq!(
+        s.acquire_lease("c1", "alice", T0, TTL).unwrap(),
+        LeaseGrant::Granted
+    );
+    assert_eq!(
+        s.acquire_lease("c1", "bob", T0 + TTL, TTL).unwrap(),
+        LeaseGrant::Granted,
+        "free at its expiry"
+    );
+    // Now bob's: alice can neither take it back nor renew it.
+    assert!(matches!(
+        s.acquire_lease("c1", "alice", T0 + TTL + 1, TTL).unwrap(),
+        LeaseGrant::HeldBy(Lease { ref owner, expires_ms, .. }) if owner == "bob" && expires_ms == T0 + 2 * TTL
+    ));
+    assert!(!s.renew_lease("c1", "alice", T0 + TTL + 1, TTL).unwrap());
+    // Long expired, nobody took it: the holder may still renew it.
+    assert!(s.renew_lease("c1", "bob", T0 + 10 * TTL, TTL).unwrap());
+    assert!(matches!(
+        s.acquire_lease("c1", "carol", T0 + 10 * TTL + 1, TTL).unwrap(),
+        LeaseGrant::HeldBy(Lease { ref owner, .. }) if owner == "bob"
+    ));
+}
+
+fn only_the_holder_renews_or_releases_a_lease(f: &Fixture) {
+    let s = &f.store;
+    assert!(
+        !s.renew_lease("c1", "alice", T0, TTL).unwrap(),
+        "nothing to renew"
+    );
+    assert_eq!(
+        s.acquire_lease("c1", "alice", T0, TTL).unwrap(),
+        LeaseGrant::Granted
+    );
+    assert!(s.renew_lease("c1", "alice", T0 + TTL / 2, TTL).unwrap());
+    assert!(!s.renew_lease("c1", "bob", T0 + TTL / 2, TTL).unwrap());
+    assert!(
+        matches!(
+            s.acquire_lease("c1", "bob", T0 + TTL, TTL).unwrap(),
+            LeaseGrant::HeldBy(Lease { expires_ms, .. }) if expires_ms == T0 + TTL / 2 + TTL
+        ),
+        "renewed from its renewal time"
+    );
+    s.release_lease("c1", "bob").unwrap(); // not bob's: nothing happens
+    assert!(matches!(
+        s.acquire_lease("c1", "bob", T0 + TTL, TTL).unwrap(),
+        LeaseGrant::HeldBy(_)
+    ));
+    s.release_lease("c1", "alice").unwrap();
+    assert!(
+        !s.renew_lease("c1", "alice", T0 + TTL, TTL).unwrap(),
+        "released"
+    );
+    assert_eq!(
+        s.acquire_lease("c1", "bob", T0 + TTL, TTL).unwrap(),
+        LeaseGrant::Granted,
+        "free at once after a release"
+    );
+    s.release_lease("nope", "bob").unwrap();
+}
+
+fn one_of_many_racing_owners_gets_a_lease(f: &Fixture) {
+    const OWNERS: usize = 8;
+    let grants: Vec<LeaseGrant> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..OWNERS)
+            .map(|i| {
+                let store = f.reopen();
+                s.spawn(move || {
+                    store
+                        .acquire_lease("c1", &format!("owner-{i}"), T0, TTL)
+                        .unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let granted = grants.iter().filter(|g| **g == LeaseGrant::Granted).count();
+    assert_eq!(granted, 1, "{grants:?}");
+    let holders: std::collections::BTreeSet<&str> = grants
+        .iter()
+        .filter_map(|g| match g {
+            LeaseGrant::HeldBy(l) => Some(l.owner.as_str()),
+            LeaseGrant::Granted => None,
+        })
+        .collect();
+    assert_eq!(
+        holders.len(),
+        1,
+        "every loser names the same winner: {grants:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Choosing a backend
 
@@ -1002,7 +1443,15 @@ fn sqlite_format0_store_is_upgraded_on_open() {
     let conn = raw(&dir);
     assert_eq!(
         sqlite_tables(&conn),
-        ["commands", "meta", "operations", "resources", "targets"]
+        [
+            "command_documents",
+            "command_leases",
+            "commands",
+            "meta",
+            "operations",
+            "resources",
+            "targets"
+        ]
     );
     assert_eq!(
         sqlite_meta_format(&conn),

@@ -858,7 +858,19 @@ impl Executor {
                     managed: true,
                     version: 0,
                 };
-                self.store.put_resource(&record)?;
+                // Recorded exactly so already (a resumed command settling an
+                // operation whose success was written just before the
+                // primary stopped): not a change, so no new version.
+                let unchanged = op.stored.as_ref().is_some_and(|s| {
+                    record
+                        == StoredResource {
+                            version: 0,
+                            ..s.clone()
+                        }
+                });
+                if !unchanged {
+                    self.store.put_resource(&record)?;
+                }
                 outputs.insert(op.label.clone(), properties);
             }
         }

@@ -10,6 +10,7 @@ use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConf
 
 pub mod config_file;
 mod discover;
+mod duration;
 mod fleet;
 mod hub;
 mod inspect;

@@ -10,7 +10,10 @@ use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
 use orrery_primary::engine::plugin_search_path;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
+use orrery_primary::lease::LeaseConfig;
 use orrery_primary::nats::{connect, NatsAuth};
+
+use super::duration::parse_duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,6 +24,10 @@ pub struct Args {
     /// Directory of the embedded state store.
     #[arg(long, env = "ORRERY_DATA_DIR", default_value = ".orrery")]
     pub data_dir: PathBuf,
+    /// PostgreSQL URL of the state store (`postgres://…`); without it the
+    /// embedded store in --data-dir is used.
+    #[arg(long, env = "ORRERY_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// Directory holding plugin binaries `orrery-plugin-<name>` (also searched:
     /// $ORRERY_PLUGIN_DIR, the directory of `orrery`, PATH). Plugins start
     /// when a stack first needs them and keep running.
@@ -46,6 +53,19 @@ pub struct Args {
     pub nats_url: Option<String>,
     #[command(flatten)]
     pub nats_auth: NatsAuth,
+    /// Discover the unmanaged resources of every recorded target this
+    /// often, e.g. `10m` (`0`: never).
+    #[arg(long, env = "ORRERY_DISCOVER_EVERY", default_value = "0", value_parser = parse_duration)]
+    pub discover_every: Duration,
+    /// Check every stack's resources for drift this often, e.g. `5m`
+    /// (`0`: never).
+    #[arg(long, env = "ORRERY_DRIFT_EVERY", default_value = "0", value_parser = parse_duration)]
+    pub drift_every: Duration,
+    /// How long the lease on a running command lasts without renewal: how
+    /// long another primary sharing the store waits before it resumes the
+    /// commands of a primary that stopped answering.
+    #[arg(long, env = "ORRERY_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    pub lease_ttl: Duration,
 }
 
 pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
@@ -57,6 +77,7 @@ pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode>
         .with_context(|| format!("bad --stack-dir {}", stack_dir.display()))?;
     let config = Config {
         data_dir: args.data_dir.clone(),
+        database_url: args.database_url.clone(),
         plugin_search: plugin_search_path(args.plugin_dir.as_deref()),
         stack_dir,
         max_body_bytes: args.max_body_bytes,
@@ -69,18 +90,27 @@ pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode>
             None => None,
         },
         metrics: Some(metrics),
+        discover_every: Some(args.discover_every).filter(|d| !d.is_zero()),
+        drift_every: Some(args.drift_every).filter(|d| !d.is_zero()),
+        lease: LeaseConfig::new(args.lease_ttl),
+    };
+    let location = match &args.database_url {
+        Some(_) => "the PostgreSQL state store".to_owned(),
+        None => format!("the state in {}", args.data_dir.display()),
     };
     if let Some(client) = config.nats.clone() {
         tokio::spawn(count_satellites(client));
     }
-    let primary = Primary::open(config)
-        .with_context(|| format!("cannot open the state in {}", args.data_dir.display()))?;
+    let primary = Primary::open(config).with_context(|| format!("cannot open {location}"))?;
+    // Resumes interrupted commands, then discovers and syncs drift on the
+    // configured intervals.
+    primary.start_background();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     println!("orrery primary listening on http://{addr}");
-    tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving the HTTP API");
+    tracing::info!(%addr, store = %location, "serving the HTTP API");
     let served = http::serve(listener, primary.router(), shutdown_signal()).await;
     primary
         .shutdown(Duration::from_secs(args.shutdown_grace))

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use orrery_primary::apply::{Event, Executor, Options, Report};
+use orrery_primary::apply::{Event, Executor, Options, Report, Resumed};
 use orrery_primary::engine::{plugin_search_path, Plugins};
+use orrery_primary::lease::{self, Claim, Keeper, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{self, Action, Mode, Plan, SecretHasher};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{self, Graph, Stack};
-use orrery_primary::state::{self, Store};
+use orrery_primary::state::{self, CommandDocument, Store};
 use tokio::sync::mpsc;
 
 use super::Output;
@@ -150,17 +151,31 @@ struct Loaded {
 
 /// Reads and parses a stack document; `${stack_dir}` is its directory.
 pub(super) fn read_stack(file: &Path) -> anyhow::Result<Stack> {
+    let doc = read_document(file, Mode::Reconcile, "embedded")?;
+    Ok(stack::parse(&doc.source, &doc.text, &doc.stack_dir)?)
+}
+
+/// A stack document as an apply records it (so that a restarted primary
+/// can resume the apply without the file): its text, name, directory (the
+/// value of `${stack_dir}`), the mode and where plugins run.
+fn read_document(file: &Path, mode: Mode, engine: &str) -> anyhow::Result<CommandDocument> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let dir = std::fs::canonicalize(file)
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| PathBuf::from("."));
-    Ok(stack::parse(
-        &file.display().to_string(),
-        &text,
-        &dir.display().to_string(),
-    )?)
+    Ok(CommandDocument {
+        engine: engine.to_owned(),
+        mode: match mode {
+            Mode::Patch => "patch",
+            _ => "reconcile",
+        }
+        .to_owned(),
+        source: file.display().to_string(),
+        stack_dir: dir.display().to_string(),
+        text,
+    })
 }
 
 async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
@@ -279,34 +294,40 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         ..Options::default()
     };
     let hasher = SecretHasher::new(loaded.store.secret_key()?);
-    // An apply the primary did not finish: settle what it left ambiguous,
-    // then go on with it (under its id) from a fresh plan.
-    let resumed = if args.dry_run {
+    // The stack's command: the one a primary did not finish (its lease
+    // taken; refused while another primary runs it), or a new one.
+    let claimed = if args.dry_run {
         None
     } else {
-        let resumed = Executor::new(
-            loaded.embedded.transport(),
-            loaded.store.clone(),
-            loaded.embedded.catalog().clone(),
-            hasher.clone(),
-            options.clone(),
-        )
-        .resume(&loaded.stack, &loaded.graph)
-        .await;
-        if resumed.is_err() {
-            loaded.embedded.stop().await;
+        match claim(&loaded.store, &loaded.stack.name) {
+            Ok(claimed) => Some(claimed),
+            Err(e) => {
+                loaded.embedded.stop().await;
+                return Err(e);
+            }
         }
-        resumed?
     };
-    if let (Some(r), Output::Text) = (&resumed, args.common.output) {
-        println!(
-            "Resuming interrupted command {}: {} operation(s) settled, {} found and adopted, {} to create again.",
-            r.command_id,
-            r.resolved,
-            r.adopted.len(),
-            r.not_found.len()
-        );
-    }
+    // An apply the primary did not finish: settle what it left ambiguous,
+    // then go on with it (under its id) from a fresh plan.
+    let resumed = match &claimed {
+        Some((Claim::Interrupted(_), _)) => {
+            let resumed = Executor::new(
+                loaded.embedded.transport(),
+                loaded.store.clone(),
+                loaded.embedded.catalog().clone(),
+                hasher.clone(),
+                options.clone(),
+            )
+            .resume(&loaded.stack, &loaded.graph)
+            .await;
+            if resumed.is_err() {
+                loaded.embedded.stop().await;
+            }
+            resumed?
+        }
+        _ => None,
+    };
+    print_resumed(resumed.as_ref(), args.common.output);
     let stored = loaded.store.resources(Some(&loaded.stack.name))?;
     let plan = plan::plan(
         &loaded.stack,
@@ -318,14 +339,27 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     );
     print_plan(&plan, args.common.output);
     // A resumed command is finished even when nothing is left to change.
-    if args.dry_run || (!plan.has_changes() && resumed.is_none()) {
+    let Some((claim, keeper)) = claimed.filter(|_| plan.has_changes() || resumed.is_some()) else {
         loaded.embedded.stop().await;
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     if plan.has_changes() && !args.yes && !confirm("Apply these changes?")? {
         loaded.embedded.stop().await;
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
+    }
+    let engine = if args.common.nats_url.is_some() {
+        "nats"
+    } else {
+        "embedded"
+    };
+    // Recorded so that another primary can resume the apply, unless it
+    // holds secrets (never stored in clear).
+    if !plan::declares_secrets(&loaded.stack, loaded.embedded.catalog()) {
+        let document = read_document(&args.file, args.mode.into(), engine)?;
+        loaded
+            .store
+            .put_command_document(claim.command_id(), &document)?;
     }
     let report = execute(
         &loaded,
@@ -333,12 +367,35 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         &stored,
         hasher,
         options,
-        ("apply", resumed.map(|r| r.command_id)),
+        ("apply", &keeper),
         args.common.output,
     )
     .await;
+    keeper.release();
     loaded.embedded.stop().await;
     finish(report?, args.common.output)
+}
+
+/// Takes the command a run on `stack` goes on with (see `lease::claim`)
+/// and keeps its lease.
+fn claim(store: &Store, stack: &str) -> anyhow::Result<(Claim, Keeper)> {
+    let config = LeaseConfig::new(lease::DEFAULT_TTL);
+    let new_id = uuid::Uuid::now_v7().to_string();
+    let claim = lease::claim(store.as_ref(), stack, &new_id, &config)?;
+    let keeper = Keeper::start(store.clone(), claim.command_id(), &config);
+    Ok((claim, keeper))
+}
+
+fn print_resumed(resumed: Option<&Resumed>, output: Output) {
+    if let (Some(r), Output::Text) = (resumed, output) {
+        println!(
+            "Resuming interrupted command {}: {} operation(s) settled, {} found and adopted, {} to create again.",
+            r.command_id,
+            r.resolved,
+            r.adopted.len(),
+            r.not_found.len()
+        );
+    }
 }
 
 pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
@@ -348,13 +405,21 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("name a stack document or --stack"),
     };
     let store = args.common.open_store()?;
+    // The stack's interrupted command, if any, goes on (as with apply).
+    let (claim, keeper) = claim(&store, &name)?;
+    let interrupted = matches!(claim, Claim::Interrupted(_));
     let stored = store.resources(Some(&name))?;
     let plan = plan::plan_destroy(&stored);
-    print_plan(&plan, args.common.output);
-    if !plan.has_changes() {
-        return Ok(ExitCode::SUCCESS);
+    if !interrupted {
+        print_plan(&plan, args.common.output);
+        if !plan.has_changes() {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
-    if !args.yes && !confirm(&format!("Destroy every resource of stack `{name}`?"))? {
+    if plan.has_changes()
+        && !args.yes
+        && !confirm(&format!("Destroy every resource of stack `{name}`?"))?
+    {
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
@@ -383,16 +448,44 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         store,
     };
     let hasher = SecretHasher::new(loaded.store.secret_key()?);
+    let (plan, stored) = if interrupted {
+        let resumed = Executor::new(
+            loaded.embedded.transport(),
+            loaded.store.clone(),
+            loaded.embedded.catalog().clone(),
+            hasher.clone(),
+            Options::default(),
+        )
+        .resume(
+            &Stack {
+                resources: Vec::new(),
+                ..loaded.stack.clone()
+            },
+            &loaded.graph,
+        )
+        .await;
+        if resumed.is_err() {
+            loaded.embedded.stop().await;
+        }
+        print_resumed(resumed?.as_ref(), args.common.output);
+        let stored = loaded.store.resources(Some(&name))?;
+        let plan = plan::plan_destroy(&stored);
+        print_plan(&plan, args.common.output);
+        (plan, stored)
+    } else {
+        (plan, stored)
+    };
     let report = execute(
         &loaded,
         &plan,
         &stored,
         hasher,
         Options::default(),
-        ("destroy", None),
+        ("destroy", &keeper),
         args.common.output,
     )
     .await;
+    keeper.release();
     loaded.embedded.stop().await;
     finish(report?, args.common.output)
 }
@@ -403,7 +496,7 @@ async fn execute(
     stored: &[orrery_primary::state::StoredResource],
     hasher: SecretHasher,
     options: Options,
-    (kind, command_id): (&str, Option<String>),
+    (kind, keeper): (&str, &Keeper),
     output: Output,
 ) -> anyhow::Result<Report> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
@@ -459,11 +552,17 @@ async fn execute(
         options,
     )
     .with_events(tx)
-    .with_cancel(cancel_rx);
-    let command_id = command_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    .with_cancel(lease::cancel_on_loss(cancel_rx, keeper.lost()));
     let graph = Some((&loaded.stack, &loaded.graph));
     let report = executor
-        .run(&command_id, kind, &loaded.stack.name, graph, plan, stored)
+        .run(
+            keeper.command_id(),
+            kind,
+            &loaded.stack.name,
+            graph,
+            plan,
+            stored,
+        )
         .await?;
     drop(executor);
     ctrl_c.abort();

@@ -1,13 +1,12 @@
 //! The pure part of discovery and drift sync: filters, labels, the managed
 //! index, property comparison and drift markers. No I/O, no clock.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
+use std::collections::{BTreeMap, HashSet};
 
 use orrery_schema::{Condition, DiscoveryFilter, MatchOp, PropertyMap, ResourceSchema, Value};
 
 use crate::stack::TargetDecl;
-use crate::state::StoredResource;
+use crate::state::{ManagedKey, StoredResource};
 
 /// The `stack` of a discovered, unmanaged resource.
 pub const UNMANAGED_STACK: &str = "";
@@ -174,66 +173,30 @@ pub fn merge_targets(
     out
 }
 
-/// Which resources stacks manage, by stack, target, type and native id.
+/// The native ids of one type on one target that a stack declaring that
+/// target manages (the same target name in another stack may be another
+/// target).
 #[derive(Debug, Default)]
-pub struct ManagedIndex {
-    set: HashSet<(String, String, String, String)>,
+pub struct ManagedIds {
+    ids: HashSet<String>,
 }
 
-impl ManagedIndex {
-    /// Indexes the managed ones of `resources`.
-    pub fn new<'a>(resources: impl IntoIterator<Item = &'a StoredResource>) -> Self {
-        ManagedIndex {
-            set: resources
+impl ManagedIds {
+    /// The ids of `keys` managed by one of `stacks`.
+    pub fn new(keys: impl IntoIterator<Item = ManagedKey>, stacks: &[String]) -> Self {
+        ManagedIds {
+            ids: keys
                 .into_iter()
-                .filter(|r| r.managed)
-                .map(|r| {
-                    (
-                        r.stack.clone(),
-                        r.target.clone(),
-                        r.resource_type.clone(),
-                        r.native_id.clone(),
-                    )
-                })
+                .filter(|k| stacks.contains(&k.stack))
+                .map(|k| k.native_id)
                 .collect(),
         }
     }
 
-    /// Whether a stack declaring `target` manages the resource.
-    pub fn manages(&self, target: &TargetRef, resource_type: &str, native_id: &str) -> bool {
-        target.stacks.iter().any(|stack| {
-            // Tuple lookups need owned keys; the strings are short.
-            self.set.contains(&(
-                stack.clone(),
-                target.decl.name.clone(),
-                resource_type.to_owned(),
-                native_id.to_owned(),
-            ))
-        })
+    /// Whether a declaring stack manages `native_id`.
+    pub fn contains(&self, native_id: &str) -> bool {
+        self.ids.contains(native_id)
     }
-}
-
-/// A compact fingerprint of properties, to skip rewriting unchanged records
-/// without keeping their properties in memory.
-pub fn fingerprint(properties: &PropertyMap) -> u64 {
-    let bytes = orrery_schema::encode(properties).unwrap_or_default();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
-}
-
-/// The already recorded unmanaged resources of one target: label →
-/// fingerprint of their properties. Labels still here after a complete
-/// listing are gone (or now managed) and are forgotten.
-pub fn unmanaged_index<'a>(
-    resources: impl IntoIterator<Item = &'a StoredResource>,
-    target: &str,
-) -> HashMap<String, u64> {
-    resources
-        .into_iter()
-        .filter(|r| is_discovered(r) && r.target == target)
-        .map(|r| (r.label.clone(), fingerprint(&r.properties)))
-        .collect()
 }
 
 /// Secret hashes with a drift marker set (or cleared with `None`).
@@ -384,17 +347,24 @@ mod tests {
         ]);
         assert_eq!(merged.len(), 2);
         assert_eq!(merged[0].stacks, ["a", "b"]);
-        let managed = StoredResource {
-            stack: "c".into(),
-            target: "home".into(),
-            resource_type: "T".into(),
-            native_id: "f".into(),
-            managed: true,
-            ..Default::default()
+        let keys = || {
+            [
+                ManagedKey {
+                    stack: "c".into(),
+                    native_id: "f".into(),
+                },
+                ManagedKey {
+                    stack: "a".into(),
+                    native_id: "g".into(),
+                },
+            ]
         };
-        let index = ManagedIndex::new([&managed]);
-        assert!(index.manages(&merged[1], "T", "f"));
+        let of_y = ManagedIds::new(keys(), &merged[1].stacks);
+        assert!(of_y.contains("f"));
+        assert!(!of_y.contains("g"), "stack a declares the other target");
         // Same target name, other root: stack c's file is not managed there.
-        assert!(!index.manages(&merged[0], "T", "f"));
+        let of_x = ManagedIds::new(keys(), &merged[0].stacks);
+        assert!(!of_x.contains("f"));
+        assert!(of_x.contains("g"));
     }
 }

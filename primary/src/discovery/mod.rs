@@ -13,7 +13,9 @@
 //!   records it managed under a stack's label; nothing is created.
 //! - **Drift sync** ([`sync_drift`]) reads every managed resource and
 //!   compares it with its record (write-only, opaque and read-only fields
-//!   ignored). Drift is recorded on the resource record itself:
+//!   ignored). Drift is recorded on the resource record itself, only if
+//!   the record is still the one read (compare-and-set on its version: a
+//!   command writing it meanwhile wins, and the next sync looks again):
 //!   - changed out of band: the record takes the properties read (so the
 //!     planner sees the difference from the document and the next apply
 //!     corrects it) and a marker `changed:<fields>` under the reserved key
@@ -25,13 +27,14 @@
 //!     managed records, so nothing happens until the user applies again,
 //!     which plans a create (and the create's record replaces the tombstone).
 //!
-//! [`run_every`] runs discovery and drift sync on an interval, for the
-//! server mode.
+//! `orrery primary` runs both on intervals (`--discover-every`,
+//! `--drift-every`; see `http/background.rs`).
 
 pub mod core;
 
+use crate::metrics::metrics;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -41,7 +44,6 @@ use orrery_schema::{
     ErrorCode, ListRequest, OperationStatus, PropertyMap, ReadRequest, Request, Target,
 };
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::apply::bucket;
 use crate::scheduler::{BucketLimit, TokenBucket};
@@ -49,10 +51,11 @@ use crate::stack::{Catalog, TargetDecl};
 use crate::state::{StateStore, StoreError, StoredResource};
 
 use self::core::{
-    changed_fields, excluded, fingerprint, is_discovered, merge_targets, strip_secrets,
-    unmanaged_label, with_drift, ManagedIndex,
+    changed_fields, excluded, is_discovered, merge_targets, strip_secrets, unmanaged_label,
+    with_drift, ManagedIds,
 };
 pub use self::core::{Drift, TargetRef, DRIFT_KEY, UNMANAGED_STACK};
+use crate::state::fingerprint;
 
 /// How discovery and drift sync call plugins.
 #[derive(Clone, Debug)]
@@ -179,6 +182,9 @@ pub struct DriftReport {
     pub drifted: Vec<Drifted>,
     /// Reads that failed.
     pub failures: Vec<Failure>,
+    /// Records written by someone else (an apply) while they were being
+    /// read: not judged, nothing written; the next sync looks again.
+    pub changed_meanwhile: usize,
     /// Wall time in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -294,10 +300,9 @@ pub fn targets_to_discover(
     document: Option<(&str, &[TargetDecl])>,
 ) -> Result<Vec<TargetRef>, StoreError> {
     let mut stacks: BTreeSet<String> = store
-        .resources(None)?
-        .into_iter()
-        .filter(|r| !r.stack.is_empty())
-        .map(|r| r.stack)
+        .resource_counts()?
+        .into_keys()
+        .filter(|s| !s.is_empty())
         .collect();
     stacks.extend(stack.map(str::to_owned));
     let mut per_stack = Vec::new();
@@ -334,18 +339,7 @@ pub async fn discover(
         targets: targets.len(),
         ..Default::default()
     };
-    // One pass over the store: which resources are managed, and which
-    // unmanaged ones are recorded (label → fingerprint, per target).
-    let (managed, mut recorded) = {
-        let all = store.resources(None)?;
-        let managed = ManagedIndex::new(&all);
-        let recorded: Vec<HashMap<String, u64>> = targets
-            .iter()
-            .map(|t| core::unmanaged_index(&all, &t.decl.name))
-            .collect();
-        (managed, recorded)
-    };
-    for (t, target) in targets.iter().enumerate() {
+    for target in targets {
         let Some(announcement) = catalog.plugin(&target.decl.plugin) else {
             report.failures.push(Failure {
                 stack: String::new(),
@@ -361,9 +355,19 @@ pub async fn discover(
             name: target.decl.name.clone(),
             config: target.decl.config.clone(),
         };
-        let mut complete_types = Vec::new();
         for schema in announcement.resources.iter().filter(|s| s.discoverable) {
             report.listings += 1;
+            // What the store knows of this type on this target, by key
+            // only: memory grows with one type's keys, never with records.
+            let managed = ManagedIds::new(
+                store.managed_keys(&target.decl.name, &schema.type_name)?,
+                &target.stacks,
+            );
+            let mut recorded: HashMap<String, u128> = store
+                .discovered_keys(&target.decl.name, &schema.type_name)?
+                .into_iter()
+                .map(|k| (k.label, k.fingerprint))
+                .collect();
             let mut token: Option<String> = None;
             let complete = loop {
                 let request = Request::List(ListRequest {
@@ -405,7 +409,9 @@ pub async fn discover(
                         report.excluded += 1;
                         continue;
                     }
-                    if managed.manages(target, &schema.type_name, &listed.native_id) {
+                    let is_managed = managed.contains(&listed.native_id);
+                    metrics().discovered(&target.decl.plugin, is_managed, 1);
+                    if is_managed {
                         report.managed += 1;
                         continue;
                     }
@@ -413,7 +419,7 @@ pub async fn discover(
                     strip_secrets(Some(schema), &mut properties);
                     let label =
                         unmanaged_label(&target.decl.name, &schema.type_name, &listed.native_id);
-                    if recorded[t].remove(&label) == Some(fingerprint(&properties)) {
+                    if recorded.remove(&label) == Some(fingerprint(&properties)) {
                         continue;
                     }
                     store.put_resource(&StoredResource {
@@ -434,21 +440,15 @@ pub async fn discover(
                     _ => break true,
                 }
             };
+            // Recorded, not listed again: gone, or managed now. (After an
+            // incomplete listing nothing is known of the rest.)
             if complete {
-                complete_types.push(schema.type_name.clone());
+                for label in recorded.keys() {
+                    store.remove_resource(UNMANAGED_STACK, label)?;
+                    report.forgotten += 1;
+                }
             }
         }
-        // Recorded, not listed again: gone, or managed now.
-        for label in recorded[t].keys() {
-            let listed_type = complete_types
-                .iter()
-                .any(|ty| label.starts_with(&format!("{}/{ty}/", target.decl.name)));
-            if listed_type {
-                store.remove_resource(UNMANAGED_STACK, label)?;
-                report.forgotten += 1;
-            }
-        }
-        recorded[t].clear();
     }
     report.rate_limited_ms = limiter.waited().as_millis() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -545,21 +545,30 @@ pub async fn sync_drift(
                     };
                     fields.extend(changed.iter().cloned());
                     let d = Drift::Changed(fields.into_iter().collect());
-                    store.put_resource(&StoredResource {
+                    let record = StoredResource {
                         properties: read,
                         secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
                         ..r.clone()
-                    })?;
+                    };
+                    if !store.put_resource_if_version(&record, r.version)? {
+                        report.changed_meanwhile += 1;
+                        continue;
+                    }
                     let mut item = drifted(&r, &d, true);
                     item.fields = changed;
+                    metrics().drift(&r.plugin, &item.drift, 1);
                     report.drifted.push(item);
                 } else {
                     if read != r.properties {
                         // Only read-only fields moved: keep the record current.
-                        store.put_resource(&StoredResource {
+                        let record = StoredResource {
                             properties: read,
                             ..r.clone()
-                        })?;
+                        };
+                        if !store.put_resource_if_version(&record, r.version)? {
+                            report.changed_meanwhile += 1;
+                            continue;
+                        }
                     }
                     if let Some(d) = prior {
                         report.drifted.push(drifted(&r, &d, false));
@@ -568,12 +577,18 @@ pub async fn sync_drift(
             }
             Err((ErrorCode::NotFound, _)) => {
                 let d = Drift::Deleted;
-                store.put_resource(&StoredResource {
+                let tombstone = StoredResource {
                     managed: false,
                     secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
                     ..r.clone()
-                })?;
-                report.drifted.push(drifted(&r, &d, true));
+                };
+                if !store.put_resource_if_version(&tombstone, r.version)? {
+                    report.changed_meanwhile += 1;
+                    continue;
+                }
+                let item = drifted(&r, &d, true);
+                metrics().drift(&r.plugin, &item.drift, 1);
+                report.drifted.push(item);
             }
             Err((code, message)) => report.failures.push(Failure {
                 stack: r.stack.clone(),
@@ -723,61 +738,4 @@ pub async fn import(
         &unmanaged_label(&spec.target.name, &spec.resource_type, &spec.native_id),
     )?;
     Ok(record)
-}
-
-/// Runs discovery of every recorded target and drift sync of every stack
-/// every `interval` until `stop` turns true (for the server mode). The
-/// caller keeps the plugins of those targets running behind `transport`.
-pub async fn run_every(
-    interval: Duration,
-    transport: Arc<dyn Transport>,
-    catalog: Catalog,
-    store: Arc<dyn StateStore>,
-    options: Options,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = stop.changed() => {}
-        }
-        if *stop.borrow() {
-            return;
-        }
-        let targets = match targets_to_discover(store.as_ref(), None, None) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, "discovery: cannot read the state store");
-                continue;
-            }
-        };
-        match discover(
-            transport.as_ref(),
-            &catalog,
-            store.as_ref(),
-            &targets,
-            &options,
-        )
-        .await
-        {
-            Ok(r) => tracing::info!(
-                pages = r.pages,
-                unmanaged = r.unmanaged,
-                failures = r.failures.len(),
-                "discovery done"
-            ),
-            Err(e) => tracing::warn!(error = %e, "discovery failed"),
-        }
-        match sync_drift(transport.as_ref(), &catalog, store.as_ref(), None, &options).await {
-            Ok(r) => tracing::info!(
-                checked = r.checked,
-                drifted = r.drifted.len(),
-                failures = r.failures.len(),
-                "drift sync done"
-            ),
-            Err(e) => tracing::warn!(error = %e, "drift sync failed"),
-        }
-    }
 }

@@ -175,6 +175,17 @@ impl Commands {
 }
 
 impl Reservation {
+    /// Makes the reservation that of command `id` instead (the stack's
+    /// interrupted command, which the request goes on with).
+    pub fn rename(&mut self, id: &str) {
+        let mut inner = self.commands.lock();
+        if let Some(running) = inner.running.remove(&self.id) {
+            inner.by_stack.insert(running.stack.clone(), id.to_owned());
+            inner.running.insert(id.to_owned(), running);
+        }
+        self.id = id.to_owned();
+    }
+
     /// Runs `work` in the background as this command. `work` gets the
     /// cancel signal; its result is kept as the command's outcome. The stack
     /// is released when it ends, however it ends.
@@ -231,6 +242,22 @@ mod tests {
         let id = r.id.clone();
         drop(r);
         assert!(!commands.is_running(&id));
+        assert!(commands.reserve("s").is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_renamed_reservation_is_the_command_it_goes_on_with() {
+        let commands = Commands::default();
+        let mut r = commands.reserve("s").unwrap();
+        let provisional = r.id.clone();
+        r.rename("interrupted-1");
+        assert_eq!(r.id, "interrupted-1");
+        assert!(commands.is_running("interrupted-1"));
+        assert!(!commands.is_running(&provisional));
+        assert_eq!(commands.running_for("s").as_deref(), Some("interrupted-1"));
+        commands.cancel("interrupted-1").unwrap();
+        drop(r);
+        assert!(!commands.is_running("interrupted-1"));
         assert!(commands.reserve("s").is_ok());
     }
 

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use crate::lease::LeaseError;
 use crate::state::StoreError;
 
 /// An error answer.
@@ -76,6 +77,22 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "state store failed");
         ApiError::internal(e.to_string())
+    }
+}
+
+impl From<LeaseError> for ApiError {
+    fn from(e: LeaseError) -> Self {
+        match e {
+            LeaseError::Store(e) => e.into(),
+            LeaseError::Held {
+                ref command_id,
+                ref owner,
+                expires_ms,
+            } => ApiError::conflict(e.to_string())
+                .with("command_id", json!(command_id))
+                .with("lease_owner", json!(owner))
+                .with("lease_expires_ms", json!(expires_ms)),
+        }
     }
 }
 

@@ -18,11 +18,13 @@ use super::commands::{NotRunning, Outcome, Refused, Reservation};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::plugins::Plugins;
-use super::{views, Shared};
+use super::{resume, views, Shared};
 use crate::apply::{Event, Executor};
+use crate::discovery::UNMANAGED_STACK;
+use crate::lease::{self, Claim, Keeper};
 use crate::plan::{self, Mode, Plan, SecretHasher};
-use crate::stack::{self, Graph, Stack, StackError};
-use crate::state::{CommandStatus, Store, StoredResource};
+use crate::stack::{self, Catalog, Graph, Stack, StackError};
+use crate::state::{CommandDocument, CommandFilter, CommandStatus, Store, StoredResource};
 
 type AppState = State<Arc<Shared>>;
 
@@ -34,7 +36,7 @@ const COMMANDS_DEFAULT_LIMIT: usize = 20;
 const COMMANDS_MAX_LIMIT: usize = 200;
 
 /// Runs blocking work (the store, parsing, planning) off the async threads.
-async fn blocking<T, F>(f: F) -> ApiResult<T>
+pub(super) async fn blocking<T, F>(f: F) -> ApiResult<T>
 where
     F: FnOnce() -> ApiResult<T> + Send + 'static,
     T: Send + 'static,
@@ -129,12 +131,26 @@ pub struct StackRequest {
 #[derive(Deserialize, Default)]
 pub struct DestroyRequest {}
 
+impl StackRequest {
+    /// The request an apply was started with, as recorded.
+    pub(super) fn recorded(doc: &CommandDocument) -> Self {
+        StackRequest {
+            document: Some(Value::String(doc.text.clone())),
+            mode: Some(doc.mode.clone()),
+            source: Some(doc.source.clone()),
+            stack_dir: Some(doc.stack_dir.clone()),
+        }
+    }
+}
+
 /// A parsed, validated stack with the plugins it needs running.
-struct Prepared {
-    stack: Stack,
-    graph: Graph,
-    plugins: Plugins,
-    mode: Mode,
+pub(super) struct Prepared {
+    pub(super) stack: Stack,
+    pub(super) graph: Graph,
+    pub(super) plugins: Plugins,
+    pub(super) mode: Mode,
+    /// What to record so that the command can be resumed without the request.
+    pub(super) document: CommandDocument,
 }
 
 fn invalid(errors: &[StackError]) -> ApiError {
@@ -148,7 +164,7 @@ fn invalid(errors: &[StackError]) -> ApiError {
     )
 }
 
-async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prepared> {
+pub(super) async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prepared> {
     let text = match req.document {
         Some(Value::String(text)) => text,
         // JSON is YAML: an object is taken as the document itself, laid out
@@ -181,6 +197,13 @@ async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prepared> {
         None => state.config.stack_dir.display().to_string(),
     };
     let source = req.source.unwrap_or_else(|| "request".to_owned());
+    let document = CommandDocument {
+        engine: state.config.engine().into(),
+        mode: views::mode_name(mode).into(),
+        source: source.clone(),
+        stack_dir: stack_dir.clone(),
+        text: text.clone(),
+    };
     let stack = blocking(move || {
         stack::parse(&source, &text, &stack_dir).map_err(|e| invalid(std::slice::from_ref(&e)))
     })
@@ -198,11 +221,12 @@ async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prepared> {
         graph,
         plugins,
         mode,
+        document,
     })
 }
 
 /// What a plan was made against.
-struct Planned {
+pub(super) struct Planned {
     stack: Stack,
     graph: Graph,
     plan: Plan,
@@ -217,6 +241,7 @@ async fn plan_stack(store: &Store, prepared: Prepared) -> ApiResult<(Planned, Pl
         graph,
         plugins,
         mode,
+        ..
     } = prepared;
     let catalog = plugins.catalog.clone();
     let planned = blocking(move || {
@@ -263,18 +288,36 @@ fn refused(stack: &str, r: Refused) -> ApiError {
     }
 }
 
-/// Starts `planned` as command `reservation` in the background.
-fn launch(
+/// What a launched command does.
+pub(super) enum Work {
+    /// Runs this plan.
+    Plan(Planned),
+    /// Settles what the interrupted command it goes on with left
+    /// ambiguous, then plans against the settled records: `mode` for an
+    /// apply of `stack`, a destroy when `None`.
+    Resume {
+        stack: Stack,
+        graph: Graph,
+        mode: Option<Mode>,
+        hasher: SecretHasher,
+    },
+}
+
+/// Runs `work` as command `reservation` in the background, holding the
+/// command's lease (`keeper`) until it ends; losing the lease cancels it.
+pub(super) fn launch(
     state: &Shared,
     reservation: Reservation,
     kind: &'static str,
-    planned: Planned,
+    work: Work,
     plugins: Plugins,
+    keeper: Keeper,
 ) {
     let store = state.store.clone();
     let options = state.config.options.clone();
     let id = reservation.id.clone();
     reservation.launch(move |cancel| async move {
+        let cancel = lease::cancel_on_loss(cancel, keeper.lost());
         let (events, mut rx) = mpsc::unbounded_channel::<Event>();
         let log_id = id.clone();
         let logger = tokio::spawn(async move {
@@ -288,15 +331,37 @@ fn launch(
                 }
             }
         });
+        let hasher = match &work {
+            Work::Plan(planned) => planned.hasher.clone(),
+            Work::Resume { hasher, .. } => hasher.clone(),
+        };
         let executor = Executor::new(
             plugins.transport,
             store.clone(),
-            plugins.catalog,
-            planned.hasher,
+            plugins.catalog.clone(),
+            hasher,
             options,
         )
         .with_events(events)
         .with_cancel(cancel);
+        let planned = match work {
+            Work::Plan(planned) => planned,
+            Work::Resume {
+                stack,
+                graph,
+                mode,
+                hasher,
+            } => match settle_and_plan(&executor, &store, &plugins.catalog, stack, graph, mode, hasher)
+                .await
+            {
+                Ok(planned) => planned,
+                Err(e) => {
+                    tracing::warn!(command = %id, error = %e,
+                        "cannot resume the interrupted command; it stays `running` for the next attempt");
+                    return Outcome::Error(format!("cannot resume: {e}"));
+                }
+            },
+        };
         tracing::info!(command = %id, stack = %planned.stack.name, kind, "command started");
         let result = executor
             .run(
@@ -310,6 +375,7 @@ fn launch(
             .await;
         drop(executor);
         let _ = logger.await;
+        keeper.release();
         match result {
             Ok(report) => {
                 tracing::info!(command = %id, ok = report.ok(), succeeded = report.succeeded,
@@ -326,17 +392,56 @@ fn launch(
     });
 }
 
-fn accepted(id: &str, stack: &str, kind: &str, plan: &Plan) -> Response {
+/// Settles an interrupted command (as `orrery apply` does) and plans what
+/// is left against the settled records.
+async fn settle_and_plan(
+    executor: &Executor,
+    store: &Store,
+    catalog: &Catalog,
+    stack: Stack,
+    graph: Graph,
+    mode: Option<Mode>,
+    hasher: SecretHasher,
+) -> Result<Planned, String> {
+    let resumed = executor
+        .resume(&stack, &graph)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(r) = &resumed {
+        tracing::info!(command = %r.command_id, stack = %stack.name, settled = r.resolved,
+            adopted = r.adopted.len(), to_create_again = r.not_found.len(), "resuming an interrupted command");
+    }
+    let stored = store
+        .resources(Some(&stack.name))
+        .map_err(|e| e.to_string())?;
+    let plan = match mode {
+        Some(mode) => plan::plan(&stack, &graph, catalog, &stored, mode, &hasher),
+        None => plan::plan_destroy(&stored),
+    };
+    Ok(Planned {
+        stack,
+        graph,
+        plan,
+        stored,
+        hasher,
+    })
+}
+
+fn accepted(id: &str, stack: &str, kind: &str, plan: &Plan, claim: &Claim) -> Response {
+    let mut body = json!({
+        "command_id": id,
+        "stack": stack,
+        "kind": kind,
+        "status": "running",
+        "plan": views::plan(stack, None, plan),
+    });
+    if matches!(claim, Claim::Interrupted(_)) {
+        body["resumed"] = json!(true);
+    }
     (
         StatusCode::ACCEPTED,
         [(LOCATION, format!("/v1/commands/{id}"))],
-        Json(json!({
-            "command_id": id,
-            "stack": stack,
-            "kind": kind,
-            "status": "running",
-            "plan": views::plan(stack, None, plan),
-        })),
+        Json(body),
     )
         .into_response()
 }
@@ -348,15 +453,60 @@ pub async fn apply_handler(
 ) -> ApiResult<Response> {
     let prepared = prepare(&state, req).await?;
     let name = prepared.stack.name.clone();
-    let reservation = state
+    let mut reservation = state
         .commands
         .reserve(&name)
         .map_err(|r| refused(&name, r))?;
+    // The stack's interrupted command, if any, goes on under its id.
+    let (claim, keeper) = resume::claim(&state, &mut reservation, &name).await?;
+    // Recorded for resuming without the request, unless it holds secrets
+    // (never stored in clear).
+    if !plan::declares_secrets(&prepared.stack, &prepared.plugins.catalog) {
+        let (id, document) = (reservation.id.clone(), prepared.document.clone());
+        let store = state.store.clone();
+        blocking(move || Ok(store.put_command_document(&id, &document)?)).await?;
+    }
+    let mode = prepared.mode;
     let (planned, plugins) = plan_stack(&state.store, prepared).await?;
-    let id = reservation.id.clone();
-    let response = accepted(&id, &name, "apply", &planned.plan);
-    launch(&state, reservation, "apply", planned, plugins);
+    let response = accepted(&reservation.id, &name, "apply", &planned.plan, &claim);
+    let work = match claim {
+        Claim::New(_) => Work::Plan(planned),
+        Claim::Interrupted(_) => Work::Resume {
+            stack: planned.stack,
+            graph: planned.graph,
+            mode: Some(mode),
+            hasher: planned.hasher,
+        },
+    };
+    launch(&state, reservation, "apply", work, plugins, keeper);
     Ok(response)
+}
+
+/// A stack as recorded (its targets, no resources: what a destroy needs),
+/// its resources and the store's hasher; 404 when nothing is recorded.
+pub(super) async fn recorded_stack(
+    store: &Store,
+    name: &str,
+) -> ApiResult<(Stack, Vec<StoredResource>, SecretHasher)> {
+    let (store, name) = (store.clone(), name.to_owned());
+    blocking(move || {
+        let stored = store.resources(Some(&name))?;
+        let targets = store.targets(&name)?;
+        if stored.is_empty() && targets.is_empty() {
+            return Err(ApiError::not_found(format!(
+                "no stack `{name}` is recorded"
+            )));
+        }
+        let hasher = SecretHasher::new(store.secret_key()?);
+        let stack = Stack {
+            name,
+            source: String::new(),
+            targets,
+            resources: Vec::new(),
+        };
+        Ok((stack, stored, hasher))
+    })
+    .await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
@@ -365,43 +515,32 @@ pub async fn destroy_handler(
     PathParam(name): PathParam,
     OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
 ) -> ApiResult<Response> {
-    let reservation = state
+    let mut reservation = state
         .commands
         .reserve(&name)
         .map_err(|r| refused(&name, r))?;
-    let store = state.store.clone();
-    let stack_name = name.clone();
-    let (stack, stored, hasher) = blocking(move || {
-        let stored = store.resources(Some(&stack_name))?;
-        let targets = store.targets(&stack_name)?;
-        if stored.is_empty() && targets.is_empty() {
-            return Err(ApiError::not_found(format!(
-                "no stack `{stack_name}` is recorded"
-            )));
-        }
-        let hasher = SecretHasher::new(store.secret_key()?);
-        let stack = Stack {
-            name: stack_name,
-            source: String::new(),
-            targets,
-            resources: Vec::new(),
-        };
-        Ok((stack, stored, hasher))
-    })
-    .await?;
+    let (stack, stored, hasher) = recorded_stack(&state.store, &name).await?;
+    let (claim, keeper) = resume::claim(&state, &mut reservation, &name).await?;
     let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
     let plugins = state.plugins.ensure(&names).await?;
     let plan = plan::plan_destroy(&stored);
-    let id = reservation.id.clone();
-    let response = accepted(&id, &name, "destroy", &plan);
-    let planned = Planned {
-        stack,
-        graph: Graph::default(),
-        plan,
-        stored,
-        hasher,
+    let response = accepted(&reservation.id, &name, "destroy", &plan, &claim);
+    let work = match claim {
+        Claim::New(_) => Work::Plan(Planned {
+            stack,
+            graph: Graph::default(),
+            plan,
+            stored,
+            hasher,
+        }),
+        Claim::Interrupted(_) => Work::Resume {
+            stack,
+            graph: Graph::default(),
+            mode: None,
+            hasher,
+        },
     };
-    launch(&state, reservation, "destroy", planned, plugins);
+    launch(&state, reservation, "destroy", work, plugins, keeper);
     Ok(response)
 }
 
@@ -416,13 +555,9 @@ pub struct StackQuery {
 pub async fn stacks_handler(State(state): AppState) -> ApiResult<Json<Value>> {
     let shared = state.clone();
     let rows = blocking(move || {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for r in shared.store.resources(None)? {
-            if !r.stack.is_empty() {
-                *counts.entry(r.stack).or_default() += 1;
-            }
-        }
-        for name in shared.listing.command_stacks()? {
+        let mut counts = shared.store.resource_counts()?;
+        counts.remove(UNMANAGED_STACK);
+        for name in shared.store.command_stacks()? {
             counts.entry(name).or_default();
         }
         let mut rows = Vec::new();
@@ -433,7 +568,15 @@ pub async fn stacks_handler(State(state): AppState) -> ApiResult<Json<Value>> {
                 .into_iter()
                 .map(|t| t.name)
                 .collect();
-            let last = shared.listing.commands(Some(&name), 1)?.into_iter().next();
+            let last = shared
+                .store
+                .commands(&CommandFilter {
+                    stack: Some(name.clone()),
+                    status: None,
+                    limit: 1,
+                })?
+                .into_iter()
+                .next();
             rows.push(json!({
                 "name": name,
                 "resources": resources,
@@ -472,10 +615,14 @@ pub async fn commands_handler(
     }
     let shared = state.clone();
     let rows = blocking(move || {
-        let heads = shared.listing.commands(q.stack.as_deref(), limit)?;
+        let heads = shared.store.commands(&CommandFilter {
+            stack: q.stack,
+            status: None,
+            limit,
+        })?;
         let mut rows = Vec::with_capacity(heads.len());
         for head in heads {
-            let counts = shared.listing.operation_counts(&head.id)?;
+            let counts = shared.store.operation_counts(&head.id)?;
             let mut row = serde_json::to_value(&head).unwrap_or_default();
             row["operations"] = json!(counts);
             row["active"] = json!(shared.commands.is_running(&head.id));
@@ -569,14 +716,10 @@ pub async fn targets_handler(
         let stacks: BTreeSet<String> = match q.stack {
             Some(name) => BTreeSet::from([name]),
             None => {
-                let mut names: BTreeSet<String> = shared
-                    .store
-                    .resources(None)?
-                    .into_iter()
-                    .map(|r| r.stack)
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                names.extend(shared.listing.command_stacks()?);
+                let mut names: BTreeSet<String> =
+                    shared.store.resource_counts()?.into_keys().collect();
+                names.remove(UNMANAGED_STACK);
+                names.extend(shared.store.command_stacks()?);
                 names
             }
         };

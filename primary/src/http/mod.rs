@@ -4,8 +4,10 @@
 //! the names the submitted stacks' targets use and kept for later requests
 //! ([`plugins::PluginPool`]). Applies and destroys run in the background as
 //! commands, one at a time per stack ([`commands::Commands`]); their
-//! progress is read back from the state store. Every endpoint is described
-//! in `docs/http-api.md`.
+//! progress is read back from the state store (SQLite or PostgreSQL). Each
+//! command runs under its lease; commands a stopped primary left running
+//! are resumed (`resume.rs`), and discovery and drift sync run on intervals
+//! (`background.rs`). Every endpoint is described in `docs/http-api.md`.
 //!
 //! - `GET  /healthz`, `GET /readyz`: liveness, readiness (the store answers,
 //!   NATS is connected in distributed mode).
@@ -18,28 +20,32 @@
 //! authentication yet: listen on loopback, or behind a proxy that
 //! authenticates.
 
+mod background;
 mod commands;
 mod error;
 mod extract;
 mod handlers;
-mod listing;
 mod plugins;
+mod resume;
 mod views;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
 
 use crate::apply::Options;
+use crate::lease::LeaseConfig;
 use crate::state::{self, Store, StoreError};
 
 /// Default largest request body: 16 MiB, room for stacks of tens of
@@ -51,6 +57,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 pub struct Config {
     /// Directory of the embedded state store.
     pub data_dir: PathBuf,
+    /// PostgreSQL URL of the state store; without it, the embedded store
+    /// in `data_dir`.
+    pub database_url: Option<String>,
     /// Where plugin binaries `orrery-plugin-<name>` are looked for, in order.
     pub plugin_search: Vec<PathBuf>,
     /// The value of `${stack_dir}` for documents whose request names none.
@@ -64,15 +73,38 @@ pub struct Config {
     pub nats: Option<async_nats::Client>,
     /// This process's metrics, served on `GET /metrics` when set.
     pub metrics: Option<orrery_plugin_sdk::telemetry::MetricsReader>,
+    /// Discovery of the recorded targets' unmanaged resources every so
+    /// often (never when `None`).
+    pub discover_every: Option<Duration>,
+    /// Drift sync of every stack every so often (never when `None`).
+    pub drift_every: Option<Duration>,
+    /// Who this primary is in command leases, and their time to live.
+    pub lease: LeaseConfig,
+}
+
+impl Config {
+    /// How this server reaches plugins, as recorded with its commands
+    /// (`embedded` or `nats`, as the CLI records them): a command is resumed
+    /// by a primary that reaches its plugins the same way.
+    pub fn engine(&self) -> &'static str {
+        if self.nats.is_some() {
+            "nats"
+        } else {
+            "embedded"
+        }
+    }
 }
 
 /// What every request shares.
 struct Shared {
     config: Config,
     store: Store,
-    listing: listing::Listing,
     plugins: plugins::PluginPool,
     commands: commands::Commands,
+    /// Interrupted commands already logged as not resumable here.
+    warned: Mutex<HashSet<String>>,
+    /// Turns true at shutdown: the background jobs stop.
+    stop: watch::Sender<bool>,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -84,8 +116,10 @@ pub struct Primary {
 impl Primary {
     /// Opens the state store; plugins start later, when stacks need them.
     pub fn open(config: Config) -> Result<Self, StoreError> {
-        let store = state::open_dir(&config.data_dir)?;
-        let listing = listing::Listing::open(&config.data_dir)?;
+        let store = match &config.database_url {
+            Some(url) => state::open(url)?,
+            None => state::open_dir(&config.data_dir)?,
+        };
         let plugins = match &config.nats {
             Some(client) => plugins::PluginPool::distributed(client.clone()),
             None => plugins::PluginPool::new(config.plugin_search.clone()),
@@ -94,11 +128,20 @@ impl Primary {
             shared: Arc::new(Shared {
                 config,
                 store,
-                listing,
                 plugins,
                 commands: commands::Commands::default(),
+                warned: Mutex::new(HashSet::new()),
+                stop: watch::channel(false).0,
             }),
         })
+    }
+
+    /// Starts the background jobs: resuming interrupted commands (now, then
+    /// every lease time to live), and discovery and drift sync at their
+    /// configured intervals. They stop at [`Primary::shutdown`].
+    pub fn start_background(&self) {
+        let stop = self.shared.stop.subscribe();
+        tokio::spawn(background::run(self.shared.clone(), stop));
     }
 
     /// The routes.
@@ -128,6 +171,7 @@ impl Primary {
     /// operations in flight finish and are recorded), waits for them at
     /// most `grace`, then stops the plugins.
     pub async fn shutdown(&self, grace: Duration) {
+        self.shared.stop.send_replace(true);
         let left = self.shared.commands.shutdown(grace).await;
         if left > 0 {
             tracing::warn!(

@@ -25,6 +25,10 @@ fn fixture() -> Fixture {
         options: Options::default(),
         nats: None,
         metrics: None,
+        database_url: None,
+        discover_every: None,
+        drift_every: None,
+        lease: crate::lease::LeaseConfig::new(crate::lease::DEFAULT_TTL),
     })
     .unwrap();
     Fixture { _dir: dir, primary }

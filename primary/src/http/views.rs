@@ -5,6 +5,7 @@ use orrery_schema::{PropertyMap, Value as PropertyValue};
 use serde_json::{json, Value};
 
 use crate::apply::Report;
+use crate::discovery::Drift;
 use crate::plan::{Mode, Plan};
 use crate::stack::{StackError, TargetDecl};
 use crate::state::StoredResource;
@@ -64,11 +65,13 @@ pub fn stack_error(e: &StackError) -> Value {
         "text": e.to_string()})
 }
 
-/// A recorded resource.
+/// A recorded resource; `drift` describes what drift sync found (changed
+/// fields, or deleted) until an apply writes the resource again.
 pub fn resource(r: &StoredResource) -> Value {
     json!({"stack": r.stack, "label": r.label, "type": r.resource_type, "target": r.target,
         "plugin": r.plugin, "native_id": r.native_id, "managed": r.managed, "version": r.version,
-        "deps": r.deps, "properties": properties(&r.properties)})
+        "deps": r.deps, "properties": properties(&r.properties),
+        "drift": Drift::of(r).map(|d| d.describe())})
 }
 
 fn properties(p: &PropertyMap) -> Value {

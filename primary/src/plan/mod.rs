@@ -14,7 +14,7 @@ use orrery_schema::{ResourceSchema, UpdateMethod, Value};
 use crate::stack::{Catalog, Graph, Reference, Stack};
 use crate::state::StoredResource;
 
-pub use secrets::SecretHasher;
+pub use secrets::{declares_secrets, SecretHasher};
 
 /// Whether resources missing from the document are deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

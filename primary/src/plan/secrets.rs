@@ -5,6 +5,8 @@ use hmac::{Hmac, Mac};
 use orrery_schema::Value;
 use sha2::Sha256;
 
+use crate::stack::{Catalog, Stack};
+
 /// HMAC-SHA256 under a key kept in the state store.
 #[derive(Clone)]
 pub struct SecretHasher {
@@ -38,5 +40,64 @@ impl SecretHasher {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
+    }
+}
+
+/// Whether `stack` gives a value to a write-only or opaque field (or to a
+/// field of a type the catalog does not know): then its document holds
+/// secrets and must not be stored, since secrets are never stored in clear.
+pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
+    stack.resources.iter().any(|r| {
+        let schema = stack
+            .targets
+            .iter()
+            .find(|t| t.name == r.target)
+            .and_then(|t| catalog.schema(&t.plugin, &r.resource_type));
+        match schema {
+            Some(schema) => r.properties.keys().any(|k| {
+                schema
+                    .field(k)
+                    .is_none_or(|f| f.hints.write_only || f.hints.opaque)
+            }),
+            None => !r.properties.is_empty(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orrery_plugin_sdk::{field, resource};
+    use orrery_schema::Announcement;
+
+    fn stack(fields: &str) -> Stack {
+        let doc = format!(
+            "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: a\n    type: T\n    target: t\n    properties: {{ {fields} }}\n"
+        );
+        crate::stack::parse("s.yaml", &doc, "/").unwrap()
+    }
+
+    #[test]
+    fn a_document_declaring_a_write_only_or_opaque_value_holds_secrets() {
+        let mut catalog = Catalog::new();
+        catalog.insert(Announcement {
+            name: "p".into(),
+            resources: vec![resource("T")
+                .field(field::string("path").required())
+                .field(field::string("password").write_only())
+                .field(field::string("token").opaque())
+                .build()],
+            ..Default::default()
+        });
+        assert!(!declares_secrets(&stack("path: x"), &catalog));
+        assert!(declares_secrets(
+            &stack("path: x, password: hunter2"),
+            &catalog
+        ));
+        assert!(declares_secrets(&stack("path: x, token: t"), &catalog));
+        assert!(
+            declares_secrets(&stack("path: x"), &Catalog::new()),
+            "an unknown type may have secrets"
+        );
     }
 }

@@ -4,14 +4,22 @@
 //! an operation is recorded `running` with its request id before it is
 //! sent, so a primary restarted mid-apply knows what might have happened.
 
+mod keys;
+mod lease;
 mod model;
 mod postgres;
 mod sqlite;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+pub use keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
+pub use lease::{expiry, Lease, LeaseGrant};
+pub use model::{
+    CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, OperationRecord,
+    StoredResource, RECORD_FORMAT,
+};
 pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sqlite::{SqliteStore, StoreError};
 
@@ -26,6 +34,15 @@ pub trait StateStore: Send + Sync {
     fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError>;
     /// Records a resource's new state (insert or replace), bumping its version.
     fn put_resource(&self, resource: &StoredResource) -> Result<(), StoreError>;
+    /// Records a resource's new state only if its record is still at
+    /// `version` (compare-and-set), bumping the version; false when the
+    /// record changed since (or is gone). For writers that read, then
+    /// decide, while a command may write the same record.
+    fn put_resource_if_version(
+        &self,
+        resource: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError>;
     /// Forgets a resource (after it was deleted).
     fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError>;
     /// Records a stack's targets.
@@ -43,6 +60,68 @@ pub trait StateStore: Send + Sync {
     fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError>;
     /// A command with its operations; the latest when `id` is `None`.
     fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError>;
+
+    // Key-only views, for work over the whole store in bounded memory.
+
+    /// How many resources each stack has (`""`: discovered ones), by stack.
+    fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError>;
+    /// The managed resources of `resource_type` on targets named `target`
+    /// (in any stack), by key, ordered by stack then native id.
+    fn managed_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<ManagedKey>, StoreError>;
+    /// The discovered (unmanaged) resources of `resource_type` on `target`,
+    /// by label with a fingerprint of their properties, ordered by label.
+    fn discovered_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<DiscoveredKey>, StoreError>;
+
+    // Command listings.
+
+    /// Commands without their operations, newest first.
+    fn commands(&self, filter: &CommandFilter) -> Result<Vec<CommandHead>, StoreError>;
+    /// A command's operations counted by status.
+    fn operation_counts(&self, command_id: &str) -> Result<BTreeMap<String, u64>, StoreError>;
+    /// Every stack that ran a command, ordered.
+    fn command_stacks(&self) -> Result<Vec<String>, StoreError>;
+    /// Records the document an apply runs (replacing an earlier one).
+    fn put_command_document(
+        &self,
+        command_id: &str,
+        doc: &CommandDocument,
+    ) -> Result<(), StoreError>;
+    /// The document recorded for a command.
+    fn command_document(&self, command_id: &str) -> Result<Option<CommandDocument>, StoreError>;
+
+    // Command leases (see `state::lease`). Times are Unix milliseconds.
+
+    /// The store's clock: one clock for every primary sharing the store
+    /// (PostgreSQL's); what lease times are measured on in production.
+    fn now_ms(&self) -> Result<i64, StoreError>;
+    /// Takes the lease of `command_id` for `owner` until `now_ms + ttl_ms`
+    /// when it is free, expired at `now_ms`, or `owner`'s already.
+    fn acquire_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<LeaseGrant, StoreError>;
+    /// Extends `owner`'s lease of `command_id` to `now_ms + ttl_ms`; false
+    /// when `owner` no longer holds it (released, or taken after expiry).
+    fn renew_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// Frees `owner`'s lease of `command_id` (no-op when not `owner`'s).
+    fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError>;
 }
 
 /// A shared store.

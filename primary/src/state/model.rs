@@ -119,3 +119,65 @@ pub struct CommandRecord {
     /// Its operations.
     pub operations: Vec<OperationRecord>,
 }
+
+/// A command without its operations.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CommandHead {
+    /// Its id.
+    pub id: String,
+    /// The stack.
+    pub stack: String,
+    /// `apply` or `destroy`.
+    pub kind: String,
+    /// `running`, `completed`, `failed`, `canceled`.
+    pub status: String,
+    /// Unix milliseconds.
+    pub started_ms: i64,
+    /// Unix milliseconds, once finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<i64>,
+}
+
+impl CommandHead {
+    /// The whole record: the head with its operations.
+    pub fn with_operations(self, operations: Vec<OperationRecord>) -> CommandRecord {
+        CommandRecord {
+            id: self.id,
+            stack: self.stack,
+            kind: self.kind,
+            status: self.status,
+            started_ms: self.started_ms,
+            finished_ms: self.finished_ms,
+            operations,
+        }
+    }
+}
+
+/// Which commands [`super::StateStore::commands`] lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandFilter {
+    /// Only this stack's (every stack's when `None`).
+    pub stack: Option<String>,
+    /// Only those with this status (any when `None`).
+    pub status: Option<CommandStatus>,
+    /// At most this many, newest first.
+    pub limit: usize,
+}
+
+/// The stack document an apply was started with, kept so that a primary
+/// restarted (or another one) can resume the command without being sent
+/// the document again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandDocument {
+    /// Where plugins ran: `embedded` (in the primary's care) or `nats`
+    /// (behind satellites). Only a primary of the same kind resumes it.
+    pub engine: String,
+    /// `reconcile` or `patch`.
+    pub mode: String,
+    /// How errors name the document.
+    pub source: String,
+    /// The value of `${stack_dir}`.
+    pub stack_dir: String,
+    /// The document's text.
+    pub text: String,
+}

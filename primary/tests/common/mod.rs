@@ -2,6 +2,10 @@
 
 #![allow(dead_code)]
 
+pub mod crash;
+pub mod postgres;
+pub mod server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -37,15 +41,23 @@ impl Scratch {
         path
     }
 
-    /// Runs `orrery ARGS` with the scratch state store and this workspace's plugins.
+    /// `orrery ARGS` with the scratch state store and this workspace's plugins.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orrery"));
+        cmd.args(args)
+            .env("ORRERY_DATA_DIR", self.state())
+            .env("ORRERY_PLUGIN_DIR", root().join("target/debug"));
+        cmd
+    }
+
+    /// Runs `orrery ARGS` to its end (see [`Scratch::command`]).
     pub fn orrery(&self, args: &[&str]) -> Run {
-        let out = Command::new(env!("CARGO_BIN_EXE_orrery"))
-            .args(args)
-            .env("ORRERY_DATA_DIR", self.dir.path().join("state"))
-            .env("ORRERY_PLUGIN_DIR", root().join("target/debug"))
-            .output()
-            .unwrap();
-        Run::from(out)
+        Run::from(self.command(args).output().unwrap())
+    }
+
+    /// The data directory of the scratch state store.
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 }
 

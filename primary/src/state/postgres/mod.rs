@@ -13,7 +13,15 @@
 //!
 //! A connection that breaks fails the call it broke (`ConnectionLost`: its
 //! outcome is unknown) and the next call connects again.
+//!
+//! The trait's key-only views, command listings and leases are in
+//! `keys.rs`, `commands.rs` and `lease.rs`.
 
+mod commands;
+mod keys;
+mod lease;
+
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::str::FromStr;
 use std::sync::mpsc;
@@ -23,7 +31,7 @@ use orrery_schema::PropertyMap;
 use postgres::{Client, Config, NoTls};
 
 use super::model::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
-use super::sqlite::{decode_context, encode_context, StoreError};
+use super::sqlite::{decode_context, encode_context, encode_resource, StoreError};
 use super::StateStore;
 use crate::stack::TargetDecl;
 
@@ -42,22 +50,37 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "initial",
-        sql: include_str!("migrations/postgres/0001_initial.sql"),
+        sql: include_str!("../migrations/postgres/0001_initial.sql"),
     },
     Migration {
         version: 2,
         name: "targets",
-        sql: include_str!("migrations/postgres/0002_targets.sql"),
+        sql: include_str!("../migrations/postgres/0002_targets.sql"),
     },
     Migration {
         version: 3,
         name: "command_order",
-        sql: include_str!("migrations/postgres/0003_command_order.sql"),
+        sql: include_str!("../migrations/postgres/0003_command_order.sql"),
     },
     Migration {
         version: 4,
         name: "operation_progress",
-        sql: include_str!("migrations/postgres/0004_operation_progress.sql"),
+        sql: include_str!("../migrations/postgres/0004_operation_progress.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "discovery_keys",
+        sql: include_str!("../migrations/postgres/0005_discovery_keys.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "command_leases",
+        sql: include_str!("../migrations/postgres/0006_command_leases.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "command_documents",
+        sql: include_str!("../migrations/postgres/0007_command_documents.sql"),
     },
 ];
 
@@ -380,9 +403,7 @@ impl StateStore for PgStore {
     }
 
     fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
-        let props = encode_props(&r.label, &r.properties)?;
-        let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
-        let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+        let (props, hashes, deps) = encode_resource(r)?;
         let r = r.clone();
         self.call(move |c| {
             c.execute(
@@ -412,6 +433,39 @@ impl StateStore for PgStore {
                 ],
             )?;
             Ok(())
+        })
+    }
+
+    fn put_resource_if_version(
+        &self,
+        r: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let (props, hashes, deps) = encode_resource(r)?;
+        let r = r.clone();
+        self.call(move |c| {
+            Ok(c.execute(
+                &format!(
+                    "UPDATE resources SET resource_type = $3, target = $4, plugin = $5,
+                         native_id = $6, properties = $7, secret_hashes = $8, deps = $9,
+                         managed = $10, version = version + 1, format = $11, updated_ms = {NOW_MS}
+                     WHERE stack = $1 AND label = $2 AND version = $12"
+                ),
+                &[
+                    &r.stack,
+                    &r.label,
+                    &r.resource_type,
+                    &r.target,
+                    &r.plugin,
+                    &r.native_id,
+                    &props,
+                    &hashes,
+                    &deps,
+                    &r.managed,
+                    &RECORD_FORMAT,
+                    &version,
+                ],
+            )? > 0)
         })
     }
 
@@ -561,15 +615,7 @@ impl StateStore for PgStore {
             else {
                 return Ok(None);
             };
-            let mut command = CommandRecord {
-                id: head.get(0),
-                stack: head.get(1),
-                kind: head.get(2),
-                status: head.get(3),
-                started_ms: head.get(4),
-                finished_ms: head.get(5),
-                operations: Vec::new(),
-            };
+            let mut command = commands::head(&head).with_operations(Vec::new());
             command.operations = c
                 .query(
                     "SELECT label, operation, request_id, status, attempts, error_code, message,
@@ -596,5 +642,92 @@ impl StateStore for PgStore {
                 .collect::<Result<_, StoreError>>()?;
             Ok(Some(command))
         })
+    }
+    fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        self.call(keys::resource_counts)
+    }
+
+    fn managed_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::ManagedKey>, StoreError> {
+        let (target, resource_type) = (target.to_owned(), resource_type.to_owned());
+        self.call(move |c| keys::managed_keys(c, &target, &resource_type))
+    }
+
+    fn discovered_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::DiscoveredKey>, StoreError> {
+        let (target, resource_type) = (target.to_owned(), resource_type.to_owned());
+        self.call(move |c| keys::discovered_keys(c, &target, &resource_type))
+    }
+
+    fn commands(
+        &self,
+        filter: &crate::state::CommandFilter,
+    ) -> Result<Vec<crate::state::CommandHead>, StoreError> {
+        let filter = filter.clone();
+        self.call(move |c| commands::commands(c, &filter))
+    }
+
+    fn operation_counts(&self, command_id: &str) -> Result<BTreeMap<String, u64>, StoreError> {
+        let command_id = command_id.to_owned();
+        self.call(move |c| commands::operation_counts(c, &command_id))
+    }
+
+    fn command_stacks(&self) -> Result<Vec<String>, StoreError> {
+        self.call(commands::command_stacks)
+    }
+
+    fn put_command_document(
+        &self,
+        command_id: &str,
+        doc: &crate::state::CommandDocument,
+    ) -> Result<(), StoreError> {
+        let (command_id, doc) = (command_id.to_owned(), doc.clone());
+        self.call(move |c| commands::put_document(c, &command_id, &doc))
+    }
+
+    fn command_document(
+        &self,
+        command_id: &str,
+    ) -> Result<Option<crate::state::CommandDocument>, StoreError> {
+        let command_id = command_id.to_owned();
+        self.call(move |c| commands::document(c, &command_id))
+    }
+
+    /// The database's clock, shared by every primary.
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        self.call(lease::now_ms)
+    }
+
+    fn acquire_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<crate::state::LeaseGrant, StoreError> {
+        let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
+        self.call(move |c| lease::acquire(c, &command_id, &owner, now_ms, ttl_ms))
+    }
+
+    fn renew_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
+        self.call(move |c| lease::renew(c, &command_id, &owner, now_ms, ttl_ms))
+    }
+
+    fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
+        let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
+        self.call(move |c| lease::release(c, &command_id, &owner))
     }
 }

@@ -1,5 +1,13 @@
 //! The embedded store: one SQLite file in the data directory, no server.
+//!
+//! The trait's key-only views, command listings and leases are in
+//! `keys.rs`, `commands.rs` and `lease.rs`.
 
+mod commands;
+mod keys;
+mod lease;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -118,7 +126,39 @@ CREATE TABLE IF NOT EXISTS operations (
     context BLOB,
     PRIMARY KEY (command_id, label, operation)
 );
+CREATE TABLE IF NOT EXISTS command_leases (
+    command_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS command_documents (
+    command_id TEXT PRIMARY KEY,
+    engine TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    source TEXT NOT NULL,
+    stack_dir TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS resources_by_target_type ON resources (target, resource_type);
+CREATE INDEX IF NOT EXISTS commands_by_stack ON commands (stack, started_ms);
+CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 ";
+
+/// Version of the tables and indexes beside the records' format, in
+/// `meta.schema`: 2 added command leases, command documents and the
+/// indexes of key-only views. Additions only: an older release ignores
+/// them, so a newer value is never refused.
+const SQLITE_SCHEMA: i64 = 2;
+
+/// The value of `meta.schema` (0 before it existed).
+fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+        .unwrap_or(0))
+}
 
 /// Whether `operations` has the columns an interrupted command is resumed
 /// from (`native_id`, `context`), added after format 1 was released.
@@ -145,6 +185,18 @@ fn add_progress_columns(tx: &Connection) -> Result<(), StoreError> {
         )?;
     }
     Ok(())
+}
+
+/// A resource's properties (MessagePack), secret hashes and dependencies
+/// (JSON) as stored.
+pub(super) fn encode_resource(r: &StoredResource) -> Result<(Vec<u8>, String, String), StoreError> {
+    let props = orrery_schema::encode(&r.properties).map_err(|e| StoreError::Corrupt {
+        label: r.label.clone(),
+        reason: e.to_string(),
+    })?;
+    let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
+    let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+    Ok((props, hashes, deps))
 }
 
 /// An operation's `InProgress` context as stored (MessagePack).
@@ -219,7 +271,10 @@ fn stored_format(conn: &Connection) -> Result<Option<i64>, StoreError> {
 /// processes opening it at once upgrade it once): creates missing tables and
 /// rewrites older records. Refuses a file from a newer release.
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    if marked_format(conn)? == Some(RECORD_FORMAT) && has_progress_columns(conn)? {
+    if marked_format(conn)? == Some(RECORD_FORMAT)
+        && has_progress_columns(conn)?
+        && marked_schema(conn)? >= SQLITE_SCHEMA
+    {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -241,6 +296,11 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         "INSERT INTO meta (key, value) VALUES ('format', ?1)
          ON CONFLICT (key) DO UPDATE SET value = ?1",
         params![RECORD_FORMAT],
+    )?;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema', ?1)
+         ON CONFLICT (key) DO UPDATE SET value = max(value, ?1)",
+        params![SQLITE_SCHEMA],
     )?;
     tx.commit()?;
     Ok(())
@@ -389,12 +449,7 @@ impl StateStore for SqliteStore {
 
     /// Records a resource's new state (insert or replace), bumping its version.
     fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
-        let props = orrery_schema::encode(&r.properties).map_err(|e| StoreError::Corrupt {
-            label: r.label.clone(),
-            reason: e.to_string(),
-        })?;
-        let hashes = serde_json::to_string(&r.secret_hashes).unwrap_or_else(|_| "{}".into());
-        let deps = serde_json::to_string(&r.deps).unwrap_or_else(|_| "[]".into());
+        let (props, hashes, deps) = encode_resource(r)?;
         self.conn().execute(
             "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version, format, updated_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)
@@ -403,6 +458,35 @@ impl StateStore for SqliteStore {
             params![r.stack, r.label, r.resource_type, r.target, r.plugin, r.native_id, props, hashes, deps, r.managed, RECORD_FORMAT, now_ms()],
         )?;
         Ok(())
+    }
+
+    fn put_resource_if_version(
+        &self,
+        r: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let (props, hashes, deps) = encode_resource(r)?;
+        Ok(self.conn().execute(
+            "UPDATE resources SET resource_type = ?3, target = ?4, plugin = ?5, native_id = ?6,
+               properties = ?7, secret_hashes = ?8, deps = ?9, managed = ?10, version = version + 1,
+               format = ?11, updated_ms = ?12
+             WHERE stack = ?1 AND label = ?2 AND version = ?13",
+            params![
+                r.stack,
+                r.label,
+                r.resource_type,
+                r.target,
+                r.plugin,
+                r.native_id,
+                props,
+                hashes,
+                deps,
+                r.managed,
+                RECORD_FORMAT,
+                now_ms(),
+                version
+            ],
+        )? > 0)
     }
 
     /// Records a stack's targets (so a stack can be destroyed without its
@@ -522,20 +606,10 @@ impl StateStore for SqliteStore {
                 "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
                  WHERE (?1 IS NULL OR id = ?1) ORDER BY started_ms DESC, rowid DESC LIMIT 1",
                 params![id],
-                |r| {
-                    Ok(CommandRecord {
-                        id: r.get(0)?,
-                        stack: r.get(1)?,
-                        kind: r.get(2)?,
-                        status: r.get(3)?,
-                        started_ms: r.get(4)?,
-                        finished_ms: r.get(5)?,
-                        operations: Vec::new(),
-                    })
-                },
+                commands::head,
             )
             .optional()?;
-        let Some(mut command) = head else {
+        let Some(mut command) = head.map(|h| h.with_operations(Vec::new())) else {
             return Ok(None);
         };
         let mut stmt = conn.prepare_cached(
@@ -565,5 +639,83 @@ impl StateStore for SqliteStore {
             command.operations.push(op);
         }
         Ok(Some(command))
+    }
+    fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        keys::resource_counts(&self.conn())
+    }
+
+    fn managed_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::ManagedKey>, StoreError> {
+        keys::managed_keys(&self.conn(), target, resource_type)
+    }
+
+    fn discovered_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<crate::state::DiscoveredKey>, StoreError> {
+        keys::discovered_keys(&self.conn(), target, resource_type)
+    }
+
+    fn commands(
+        &self,
+        filter: &crate::state::CommandFilter,
+    ) -> Result<Vec<crate::state::CommandHead>, StoreError> {
+        commands::commands(&self.conn(), filter)
+    }
+
+    fn operation_counts(&self, command_id: &str) -> Result<BTreeMap<String, u64>, StoreError> {
+        commands::operation_counts(&self.conn(), command_id)
+    }
+
+    fn command_stacks(&self) -> Result<Vec<String>, StoreError> {
+        commands::command_stacks(&self.conn())
+    }
+
+    fn put_command_document(
+        &self,
+        command_id: &str,
+        doc: &crate::state::CommandDocument,
+    ) -> Result<(), StoreError> {
+        commands::put_document(&self.conn(), command_id, doc)
+    }
+
+    fn command_document(
+        &self,
+        command_id: &str,
+    ) -> Result<Option<crate::state::CommandDocument>, StoreError> {
+        commands::document(&self.conn(), command_id)
+    }
+
+    /// This machine's clock: every process sharing the file runs on it.
+    fn now_ms(&self) -> Result<i64, StoreError> {
+        Ok(now_ms())
+    }
+
+    fn acquire_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<crate::state::LeaseGrant, StoreError> {
+        lease::acquire(&mut self.conn(), command_id, owner, now_ms, ttl_ms)
+    }
+
+    fn renew_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        lease::renew(&self.conn(), command_id, owner, now_ms, ttl_ms)
+    }
+
+    fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
+        lease::release(&self.conn(), command_id, owner)
     }
 }

@@ -1,0 +1,172 @@
+//! The server's periodic jobs, one at a time, on a [`Timetable`]:
+//!
+//! - **resume**: interrupted commands (see `resume.rs`), at start and then
+//!   every lease time to live;
+//! - **discover**: discovery of every recorded target (`--discover-every`),
+//!   its plugins started in the server's pool as a request would;
+//! - **drift**: drift sync of every stack with no command running
+//!   (`--drift-every`), so a sync never races an apply writing the same
+//!   records.
+//!
+//! Each job's first run is at start.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::handlers::blocking;
+use super::Shared;
+use crate::discovery::{self, Options, UNMANAGED_STACK};
+use crate::state::{CommandFilter, CommandStatus};
+use crate::timetable::Timetable;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Job {
+    Resume,
+    Discover,
+    Drift,
+}
+
+/// Runs the jobs until `stop` turns true (or its sender is gone).
+pub(super) async fn run(state: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let config = &state.config;
+    let mut timetable = Timetable::new(
+        [
+            (Job::Resume, Some(config.lease.ttl)),
+            (Job::Discover, config.discover_every),
+            (Job::Drift, config.drift_every),
+        ],
+        Instant::now(),
+    );
+    loop {
+        for job in timetable.take_due(Instant::now()) {
+            if *stop.borrow() {
+                return;
+            }
+            match job {
+                Job::Resume => super::resume::resume_interrupted(&state).await,
+                Job::Discover => discover(&state).await,
+                Job::Drift => drift(&state).await,
+            }
+        }
+        let Some(next) = timetable.next_due() else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(next.into()) => {}
+            changed = stop.changed() => if changed.is_err() { return },
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// Discovery of every recorded target.
+async fn discover(state: &Shared) {
+    let store = state.store.clone();
+    let targets =
+        blocking(move || Ok(discovery::targets_to_discover(store.as_ref(), None, None)?)).await;
+    let targets = match targets {
+        Ok(t) if t.is_empty() => return,
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "discovery: cannot read the recorded targets");
+            return;
+        }
+    };
+    let names: BTreeSet<String> = targets.iter().map(|t| t.decl.plugin.clone()).collect();
+    let plugins = match state.plugins.ensure(&names).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "discovery: plugins did not start");
+            return;
+        }
+    };
+    let report = discovery::discover(
+        plugins.transport.as_ref(),
+        &plugins.catalog,
+        state.store.as_ref(),
+        &targets,
+        &Options::default(),
+    )
+    .await;
+    match report {
+        Ok(r) => tracing::info!(
+            targets = r.targets,
+            pages = r.pages,
+            unmanaged = r.unmanaged,
+            written = r.written,
+            forgotten = r.forgotten,
+            failures = r.failures.len(),
+            elapsed_ms = r.elapsed_ms,
+            "discovery done"
+        ),
+        Err(e) => tracing::warn!(error = %e, "discovery failed"),
+    }
+}
+
+/// Drift sync of every stack that has no command running (here or in
+/// another primary).
+async fn drift(state: &Shared) {
+    let store = state.store.clone();
+    let stacks = blocking(move || {
+        let busy: BTreeSet<String> = store
+            .commands(&CommandFilter {
+                stack: None,
+                status: Some(CommandStatus::Running),
+                limit: usize::MAX,
+            })?
+            .into_iter()
+            .map(|c| c.stack)
+            .collect();
+        let mut stacks = Vec::new();
+        for name in store.resource_counts()?.into_keys() {
+            if name != UNMANAGED_STACK && !busy.contains(&name) {
+                let plugins: BTreeSet<String> = store
+                    .targets(&name)?
+                    .into_iter()
+                    .map(|t| t.plugin)
+                    .collect();
+                stacks.push((name, plugins));
+            }
+        }
+        Ok(stacks)
+    })
+    .await;
+    let stacks = match stacks {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "drift sync: cannot read the stacks");
+            return;
+        }
+    };
+    for (stack, names) in stacks {
+        if state.commands.running_for(&stack).is_some() {
+            continue;
+        }
+        let plugins = match state.plugins.ensure(&names).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(stack = %stack, error = %e.message, "drift sync: plugins did not start");
+                continue;
+            }
+        };
+        let report = discovery::sync_drift(
+            plugins.transport.as_ref(),
+            &plugins.catalog,
+            state.store.as_ref(),
+            Some(&stack),
+            &Options::default(),
+        )
+        .await;
+        match report {
+            Ok(r) => tracing::info!(stack = %stack, checked = r.checked,
+                drifted = r.drifted.len(), failures = r.failures.len(),
+                elapsed_ms = r.elapsed_ms, "drift sync done"),
+            Err(e) => tracing::warn!(stack = %stack, error = %e, "drift sync failed"),
+        }
+    }
+}

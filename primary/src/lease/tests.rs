@@ -1,0 +1,197 @@
+use std::time::Duration;
+
+use super::*;
+use crate::state::{self, Lease};
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = state::open_dir(dir.path()).unwrap();
+    (dir, store)
+}
+
+fn config(owner: OwnerId) -> LeaseConfig {
+    LeaseConfig {
+        owner,
+        ttl: Duration::from_secs(30),
+    }
+}
+
+/// Who holds `command_id`'s lease now, asked as a stranger would.
+fn holder(store: &dyn StateStore, command_id: &str) -> Option<Lease> {
+    let now = store.now_ms().unwrap();
+    match store
+        .acquire_lease(command_id, "stranger/x/1/probe", now, 1)
+        .unwrap()
+    {
+        LeaseGrant::HeldBy(lease) => Some(lease),
+        LeaseGrant::Granted => {
+            store
+                .release_lease(command_id, "stranger/x/1/probe")
+                .unwrap();
+            None
+        }
+    }
+}
+
+#[test]
+fn a_stack_without_a_running_command_gets_a_new_leased_one() {
+    let (_dir, store) = store();
+    let me = config(OwnerId::current());
+    assert_eq!(
+        claim(store.as_ref(), "web", "new-1", &me).unwrap(),
+        Claim::New("new-1".into())
+    );
+    assert_eq!(
+        holder(store.as_ref(), "new-1").unwrap().owner,
+        me.owner.to_string()
+    );
+    store.begin_command("old", "web", "apply").unwrap();
+    store
+        .finish_command("old", &CommandStatus::Completed)
+        .unwrap();
+    assert_eq!(
+        claim(store.as_ref(), "web", "new-2", &me).unwrap(),
+        Claim::New("new-2".into()),
+        "the latest command finished"
+    );
+}
+
+#[test]
+fn an_interrupted_command_is_claimed_unless_a_live_primary_holds_it() {
+    let (_dir, store) = store();
+    store.begin_command("c1", "web", "apply").unwrap();
+    let elsewhere = config(OwnerId::new("other-host", "other-boot:1", 42, "r"));
+    assert_eq!(
+        claim(store.as_ref(), "web", "unused", &elsewhere).unwrap(),
+        Claim::Interrupted("c1".into())
+    );
+    let me = config(OwnerId::current());
+    let err = claim(store.as_ref(), "web", "unused", &me).unwrap_err();
+    assert!(
+        matches!(&err, LeaseError::Held { command_id, owner, .. }
+            if command_id == "c1" && *owner == elsewhere.owner.to_string()),
+        "{err}"
+    );
+    assert!(err.to_string().contains("another primary"), "{err}");
+}
+
+#[test]
+fn a_dead_holder_on_this_machine_is_not_waited_for() {
+    let (_dir, store) = store();
+    let me = config(OwnerId::current());
+    // A process of this machine and namespace that no longer exists.
+    let dead_pid = (1..u32::MAX).rev().find(|p| !process_alive(*p)).unwrap();
+    let dead = config(OwnerId::new(
+        &me.owner.host,
+        &me.owner.scope,
+        dead_pid,
+        "gone",
+    ));
+    acquire(store.as_ref(), "c1", &dead).unwrap();
+    if me.owner.scope.is_empty() {
+        // No /proc: nothing can be told; the lease must be waited out.
+        assert!(acquire(store.as_ref(), "c1", &me).is_err());
+        return;
+    }
+    acquire(store.as_ref(), "c1", &me).unwrap();
+    assert_eq!(
+        holder(store.as_ref(), "c1").unwrap().owner,
+        me.owner.to_string()
+    );
+    // A live holder (pid 1 always runs) is waited for.
+    let live = config(OwnerId::new(&me.owner.host, &me.owner.scope, 1, "live"));
+    acquire(store.as_ref(), "c2", &live).unwrap();
+    assert!(
+        matches!(
+            acquire(store.as_ref(), "c2", &me),
+            Err(LeaseError::Held { .. })
+        ),
+        "pid 1 runs"
+    );
+}
+
+#[tokio::test]
+async fn the_keeper_renews_until_released_and_a_release_frees_the_lease() {
+    let (_dir, store) = store();
+    let me = LeaseConfig {
+        ttl: Duration::from_secs(1),
+        ..config(OwnerId::current())
+    };
+    acquire(store.as_ref(), "c1", &me).unwrap();
+    let first = holder(store.as_ref(), "c1").unwrap().expires_ms;
+    let keeper = Keeper::start(store.clone(), "c1", &me);
+    assert_eq!(keeper.command_id(), "c1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let lease = holder(store.as_ref(), "c1").expect("still held");
+        if lease.expires_ms > first {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never renewed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!*keeper.lost().borrow());
+    keeper.release();
+    assert_eq!(holder(store.as_ref(), "c1"), None, "free at once");
+}
+
+#[tokio::test]
+async fn a_lease_taken_away_is_reported_lost_and_cancels() {
+    let (_dir, store) = store();
+    let me = LeaseConfig {
+        ttl: Duration::from_secs(1),
+        ..config(OwnerId::current())
+    };
+    acquire(store.as_ref(), "c1", &me).unwrap();
+    let keeper = Keeper::start(store.clone(), "c1", &me);
+    let (_cancel_tx, cancel_rx) = watch::channel(false);
+    let mut cancel = cancel_on_loss(cancel_rx, keeper.lost());
+    assert!(!*cancel.borrow());
+    // Another primary took it (as after an expiry).
+    store.release_lease("c1", &me.owner.to_string()).unwrap();
+    let now = store.now_ms().unwrap();
+    assert_eq!(
+        store
+            .acquire_lease("c1", "thief/x/1/r", now, 60_000)
+            .unwrap(),
+        LeaseGrant::Granted
+    );
+    let mut lost = keeper.lost();
+    tokio::time::timeout(Duration::from_secs(10), lost.wait_for(|l| *l))
+        .await
+        .expect("reported lost within 10 s")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), cancel.wait_for(|c| *c))
+        .await
+        .expect("the command is canceled")
+        .unwrap();
+    drop(keeper);
+    assert_eq!(
+        holder(store.as_ref(), "c1").unwrap().owner,
+        "thief/x/1/r",
+        "dropping a keeper releases only its own lease"
+    );
+}
+
+#[tokio::test]
+async fn cancel_on_loss_follows_either_signal_and_closes_with_both() {
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (_lost_tx, lost_rx) = watch::channel(false);
+    let mut combined = cancel_on_loss(cancel_rx, lost_rx);
+    cancel_tx.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), combined.wait_for(|c| *c))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (lost_tx, lost_rx) = watch::channel(false);
+    let mut combined = cancel_on_loss(cancel_rx, lost_rx);
+    drop(cancel_tx);
+    drop(lost_tx);
+    let closed = tokio::time::timeout(Duration::from_secs(10), combined.changed())
+        .await
+        .unwrap();
+    assert!(closed.is_err(), "nobody can cancel any more");
+    assert!(!*combined.borrow());
+}
