@@ -18,6 +18,7 @@ use axum::body::Bytes;
 use axum::routing::post;
 use common::fleet::{satellite_command, served, spread_stack, Killed};
 use common::server::free_port;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use prost::Message;
@@ -34,10 +35,16 @@ struct Seen {
 }
 
 /// An OTLP/HTTP receiver on a free port: `/v1/traces` requests are decoded
-/// and kept, `/v1/metrics` accepted.
-async fn otlp_receiver() -> (String, Arc<Mutex<Vec<Seen>>>) {
+/// and kept, and so are the (service, metric name) pairs of `/v1/metrics`.
+async fn otlp_receiver() -> (
+    String,
+    Arc<Mutex<Vec<Seen>>>,
+    Arc<Mutex<Vec<(String, String)>>>,
+) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let keep = seen.clone();
+    let metrics = Arc::new(Mutex::new(Vec::new()));
+    let keep_metrics = metrics.clone();
     let app = axum::Router::new()
         .route(
             "/v1/traces",
@@ -79,11 +86,38 @@ async fn otlp_receiver() -> (String, Arc<Mutex<Vec<Seen>>>) {
                 }
             }),
         )
-        .route("/v1/metrics", post(|| async { axum::http::StatusCode::OK }));
+        .route(
+            "/v1/metrics",
+            post(move |body: Bytes| {
+                let keep = keep_metrics.clone();
+                async move {
+                    let request = ExportMetricsServiceRequest::decode(body)
+                        .expect("a valid OTLP metrics export");
+                    let mut keep = keep.lock().unwrap();
+                    for rm in request.resource_metrics {
+                        let service = rm
+                            .resource
+                            .iter()
+                            .flat_map(|r| &r.attributes)
+                            .find(|a| a.key == "service.name")
+                            .and_then(|a| a.value.clone()?.value)
+                            .map(|v| match v {
+                                Any::StringValue(s) => s,
+                                _ => String::new(),
+                            })
+                            .unwrap_or_default();
+                        for m in rm.scope_metrics.into_iter().flat_map(|s| s.metrics) {
+                            keep.push((service.clone(), m.name));
+                        }
+                    }
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, seen)
+    (url, seen, metrics)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -100,7 +134,7 @@ async fn wait_for_satellites(client: &async_nats::Client, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
     let server = nats::NatsServer::start().await;
-    let (otlp, seen) = otlp_receiver().await;
+    let (otlp, seen, exported_metrics) = otlp_receiver().await;
     let scratch = common::Scratch::new();
     let satellite = |id: &str| {
         let log = std::fs::File::create(scratch.path().join(format!("{id}.log"))).unwrap();
@@ -143,6 +177,15 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
     .unwrap();
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("28 succeeded"), "{run:?}");
+    // The primary pushed its metrics over OTLP as it exited.
+    let exported = exported_metrics.lock().unwrap().clone();
+    assert!(
+        exported
+            .iter()
+            .any(|(service, name)| service == "orrery-primary"
+                && name == "orrery.operation.duration"),
+        "metrics exported over OTLP: {exported:?}"
+    );
 
     // Satellites and plugins export every 100 ms; the primary flushed at exit.
     let deadline = Instant::now() + Duration::from_secs(30);
