@@ -10,7 +10,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::fleet::{satellite, served, spread_stack};
+use common::fleet::{apply_through_nats, satellite, served, spread_stack};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stack_applies_through_nats_spread_over_two_satellites() {
@@ -26,23 +26,7 @@ async fn a_stack_applies_through_nats_spread_over_two_satellites() {
     let scratch = common::Scratch::new();
     let doc = spread_stack("spread", 4, 10);
     let file = scratch.write("spread.yaml", &doc);
-    let run = tokio::task::spawn_blocking({
-        let file = file.clone();
-        let url = server.url.clone();
-        let state = scratch.path().join("state");
-        move || {
-            common::Run::from(
-                Command::new(env!("CARGO_BIN_EXE_orrery"))
-                    .args(["apply", file.to_str().unwrap(), "--yes", "--nats-url", &url])
-                    .env("ORRERY_DATA_DIR", state)
-                    .env("ORRERY_PLUGIN_DIR", "/nonexistent")
-                    .output()
-                    .unwrap(),
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let run = apply_through_nats(&file, &server.url, &scratch.path().join("state"), &[]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("44 succeeded"), "{run:?}");
     for d in 0..4 {

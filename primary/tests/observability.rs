@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::routing::post;
-use common::fleet::{satellite_command, served, spread_stack, Killed};
+use common::fleet::{apply_through_nats, satellite_command, served, spread_stack, Killed};
 use common::server::free_port;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -159,22 +159,13 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
     wait_for_satellites(&client, 2).await;
 
     let file = scratch.write("traced.yaml", &spread_stack("traced", 4, 6));
-    let run = tokio::task::spawn_blocking({
-        let (url, otlp) = (server.url.clone(), otlp.clone());
-        let state = scratch.path().join("state");
-        move || {
-            common::Run::from(
-                Command::new(env!("CARGO_BIN_EXE_orrery"))
-                    .args(["apply", file.to_str().unwrap(), "--yes", "--nats-url", &url])
-                    .env("ORRERY_DATA_DIR", state)
-                    .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
-                    .output()
-                    .unwrap(),
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let run = apply_through_nats(
+        &file,
+        &server.url,
+        &scratch.path().join("state"),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)],
+    )
+    .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("28 succeeded"), "{run:?}");
     // The primary pushed its metrics over OTLP as it exited.

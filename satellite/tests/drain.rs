@@ -26,6 +26,18 @@ fn slow_create(i: usize) -> Request {
     })
 }
 
+/// `orrery-satellite` serving the testbed plugin as `id`, drain grace 30 s.
+fn testbed_satellite(url: &str, id: &str) -> std::process::Child {
+    Command::new(binary("orrery-satellite"))
+        .args(["--nats-url", url, "--id", id, "--drain-grace-secs", "30"])
+        .arg("--plugin")
+        .arg(binary("orrery-plugin-testbed"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Waits until satellite `id` answers `$SRV.INFO`.
 async fn wait_registered(client: &async_nats::Client, id: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -45,21 +57,7 @@ async fn wait_registered(client: &async_nats::Client, id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
     let server = NatsServer::start().await;
-    let mut satellite = Command::new(binary("orrery-satellite"))
-        .args([
-            "--nats-url",
-            &server.url,
-            "--id",
-            "drainer",
-            "--drain-grace-secs",
-            "30",
-        ])
-        .arg("--plugin")
-        .arg(binary("orrery-plugin-testbed"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut satellite = testbed_satellite(&server.url, "drainer");
     let client = server.client().await;
     wait_registered(&client, "drainer").await;
 
@@ -128,14 +126,7 @@ async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_even_when_the_nats_server_is_gone() {
     let server = NatsServer::start().await;
-    let mut satellite = Command::new(binary("orrery-satellite"))
-        .args(["--nats-url", &server.url, "--id", "orphan"])
-        .arg("--plugin")
-        .arg(binary("orrery-plugin-testbed"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut satellite = testbed_satellite(&server.url, "orphan");
     let client = server.client().await;
     wait_registered(&client, "orphan").await;
     drop(client);

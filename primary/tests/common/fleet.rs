@@ -76,3 +76,25 @@ pub fn spread_stack(name: &str, dirs: usize, files: usize) -> String {
     }
     doc
 }
+
+/// `orrery apply FILE --yes --nats-url URL` with its state under `state`
+/// and extra environment, run off the async runtime.
+pub async fn apply_through_nats(
+    file: &std::path::Path,
+    url: &str,
+    state: &std::path::Path,
+    env: &[(&str, &str)],
+) -> super::Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orrery"));
+    command
+        .args(["apply", file.to_str().unwrap(), "--yes", "--nats-url", url])
+        .env("ORRERY_DATA_DIR", state)
+        // Plugins must come through satellites, never from this machine.
+        .env("ORRERY_PLUGIN_DIR", "/nonexistent");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || super::Run::from(command.output().unwrap()))
+        .await
+        .unwrap()
+}
