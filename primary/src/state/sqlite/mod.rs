@@ -356,9 +356,30 @@ impl SqliteStore {
             path: dir.display().to_string(),
             source,
         })?;
+        // Processes opening one file at once contend for the lock that
+        // switches it to WAL, which SQLite reports as busy without waiting:
+        // try again for a while before giving up.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match Self::open_once(dir) {
+                Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(dir: &Path) -> Result<Self, StoreError> {
         let mut conn = Connection::open(dir.join("state.db"))?;
+        // The busy timeout first: switching a file to WAL takes an exclusive
+        // lock, and processes opening it at once must wait for each other
+        // rather than fail with "database is locked".
         conn.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+            "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         )?;
         migrate(&mut conn)?;
         let store = SqliteStore {
