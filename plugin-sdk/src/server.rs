@@ -306,7 +306,8 @@ async fn run_request<P: ResourcePlugin>(
     let operation = request.operation();
     let request_id = request.request_id().to_owned();
     let resource_type = request.resource_type().to_owned();
-    let span = tracing::info_span!(
+    let span = crate::entry_span!(
+        crate::telemetry::is_sampled(envelope.trace.as_ref()),
         "plugin.handle",
         otel.kind = "server",
         operation = %operation,
@@ -318,7 +319,6 @@ async fn run_request<P: ResourcePlugin>(
     if let Some(trace) = &envelope.trace {
         crate::telemetry::set_parent(&span, trace);
     }
-    crate::telemetry::record_trace_id(&span);
     let fail = |code: ErrorCode, message: String| {
         failure(
             &operation,

@@ -146,7 +146,7 @@ async fn one_apply_is_one_trace_across_primary_satellites_and_plugins() {
                 // re-emitted by the satellite (target `plugin`).
                 .env(
                     "RUST_LOG",
-                    "orrery_satellite=debug,orrery_plugin_local=debug,plugin=debug",
+                    "orrery_satellite=debug,orrery_plugin_sdk=info,orrery_plugin_local=debug,plugin=debug",
                 )
                 .stderr(log)
                 .spawn()

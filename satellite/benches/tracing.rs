@@ -95,7 +95,10 @@ fn worker(mode: &str) {
             let bus = bus.clone();
             async move {
                 bus.send("testbed", &request(i), Duration::from_secs(30))
-                    .instrument(tracing::info_span!("bench.request"))
+                    .instrument(orrery_plugin_sdk::entry_span!(
+                        telemetry::sample_root(),
+                        "bench.request",
+                    ))
                     .await
                     .unwrap();
             }

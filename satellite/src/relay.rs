@@ -258,7 +258,9 @@ async fn serve_endpoint(
 /// The span of one relayed request, a child of the primary's attempt span
 /// when the request carries a `traceparent` header.
 fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satellite: &str) -> Span {
-    let span = tracing::info_span!(
+    let trace = incoming_trace(request);
+    let span = orrery_plugin_sdk::entry_span!(
+        telemetry::is_sampled(trace.as_ref()),
         "satellite.relay",
         otel.kind = "server",
         plugin = %host.name(),
@@ -268,13 +270,22 @@ fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satelli
         trace_id = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
-    if let Some(headers) = &request.message.headers {
-        telemetry::parent_from_headers(&span, |key| {
-            headers.get(key).map(|v| v.as_str().to_owned())
-        });
+    if let Some(trace) = &trace {
+        telemetry::set_parent(&span, trace);
     }
-    telemetry::record_trace_id(&span);
     span
+}
+
+/// The W3C context in a request's headers, if any.
+fn incoming_trace(request: &async_nats::service::Request) -> Option<TraceContext> {
+    let headers = request.message.headers.as_ref()?;
+    Some(TraceContext {
+        traceparent: headers.get(telemetry::TRACEPARENT)?.as_str().to_owned(),
+        tracestate: headers
+            .get(telemetry::TRACESTATE)
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default(),
+    })
 }
 
 /// Relays one request and answers it; returns the operation and outcome
@@ -326,18 +337,8 @@ async fn handle(
             );
             // The plugin's handler span becomes a child of this relay span;
             // without telemetry here, the primary's context passes through.
-            if let Some(trace) = telemetry::current_trace() {
+            if let Some(trace) = telemetry::current_trace().or_else(|| incoming_trace(&request)) {
                 envelope.trace = Some(trace);
-            } else if let Some(headers) = &request.message.headers {
-                if let Some(traceparent) = headers.get(telemetry::TRACEPARENT) {
-                    envelope.trace = Some(TraceContext {
-                        traceparent: traceparent.as_str().to_owned(),
-                        tracestate: headers
-                            .get(telemetry::TRACESTATE)
-                            .map(|v| v.as_str().to_owned())
-                            .unwrap_or_default(),
-                    });
-                }
             }
             let timeout = envelope.deadline_ms.map_or(default_timeout, until);
             match host.call(envelope.clone(), timeout).await {

@@ -14,8 +14,9 @@ use opentelemetry_sdk::metrics::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
+use tracing::subscriber::Interest;
 use tracing::Level;
-use tracing_subscriber::filter::{filter_fn, FilterExt, LevelFilter, Targets};
+use tracing_subscriber::filter::dynamic_filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -33,9 +34,9 @@ pub struct Telemetry {
 /// Sets up logs, traces and metrics as `config` says and returns the handle
 /// that keeps them running.
 ///
-/// Logs go to stderr. Spans get trace ids whatever the configuration; they
-/// are recorded and exported only with an OTLP endpoint, at the configured
-/// sampling ratio. Metrics are always readable through
+/// Logs go to stderr. Spans are recorded and exported only with an OTLP
+/// endpoint, for the traces Orrery samples (see `sampling.rs`); without one
+/// tracing costs next to nothing. Metrics are always readable through
 /// [`Telemetry::prometheus_text`] and pushed over OTLP when exporting. A
 /// second call in one process (tests) keeps the first subscriber.
 pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::ExporterBuildError> {
@@ -49,43 +50,41 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::E
     let mut meter = SdkMeterProvider::builder()
         .with_resource(resource)
         .with_reader(reader.clone());
-    match &config.otlp_endpoint {
-        Some(endpoint) => {
-            use opentelemetry_otlp::WithExportConfig;
-            let base = endpoint.trim_end_matches('/');
-            let spans = opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_endpoint(format!("{base}/v1/traces"))
-                .build()?;
-            let metrics = opentelemetry_otlp::MetricExporter::builder()
-                .with_http()
-                .with_endpoint(format!("{base}/v1/metrics"))
-                .build()?;
-            tracer = tracer
-                .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-                    config.sampling_ratio,
-                ))))
-                .with_batch_exporter(spans);
-            meter = meter.with_reader(PeriodicReader::builder(metrics).build());
-        }
-        // Nothing leaves the process, so nothing new is recorded; a sampled
-        // parent from upstream still marks children sampled, which keeps the
-        // trace whole for the processes downstream that do export.
-        None => tracer = tracer.with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOff))),
+    let exporting = config.otlp_endpoint.is_some();
+    if let Some(endpoint) = &config.otlp_endpoint {
+        use opentelemetry_otlp::WithExportConfig;
+        let base = endpoint.trim_end_matches('/');
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{base}/v1/traces"))
+            .build()?;
+        let metrics = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{base}/v1/metrics"))
+            .build()?;
+        // Orrery has sampled before a span reaches the layer (sampling.rs).
+        tracer = tracer
+            .with_sampler(Sampler::AlwaysOn)
+            .with_batch_exporter(spans);
+        meter = meter.with_reader(PeriodicReader::builder(metrics).build());
     }
+    super::sampling::set_root_ratio(if exporting {
+        config.sampling_ratio
+    } else {
+        0.0
+    });
     let tracer = tracer.build();
     let meter = meter.build();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     opentelemetry::global::set_tracer_provider(tracer.clone());
     opentelemetry::global::set_meter_provider(meter.clone());
 
-    // Orrery's own spans stay visible to the log layer whatever the filter,
-    // so a line that passes it carries its operation's fields and trace id.
+    // Lines name their trace through the fields of the spans around them,
+    // so those spans must pass this filter too: `info` (the default) keeps
+    // Orrery's; a narrower RUST_LOG keeps `orrery_plugin_sdk`,
+    // `orrery_satellite`, `orrery_primary` at `info` for trace ids in lines.
     let logs = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter))
-        .or(filter_fn(|meta| {
-            meta.is_span() && *meta.level() <= Level::INFO && meta.target().starts_with("orrery")
-        }));
+        .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()
@@ -96,24 +95,39 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::E
     } else {
         fmt.with_ansi(false).with_filter(logs).boxed()
     };
-    // Spans of Orrery and of plugins, not of the libraries under them.
-    let spans = Targets::new()
-        .with_default(LevelFilter::INFO)
-        .with_target("async_nats", LevelFilter::OFF)
-        .with_target("h2", LevelFilter::OFF)
-        .with_target("hyper", LevelFilter::OFF)
-        .with_target("hyper_util", LevelFilter::OFF)
-        .with_target("reqwest", LevelFilter::OFF)
-        .with_target("tower", LevelFilter::OFF)
-        .with_target("axum", LevelFilter::OFF);
-    let otel = tracing_opentelemetry::layer()
-        .with_tracer(tracer.tracer("orrery"))
-        // Source locations and thread names would be attributes on every
-        // span, recorded or not: a cost paid on each request for little.
-        .with_location(false)
-        .with_threads(false)
-        .with_tracked_inactivity(false)
-        .with_filter(spans);
+    // Only sampled traces reach OpenTelemetry: an entry span marked sampled
+    // and whatever runs inside one this layer took (the filter's context
+    // sees only those). Without export there is no layer at all.
+    // Callsites above INFO are never traced, so the libraries' debug and
+    // trace events in hot loops stay statically off rather than asking the
+    // filter on every call.
+    // Only the current span is looked at, not its ancestors: spans of a
+    // traced request nest directly, and walking the whole stack of every
+    // untraced request is what would make tracing cost at low sampling.
+    let traced = dynamic_filter_fn(|meta, cx| {
+        meta.fields().field(super::SAMPLED_FIELD).is_some()
+            || cx
+                .current_span()
+                .id()
+                .is_some_and(|id| cx.span(id).is_some())
+    })
+    .with_callsite_filter(|meta| {
+        if *meta.level() <= Level::INFO {
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    });
+    let otel = exporting.then(|| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer.tracer("orrery"))
+            // Source locations and thread names would be attributes on
+            // every span: a cost on each request for little.
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_filter(traced)
+    });
     // A subscriber set earlier (a test harness) is kept.
     let _ = tracing_subscriber::registry()
         .with(fmt)

@@ -14,9 +14,9 @@ mod config;
 mod init;
 mod prometheus;
 mod propagation;
+mod sampling;
 
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry};
-pub use propagation::{
-    current_trace, parent_from_headers, record_trace_id, set_parent, TRACEPARENT, TRACESTATE,
-};
+pub use propagation::{current_trace, record_trace_id, set_parent, TRACEPARENT, TRACESTATE};
+pub use sampling::{is_sampled, sample_root, sampled_flag, SAMPLED_FIELD};

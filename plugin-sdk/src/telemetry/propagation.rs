@@ -29,27 +29,20 @@ pub fn current_trace() -> Option<TraceContext> {
     })
 }
 
-/// Makes `span` a child of the remote span described by `trace`. A missing
-/// or malformed context leaves `span` a root: tracing is never a reason to
-/// refuse a request.
+/// Makes `span` a child of the remote span described by `trace` (when
+/// OpenTelemetry records `span`) and fills its `trace_id` field for the log
+/// lines inside it. A missing or malformed context leaves `span` a root:
+/// tracing is never a reason to refuse a request.
 pub fn set_parent(span: &tracing::Span, trace: &TraceContext) {
-    parent_from_headers(span, |key| match key {
-        TRACEPARENT => Some(trace.traceparent.clone()),
-        TRACESTATE => Some(trace.tracestate.clone()),
-        _ => None,
-    });
-}
-
-/// [`set_parent`] from header values looked up by `get`.
-pub fn parent_from_headers(span: &tracing::Span, get: impl Fn(&str) -> Option<String>) {
     let mut carrier = HashMap::with_capacity(2);
-    for key in [TRACEPARENT, TRACESTATE] {
-        if let Some(value) = get(key) {
-            carrier.insert(key.to_owned(), value);
-        }
+    carrier.insert(TRACEPARENT.to_owned(), trace.traceparent.clone());
+    if !trace.tracestate.is_empty() {
+        carrier.insert(TRACESTATE.to_owned(), trace.tracestate.clone());
     }
     let cx = TraceContextPropagator::new().extract(&carrier);
-    if cx.span().span_context().is_valid() {
+    let remote = cx.span().span_context().clone();
+    if remote.is_valid() {
+        span.record("trace_id", tracing::field::display(remote.trace_id()));
         let _ = span.set_parent(cx);
     }
 }
@@ -87,7 +80,6 @@ mod tests {
                 },
             );
         }
-        parent_from_headers(&span, |_| None);
         record_trace_id(&span);
         // No subscriber here: nothing to propagate.
         assert_eq!(span.in_scope(current_trace), None);

@@ -187,7 +187,8 @@ impl Executor {
         plan: &Plan,
         stored: &[StoredResource],
     ) -> Result<Report, StoreError> {
-        let span = tracing::info_span!(
+        let span = orrery_plugin_sdk::entry_span!(
+            orrery_plugin_sdk::telemetry::sample_root(),
             "orrery.command",
             command_id = %command_id,
             kind = %kind,

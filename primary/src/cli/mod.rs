@@ -134,7 +134,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `warn`); traces and
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings); traces and
 /// metrics over OTLP when an endpoint is configured.
 pub fn init_telemetry(cli: &Cli) -> anyhow::Result<Telemetry> {
     let mut config = TelemetryConfig::from_env("orrery-primary")?.with_overrides(
@@ -142,6 +142,8 @@ pub fn init_telemetry(cli: &Cli) -> anyhow::Result<Telemetry> {
         cli.trace_sampling,
         cli.log_json,
     );
-    config.default_log_filter = "warn".into();
+    // Warnings only, but the command and operation spans (apply/ logs no
+    // info events) so that every line of a command names its trace.
+    config.default_log_filter = "warn,orrery_primary::apply=info".into();
     Ok(telemetry::init(&config)?)
 }
