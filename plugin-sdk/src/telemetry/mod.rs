@@ -1,10 +1,12 @@
 //! Traces, metrics and logs for every Orrery process.
 //!
-//! One call, [`init`], wires `tracing` to stderr (text or JSON lines) and to
-//! OpenTelemetry. Spans always get W3C trace and span ids, so log lines carry
-//! a trace id and context crosses process boundaries even when nothing is
-//! exported; spans and metrics leave the process over OTLP/HTTP only when an
-//! endpoint is configured (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+//! One call, [`init`], wires `tracing` to stderr (text or JSON lines) and,
+//! when an OTLP endpoint is configured (`OTEL_EXPORTER_OTLP_ENDPOINT`), to
+//! OpenTelemetry: spans of sampled traces and every metric leave the
+//! process over OTLP/HTTP. Which requests are traced is decided where a
+//! trace enters a process ([`sample_root`], [`is_sampled`], `entry_span!`).
+//! Without an endpoint metrics are still readable ([`MetricsReader`]) and
+//! tracing costs next to nothing.
 //!
 //! Plugin authors get this for free: [`crate::serve`] calls [`init`] and opens
 //! a span around every handler, parented to the satellite's relay span
