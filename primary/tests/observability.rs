@@ -312,6 +312,63 @@ fn sum(text: &str, metric: &str) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsampled_apply_records_no_spans_anywhere() {
+    let server = nats::NatsServer::start().await;
+    let (otlp, seen, exported_metrics) = otlp_receiver().await;
+    let scratch = common::Scratch::new();
+    let mut sat = Killed(
+        satellite_command(&server.url, "sat-a")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
+            .spawn()
+            .unwrap(),
+    );
+    let client = server.client().await;
+    wait_for_satellites(&client, 1).await;
+    let file = scratch.write("quiet.yaml", &spread_stack("quiet", 2, 4));
+    let run = apply_through_nats(
+        &file,
+        &server.url,
+        &scratch.path().join("state"),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp),
+            ("ORRERY_TRACE_SAMPLING", "0"),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    // A satellite flushes what it recorded as it stops.
+    let stopped = Command::new("kill")
+        .args(["-TERM", &sat.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sat.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the satellite did not stop");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The primary exported at exit (its metrics arrived), and nothing it
+    // sent was marked sampled, so no process recorded a span.
+    assert!(
+        exported_metrics
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(service, _)| service == "orrery-primary"),
+        "the primary exported"
+    );
+    let spans = seen.lock().unwrap().clone();
+    assert!(
+        spans.is_empty(),
+        "spans of an unsampled apply: {:?}",
+        spans
+            .iter()
+            .map(|s| (&s.service, &s.name))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_every_operation_on_the_primary_and_the_satellites() {
     let server = nats::NatsServer::start().await;
     let scratch = common::Scratch::new();

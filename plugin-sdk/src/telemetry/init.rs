@@ -112,7 +112,9 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::E
                 .is_some_and(|id| cx.span(id).is_some())
     })
     .with_callsite_filter(|meta| {
-        if *meta.level() <= Level::INFO {
+        // An untraced entry span and everything under it stay out of
+        // OpenTelemetry without a per-call check.
+        if *meta.level() <= Level::INFO && meta.fields().field(super::UNTRACED_FIELD).is_none() {
             Interest::sometimes()
         } else {
             Interest::never()

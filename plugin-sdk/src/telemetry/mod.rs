@@ -21,4 +21,4 @@ mod sampling;
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry};
 pub use propagation::{current_trace, record_trace_id, set_parent, TRACEPARENT, TRACESTATE};
-pub use sampling::{is_sampled, sample_root, sampled_flag, SAMPLED_FIELD};
+pub use sampling::{is_sampled, sample_root, sampled_flag, SAMPLED_FIELD, UNTRACED_FIELD};

@@ -18,6 +18,10 @@ use orrery_schema::TraceContext;
 /// The field that marks an entry span whose trace is sampled.
 pub const SAMPLED_FIELD: &str = "sampled";
 
+/// The field that marks an entry span whose trace is not: OpenTelemetry
+/// never sees its callsite, so it costs what an untraced span costs.
+pub const UNTRACED_FIELD: &str = "untraced";
+
 /// The share of new traces recorded, as `f64` bits; 0 when not exporting.
 static ROOT_RATIO: AtomicU64 = AtomicU64::new(0);
 
@@ -77,10 +81,12 @@ fn random_unit() -> f64 {
 #[macro_export]
 macro_rules! entry_span {
     ($sampled:expr, $name:expr, $($fields:tt)*) => {
+        // Never-recorded marker fields: each branch is a callsite of its
+        // own that filters can tell apart, and log lines do not show them.
         if $sampled {
-            ::tracing::info_span!($name, sampled = true, $($fields)*)
+            ::tracing::info_span!($name, sampled = ::tracing::field::Empty, $($fields)*)
         } else {
-            ::tracing::info_span!($name, $($fields)*)
+            ::tracing::info_span!($name, untraced = ::tracing::field::Empty, $($fields)*)
         }
     };
 }
