@@ -384,14 +384,7 @@ impl Executor {
         }
 
         // Poll what was in progress.
-        let results: Vec<_> = stream::iter(
-            polls
-                .into_iter()
-                .map(|p| self.settle(&command_id, p, &targets)),
-        )
-        .buffer_unordered(self.options.max_concurrency.max(1))
-        .collect()
-        .await;
+        let results = self.settle_all(&command_id, polls, &targets).await;
         for result in results {
             let (op, record, answer) = result?;
             let mut progress = record
@@ -440,14 +433,7 @@ impl Executor {
                 Pending::Find { op, record, lookup }
             })
             .collect();
-        let results: Vec<_> = stream::iter(
-            finds
-                .into_iter()
-                .map(|p| self.settle(&command_id, p, &targets)),
-        )
-        .buffer_unordered(self.options.max_concurrency.max(1))
-        .collect()
-        .await;
+        let results = self.settle_all(&command_id, finds, &targets).await;
         for result in results {
             let (op, record, answer) = result?;
             resumed.resolved += 1;
@@ -490,6 +476,24 @@ impl Executor {
     }
 
     /// Polls (or lists) until the outcome is known; the final answer.
+    /// [`Self::settle`] for each of `pending`, as many at once as the
+    /// command's concurrency allows.
+    async fn settle_all(
+        &self,
+        command_id: &str,
+        pending: Vec<Pending>,
+        targets: &HashMap<String, TargetDecl>,
+    ) -> Vec<Result<(Op, OperationRecord, Answer), ResumeError>> {
+        stream::iter(
+            pending
+                .into_iter()
+                .map(|p| self.settle(command_id, p, targets)),
+        )
+        .buffer_unordered(self.options.max_concurrency.max(1))
+        .collect()
+        .await
+    }
+
     async fn settle(
         &self,
         command_id: &str,
