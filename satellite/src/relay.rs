@@ -178,6 +178,10 @@ pub async fn serve(
     };
     shutdown.await;
     tracing::info!(satellite = %config.satellite_id, "draining: no new requests, finishing in-flight ones");
+    // Requests the server sent before the signal may still be unread in the
+    // socket, and unsubscribing drops what is unread: one round trip to the
+    // server first reads them into the endpoints, which serve them all.
+    let _ = tokio::time::timeout(FLUSH_GRACE, client.flush()).await;
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(config.drain_grace, async {
         while loops.join_next().await.is_some() {}
