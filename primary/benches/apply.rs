@@ -16,10 +16,10 @@ use orrery_primary::apply::{Executor, Options};
 use orrery_primary::plan::{self, Mode, SecretHasher};
 use orrery_primary::stack::{self, Catalog};
 use orrery_primary::state;
-use orrery_satellite::bus::NatsBus;
-use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::bus::NatsBus;
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
-use orrery_satellite::transport::{LocalBus, Transport};
+use orrery_bus::transport::{LocalBus, Transport};
 
 #[derive(Clone, Copy)]
 enum Shape {

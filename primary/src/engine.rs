@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
-use orrery_satellite::transport::{LocalBus, Transport};
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
 
 use crate::nats::NatsAuth;
 use crate::stack::Catalog;
@@ -43,7 +43,7 @@ pub enum EngineError {
         plugin: String,
         /// Why.
         #[source]
-        source: orrery_satellite::bus::BusError,
+        source: orrery_bus::bus::BusError,
     },
 }
 
@@ -85,7 +85,7 @@ pub fn find_plugin(name: &str, search: &[PathBuf]) -> Result<PathBuf, EngineErro
 /// Plugins served by satellites over NATS, for the distributed mode.
 pub struct Remote {
     /// The bus to the satellites.
-    pub bus: orrery_satellite::bus::NatsBus,
+    pub bus: orrery_bus::bus::NatsBus,
     /// The plugins' announcements, as satellites describe them.
     pub catalog: Catalog,
 }
@@ -106,7 +106,7 @@ impl Remote {
         let mut catalog = Catalog::new();
         for plugin in plugins {
             let announcement =
-                orrery_satellite::describe::describe(&client, plugin, Duration::from_secs(10))
+                orrery_bus::describe::describe(&client, plugin, Duration::from_secs(10))
                     .await
                     .map_err(|source| EngineError::Describe {
                         plugin: plugin.clone(),
@@ -115,7 +115,7 @@ impl Remote {
             catalog.insert(announcement);
         }
         Ok(Remote {
-            bus: orrery_satellite::bus::NatsBus::new(client),
+            bus: orrery_bus::bus::NatsBus::new(client),
             catalog,
         })
     }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use orrery_satellite::nats_client::{self, NatsClientConfig};
+use orrery_bus::nats_client::{self, NatsClientConfig};
 
 /// Who `orrery` is on NATS. Without either option it connects
 /// anonymously, which a server with deploy/nats's accounts refuses.

@@ -15,8 +15,8 @@ use orrery_primary::discovery::{self, Options, TargetRef};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{Catalog, TargetDecl};
 use orrery_primary::state;
-use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
-use orrery_satellite::transport::{LocalBus, Transport};
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
 use orrery_schema::{CreateRequest, PropertyMap, Request, Target, Value};
 
 const STACK: &str = r#"

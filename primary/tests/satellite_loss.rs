@@ -16,8 +16,8 @@ use orrery_primary::plan::{self, Mode, SecretHasher};
 use orrery_primary::scheduler::RetryPolicy;
 use orrery_primary::stack::{self, Catalog};
 use orrery_primary::state::{SqliteStore, Store};
-use orrery_satellite::bus::BusError;
-use orrery_satellite::transport::{SendFuture, Transport};
+use orrery_bus::bus::BusError;
+use orrery_bus::transport::{SendFuture, Transport};
 use orrery_schema::{
     Announcement, ErrorCode, ListResult, ListedResource, Operation, OperationStatus, ProgressEvent,
     PropertyMap, Request, Value,

@@ -15,7 +15,7 @@ use axum::Router;
 
 use orrery_plugin_sdk::telemetry::MetricsReader;
 
-use crate::plugin_host::PluginHost;
+use orrery_bus::plugin_host::PluginHost;
 
 #[derive(Clone)]
 struct Health {

@@ -2,22 +2,18 @@
 //!
 //! Supervises plugin processes and relays operations to them.
 //!
-//! - [`supervisor`]: restart and crash-loop decisions, time passed in.
-//! - [`plugin_host`]: the process edge: start, capture logs, watch, restart.
 //! - [`relay`]: serving plugins over NATS as a NATS service, with drain.
-//! - [`bus`]: the caller's side, sending operations to satellites.
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics` over HTTP.
-//! - [`describe`]: plugin announcements over NATS, for a primary without the binaries.
+//! - [`metrics`]: the relay's latency histogram.
 //! - [`hub`]: the plugin hub: packages, signatures, publish, install, lock files.
-//! - [`transport`]: the `Transport` trait over NATS or the in-process [`transport::LocalBus`].
+//!
+//! The plugin host, its supervisor and the bus are crate `orrery-bus`.
 
-pub mod bus;
-pub mod describe;
 pub mod health;
 pub mod hub;
 pub mod metrics;
-pub mod nats_client;
-pub mod plugin_host;
 pub mod relay;
-pub mod supervisor;
-pub mod transport;
+
+// The bus and the plugin host live in `orrery-bus`, which the primary uses
+// too; these paths keep the satellite's own callers short.
+pub use orrery_bus::{bus, describe, nats_client, plugin_host, supervisor, transport};

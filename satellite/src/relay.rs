@@ -14,34 +14,19 @@ use async_nats::service::ServiceExt;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use orrery_plugin_sdk::telemetry;
-use orrery_schema::{
-    Envelope, ErrorCode, ListResult, MessageKind, OperationStatus, ProgressEvent, ProtocolError,
-    Request, TraceContext, PROTOCOL_MAJOR,
-};
+use orrery_schema::{Envelope, ErrorCode, Request, TraceContext, PROTOCOL_MAJOR};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
 
 use crate::metrics::{Outcome, RelayMetrics};
-use crate::plugin_host::{stopped, PluginHost};
+use orrery_bus::answer::protocol_error;
+pub use orrery_bus::answer::failure_answer;
+use orrery_bus::plugin_host::{stopped, PluginHost};
+pub use orrery_bus::subjects::{operation_subject, queue_group, SERVICE_NAME, SUBJECT_PREFIX};
 
-/// Subjects of operations start with this.
-pub const SUBJECT_PREFIX: &str = "orrery.op";
 /// How long a stopping satellite waits for NATS to take its last messages.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
-
-/// The NATS service name satellites register.
-pub const SERVICE_NAME: &str = "orrery-satellite";
-
-/// The subject operations for `plugin` on `target` are sent to.
-pub fn operation_subject(plugin: &str, target: &str) -> String {
-    format!("{SUBJECT_PREFIX}.{plugin}.{target}")
-}
-
-/// The queue group of every satellite serving `plugin`.
-pub fn queue_group(plugin: &str) -> String {
-    format!("orrery-{plugin}")
-}
 
 /// How the relay serves.
 #[derive(Clone, Debug)]
@@ -168,7 +153,7 @@ pub async fn serve(
     }
     let describe = {
         let mut stop = stop_rx.clone();
-        tokio::spawn(crate::describe::serve_describe(
+        tokio::spawn(orrery_bus::describe::serve_describe(
             client.clone(),
             hosts.clone(),
             async move {
@@ -377,42 +362,4 @@ fn until(deadline_ms: u64) -> Duration {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     Duration::from_millis(deadline_ms.saturating_sub(now))
-}
-
-fn protocol_error(to: Option<&Envelope>, code: ErrorCode, message: String) -> Envelope {
-    let body = ProtocolError { code, message };
-    let reply = match to {
-        Some(envelope) => envelope.reply(MessageKind::Error, &body),
-        None => Envelope::new(MessageKind::Error, &body),
-    };
-    reply.unwrap_or_default()
-}
-
-/// The answer a satellite gives on behalf of a plugin that could not answer.
-pub fn failure_answer(envelope: &Envelope, code: ErrorCode, message: String) -> Envelope {
-    let reply = match Request::from_envelope(envelope) {
-        Ok(Request::List(r)) => envelope.reply(
-            MessageKind::ListResult,
-            &ListResult {
-                request_id: r.request_id,
-                resource_type: r.resource_type,
-                status: OperationStatus::Failure,
-                error_code: Some(code),
-                message: Some(message),
-                ..Default::default()
-            },
-        ),
-        Ok(request) => envelope.reply(
-            MessageKind::Progress,
-            &ProgressEvent::failure(
-                request.operation(),
-                request.request_id(),
-                request.resource_type(),
-                code,
-                message,
-            ),
-        ),
-        Err(_) => return protocol_error(Some(envelope), code, message),
-    };
-    reply.unwrap_or_default()
 }

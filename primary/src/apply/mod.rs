@@ -3,7 +3,7 @@
 //! decisions (order, rate, retries, polling) are the scheduler's; this is
 //! the I/O edge.
 
-mod ops;
+use orrery_core::tasks as ops;
 mod resume;
 mod trace;
 
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use orrery_plugin_sdk::Answer;
-use orrery_satellite::transport::Transport;
+use orrery_bus::transport::Transport;
 use orrery_schema::{
     CreateRequest, DeleteRequest, ErrorCode, Operation, OperationStatus, ProgressEvent,
     PropertyMap, Request, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,
@@ -122,7 +122,7 @@ pub struct Executor {
 
 struct Running {
     op: usize,
-    answer: Result<Answer, orrery_satellite::bus::BusError>,
+    answer: Result<Answer, orrery_bus::bus::BusError>,
     polled: bool,
     span: tracing::Span,
 }
@@ -654,7 +654,7 @@ impl Executor {
         op: &Op,
         request_id: &str,
         attempts: u32,
-        answer: Result<Answer, orrery_satellite::bus::BusError>,
+        answer: Result<Answer, orrery_bus::bus::BusError>,
         outputs: &mut HashMap<String, PropertyMap>,
         progress: &mut Option<(String, Option<Value>)>,
         polled: bool,

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use orrery_plugin_sdk::Answer;
-use orrery_satellite::transport::Transport;
+use orrery_bus::transport::Transport;
 use orrery_schema::{
     ErrorCode, ListRequest, ListedResource, Operation, OperationStatus, ProgressEvent, PropertyMap,
     Request, ResourceSchema, StatusRequest, Target,
@@ -199,7 +199,7 @@ pub(super) fn adopted(resource_type: &str, request_id: &str, found: ListedResour
 }
 
 /// Whether a create's answer says the resource exists already.
-pub(super) fn already_exists(answer: &Result<Answer, orrery_satellite::bus::BusError>) -> bool {
+pub(super) fn already_exists(answer: &Result<Answer, orrery_bus::bus::BusError>) -> bool {
     match answer {
         Ok(Answer::Progress(p)) => p.error_code == Some(ErrorCode::AlreadyExists),
         Ok(Answer::Error(e)) => e.code == ErrorCode::AlreadyExists,
@@ -216,7 +216,7 @@ pub(super) async fn send_create(
     lookup: Option<Lookup>,
     verify_first: bool,
     timeout: Duration,
-) -> Result<Answer, orrery_satellite::bus::BusError> {
+) -> Result<Answer, orrery_bus::bus::BusError> {
     let (request_id, resource_type) = match &request {
         Request::Create(c) => (c.request_id.clone(), c.resource_type.clone()),
         _ => Default::default(),

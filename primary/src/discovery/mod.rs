@@ -30,7 +30,7 @@
 //! `orrery primary` runs both on intervals (`--discover-every`,
 //! `--drift-every`; see `http/background.rs`).
 
-pub mod core;
+pub use orrery_core::discovery as core;
 
 use crate::metrics::metrics;
 use std::collections::{BTreeSet, HashMap};
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use orrery_plugin_sdk::Answer;
-use orrery_satellite::transport::Transport;
+use orrery_bus::transport::Transport;
 use orrery_schema::{
     ErrorCode, ListRequest, OperationStatus, PropertyMap, ReadRequest, Request, Target,
 };

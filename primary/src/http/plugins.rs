@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
-use orrery_satellite::transport::{LocalBus, Transport};
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
 
 use super::error::ApiError;
 use crate::engine::{find_plugin, EngineError};
@@ -81,7 +81,7 @@ impl PluginPool {
     async fn described(client: &async_nats::Client, names: &BTreeSet<String>) -> Plugins {
         let mut catalog = Catalog::new();
         for name in names.iter().filter(|n| valid_name(n)) {
-            match orrery_satellite::describe::describe(client, name, DESCRIBE_TIMEOUT).await {
+            match orrery_bus::describe::describe(client, name, DESCRIBE_TIMEOUT).await {
                 Ok(announcement) => catalog.insert(announcement),
                 Err(e) => {
                     tracing::warn!(plugin = %name, error = %e, "no satellite describes the plugin")
@@ -89,7 +89,7 @@ impl PluginPool {
             }
         }
         Plugins {
-            transport: Arc::new(orrery_satellite::bus::NatsBus::new(client.clone())),
+            transport: Arc::new(orrery_bus::bus::NatsBus::new(client.clone())),
             catalog,
         }
     }

@@ -1,6 +1,6 @@
 //! How things look in JSON answers.
 
-use orrery_satellite::plugin_host::PluginHost;
+use orrery_bus::plugin_host::PluginHost;
 use orrery_schema::{PropertyMap, Value as PropertyValue};
 use serde_json::{json, Value};
 

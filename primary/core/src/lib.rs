@@ -1,0 +1,36 @@
+//! # orrery-core
+//!
+//! The pure heart of the primary: what a stack document says, what must
+//! change, and in which order and when to send it. Nothing here does I/O or
+//! reads a clock: time is an argument, and the crate's dependency tree has
+//! no async runtime, database driver, HTTP server or NATS client (the
+//! workspace's `tests/dependency_edges.rs` and `clippy.toml` enforce it).
+//!
+//! - [`stack`]: stack documents, validation, the dependency graph.
+//! - [`plan`]: the planner.
+//! - [`tasks`]: a plan turned into scheduler tasks (deletes in reverse order).
+//! - [`scheduler`]: dependency order, concurrency, rate limits, retry policy.
+//! - [`discovery`]: discovery and drift decisions (what to list, what changed).
+//! - [`timetable`]: when periodic jobs are due.
+//! - [`record`]: what the state store records (resources, commands, operations).
+//! - [`keys`]: key-only views of records, for work in bounded memory.
+//! - [`lease`]: command lease records and expiry rules.
+
+pub mod discovery;
+pub mod keys;
+pub mod lease;
+pub mod plan;
+pub mod record;
+pub mod scheduler;
+pub mod stack;
+pub mod tasks;
+pub mod timetable;
+
+/// The tests' time origin: the one clock read in this crate, test-only.
+#[cfg(test)]
+mod test_clock {
+    #[allow(clippy::disallowed_methods)]
+    pub(crate) fn epoch() -> std::time::Instant {
+        std::time::Instant::now()
+    }
+}

@@ -1,0 +1,279 @@
+//! The planner: desired state against stored state, into changes. Pure.
+//!
+//! Values that depend on a resource being created or replaced are not known
+//! until it is; a field whose desired value is unknown counts as changed
+//! ("known after apply"). Write-only and opaque fields are compared through
+//! keyed hashes only: their values are never stored or shown.
+
+mod secrets;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use orrery_schema::{ResourceSchema, UpdateMethod, Value};
+
+use crate::stack::{Catalog, Graph, Reference, Stack};
+use crate::record::StoredResource;
+
+pub use secrets::{declares_secrets, SecretHasher};
+
+/// Whether resources missing from the document are deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The document is the whole truth: resources of the stack it no longer
+    /// declares are deleted.
+    #[default]
+    Reconcile,
+    /// The document adds and changes; it never deletes.
+    Patch,
+}
+
+/// What happens to one resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// It does not exist yet.
+    Create,
+    /// Changed fields are updated in place.
+    Update,
+    /// A create-only field changed: a new resource replaces the old one.
+    Replace {
+        /// Create the new one before deleting the old one.
+        create_before_delete: bool,
+    },
+    /// It is no longer declared (reconcile mode), or the stack is destroyed.
+    Delete,
+    /// Nothing changes.
+    NoOp,
+}
+
+impl Action {
+    /// A short name for output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace { .. } => "replace",
+            Action::Delete => "delete",
+            Action::NoOp => "no-op",
+        }
+    }
+}
+
+/// One planned change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The resource's label.
+    pub label: String,
+    /// Its type.
+    pub resource_type: String,
+    /// Its target.
+    pub target: String,
+    /// What happens.
+    pub action: Action,
+    /// Fields that differ (for update and replace), sorted.
+    pub fields: Vec<String>,
+    /// Index in the stack's resources (absent for deletes of undeclared resources).
+    pub index: Option<usize>,
+}
+
+/// Every change, creates and updates in dependency order, then deletes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The changes, including no-ops.
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    /// Whether anything changes.
+    pub fn has_changes(&self) -> bool {
+        self.changes.iter().any(|c| c.action != Action::NoOp)
+    }
+
+    /// How many changes of each kind: create, update, replace, delete, no-op.
+    pub fn counts(&self) -> [usize; 5] {
+        let mut n = [0; 5];
+        for c in &self.changes {
+            let i = match c.action {
+                Action::Create => 0,
+                Action::Update => 1,
+                Action::Replace { .. } => 2,
+                Action::Delete => 3,
+                Action::NoOp => 4,
+            };
+            n[i] += 1;
+        }
+        n
+    }
+}
+
+/// Plans `stack` (validated into `graph`) against the stack's `stored`
+/// resources.
+pub fn plan(
+    stack: &Stack,
+    graph: &Graph,
+    catalog: &Catalog,
+    stored: &[StoredResource],
+    mode: Mode,
+    hasher: &SecretHasher,
+) -> Plan {
+    let stored_by_label: HashMap<&str, &StoredResource> = stored
+        .iter()
+        .filter(|s| s.managed)
+        .map(|s| (s.label.as_str(), s))
+        .collect();
+    let mut changes = Vec::with_capacity(stack.resources.len());
+    // Per label: which output properties are unknown until apply (None = all).
+    let mut unknown_outputs: HashMap<&str, Option<HashSet<String>>> = HashMap::new();
+    for &i in &graph.order {
+        let r = &stack.resources[i];
+        let plugin = stack
+            .target(&r.target)
+            .map(|t| t.plugin.as_str())
+            .unwrap_or("");
+        let Some(schema) = catalog.schema(plugin, &r.resource_type) else {
+            continue;
+        };
+        let existing = stored_by_label.get(r.label.as_str()).copied();
+        let outputs = |reference: &Reference| -> Option<Value> {
+            match unknown_outputs.get(reference.resource.as_str()) {
+                Some(None) => return None,
+                Some(Some(fields)) if fields.contains(&reference.property) => return None,
+                _ => {}
+            }
+            stored_by_label
+                .get(reference.resource.as_str())?
+                .properties
+                .get(&reference.property)
+                .cloned()
+        };
+        let (action, fields) = match existing {
+            None => (Action::Create, Vec::new()),
+            Some(s) if s.resource_type != r.resource_type || s.target != r.target => (
+                Action::Replace {
+                    create_before_delete: false,
+                },
+                vec!["type/target".to_owned()],
+            ),
+            Some(s) => diff(schema, r, s, &outputs, hasher),
+        };
+        match &action {
+            Action::NoOp => {}
+            Action::Create | Action::Replace { .. } => {
+                unknown_outputs.insert(r.label.as_str(), None);
+            }
+            Action::Update => {
+                // Outputs of changed fields, and read-only ones the provider
+                // may recompute, are unknown until the update answers.
+                let mut unknown: HashSet<String> = fields.iter().cloned().collect();
+                unknown.extend(
+                    schema
+                        .fields
+                        .iter()
+                        .filter(|f| f.hints.read_only)
+                        .map(|f| f.name.clone()),
+                );
+                unknown_outputs.insert(r.label.as_str(), Some(unknown));
+            }
+            Action::Delete => {}
+        }
+        changes.push(Change {
+            label: r.label.clone(),
+            resource_type: r.resource_type.clone(),
+            target: r.target.clone(),
+            action,
+            fields,
+            index: Some(i),
+        });
+    }
+    if mode == Mode::Reconcile {
+        let declared: HashSet<&str> = stack.resources.iter().map(|r| r.label.as_str()).collect();
+        let mut gone: Vec<&StoredResource> = stored
+            .iter()
+            .filter(|s| s.managed && !declared.contains(s.label.as_str()))
+            .collect();
+        gone.sort_by(|a, b| a.label.cmp(&b.label));
+        changes.extend(gone.into_iter().map(|s| Change {
+            label: s.label.clone(),
+            resource_type: s.resource_type.clone(),
+            target: s.target.clone(),
+            action: Action::Delete,
+            fields: Vec::new(),
+            index: None,
+        }));
+    }
+    Plan { changes }
+}
+
+/// Plans the deletion of every managed resource of a stack.
+pub fn plan_destroy(stored: &[StoredResource]) -> Plan {
+    let mut changes: Vec<Change> = stored
+        .iter()
+        .filter(|s| s.managed)
+        .map(|s| Change {
+            label: s.label.clone(),
+            resource_type: s.resource_type.clone(),
+            target: s.target.clone(),
+            action: Action::Delete,
+            fields: Vec::new(),
+            index: None,
+        })
+        .collect();
+    changes.sort_by(|a, b| a.label.cmp(&b.label));
+    Plan { changes }
+}
+
+fn diff(
+    schema: &ResourceSchema,
+    r: &crate::stack::ResourceDecl,
+    stored: &StoredResource,
+    outputs: &dyn Fn(&Reference) -> Option<Value>,
+    hasher: &SecretHasher,
+) -> (Action, Vec<String>) {
+    let mut changed = Vec::new();
+    let mut replace: Option<UpdateMethod> = None;
+    for field in &schema.fields {
+        let h = &field.hints;
+        if h.read_only {
+            continue;
+        }
+        let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs));
+        let differs = match desired {
+            // Not known until a dependency is applied: assume it changes.
+            Some(None) => true,
+            Some(Some(value)) if h.write_only || h.opaque => {
+                stored.secret_hashes.get(&field.name) != Some(&hasher.hash(&field.name, &value))
+            }
+            Some(Some(value)) => stored.properties.get(&field.name) != Some(&value),
+            None if h.write_only || h.opaque => stored.secret_hashes.contains_key(&field.name),
+            None => !h.provider_default && stored.properties.contains_key(&field.name),
+        };
+        if differs {
+            changed.push(field.name.clone());
+            if h.forces_replacement() {
+                let method = h.effective_update_method();
+                // Delete-before-create wins: it is the one that is always possible.
+                if replace.as_ref() != Some(&UpdateMethod::DeleteBeforeCreate) {
+                    replace = Some(method);
+                }
+            }
+        }
+    }
+    changed.sort();
+    let action = match (changed.is_empty(), replace) {
+        (true, _) => Action::NoOp,
+        (false, Some(method)) => Action::Replace {
+            create_before_delete: method == UpdateMethod::CreateBeforeDelete,
+        },
+        (false, None) => Action::Update,
+    };
+    (action, changed)
+}
+
+/// Fields of `schema` whose values must never be stored or shown.
+pub fn secret_fields(schema: &ResourceSchema) -> BTreeMap<String, ()> {
+    schema
+        .fields
+        .iter()
+        .filter(|f| f.hints.write_only || f.hints.opaque)
+        .map(|f| (f.name.clone(), ()))
+        .collect()
+}

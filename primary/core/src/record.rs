@@ -1,0 +1,183 @@
+//! What the state store records.
+
+use std::collections::BTreeMap;
+
+use orrery_schema::{PropertyMap, Value};
+
+/// Format version written with every resource and command record. Readers
+/// upgrade older formats on load (see `state::sqlite::migrate`).
+pub const RECORD_FORMAT: i64 = 1;
+
+/// A resource as last recorded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredResource {
+    /// The stack that manages it (empty for unmanaged, discovered resources).
+    pub stack: String,
+    /// Its label in the stack.
+    pub label: String,
+    /// Its type.
+    pub resource_type: String,
+    /// Its target.
+    pub target: String,
+    /// The plugin serving the target when it was recorded.
+    pub plugin: String,
+    /// The plugin's identifier.
+    pub native_id: String,
+    /// Its properties as the plugin last returned them. Never holds
+    /// write-only or opaque values.
+    pub properties: PropertyMap,
+    /// Keyed hashes of the write-only and opaque inputs last applied, by field.
+    pub secret_hashes: BTreeMap<String, String>,
+    /// Labels of the resources it referenced when applied (for delete order).
+    pub deps: Vec<String>,
+    /// Whether a stack manages it.
+    pub managed: bool,
+    /// Version counter, bumped on every change.
+    pub version: i64,
+}
+
+/// How a command ended (or that it has not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommandStatus {
+    /// Still running (or interrupted: the primary stopped mid-command).
+    Running,
+    /// Every operation succeeded.
+    Completed,
+    /// Some operation failed.
+    Failed,
+    /// Canceled by the user.
+    Canceled,
+}
+
+impl CommandStatus {
+    /// The stored name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CommandStatus::Running => "running",
+            CommandStatus::Completed => "completed",
+            CommandStatus::Failed => "failed",
+            CommandStatus::Canceled => "canceled",
+        }
+    }
+
+    /// Parses the stored name; unknown names read as `Failed`.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "running" => CommandStatus::Running,
+            "completed" => CommandStatus::Completed,
+            "canceled" => CommandStatus::Canceled,
+            _ => CommandStatus::Failed,
+        }
+    }
+}
+
+/// One operation of a command, as recorded.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OperationRecord {
+    /// The resource's label.
+    pub label: String,
+    /// `create`, `update`, `delete`, …
+    pub operation: String,
+    /// The idempotency key sent to the plugin.
+    pub request_id: String,
+    /// `running`, `in_progress`, `succeeded`, `failed`, `dependency_failed`, `canceled`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The error code of a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// The message of a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The plugin's identifier, once an `InProgress` answer gave it: what a
+    /// restarted primary polls `status` with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_id: Option<String>,
+    /// The plugin's `InProgress` context (stored MessagePack-encoded), passed
+    /// back with every `status` poll, including after a restart.
+    #[serde(skip)]
+    pub context: Option<Value>,
+}
+
+/// A command and its operations.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CommandRecord {
+    /// Its id.
+    pub id: String,
+    /// The stack.
+    pub stack: String,
+    /// `apply` or `destroy`.
+    pub kind: String,
+    /// `running`, `completed`, `failed`, `canceled`.
+    pub status: String,
+    /// Unix milliseconds.
+    pub started_ms: i64,
+    /// Unix milliseconds, once finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<i64>,
+    /// Its operations.
+    pub operations: Vec<OperationRecord>,
+}
+
+/// A command without its operations.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CommandHead {
+    /// Its id.
+    pub id: String,
+    /// The stack.
+    pub stack: String,
+    /// `apply` or `destroy`.
+    pub kind: String,
+    /// `running`, `completed`, `failed`, `canceled`.
+    pub status: String,
+    /// Unix milliseconds.
+    pub started_ms: i64,
+    /// Unix milliseconds, once finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<i64>,
+}
+
+impl CommandHead {
+    /// The whole record: the head with its operations.
+    pub fn with_operations(self, operations: Vec<OperationRecord>) -> CommandRecord {
+        CommandRecord {
+            id: self.id,
+            stack: self.stack,
+            kind: self.kind,
+            status: self.status,
+            started_ms: self.started_ms,
+            finished_ms: self.finished_ms,
+            operations,
+        }
+    }
+}
+
+/// Which commands `StateStore::commands` (crate `orrery-state`) lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandFilter {
+    /// Only this stack's (every stack's when `None`).
+    pub stack: Option<String>,
+    /// Only those with this status (any when `None`).
+    pub status: Option<CommandStatus>,
+    /// At most this many, newest first.
+    pub limit: usize,
+}
+
+/// The stack document an apply was started with, kept so that a primary
+/// restarted (or another one) can resume the command without being sent
+/// the document again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandDocument {
+    /// Where plugins ran: `embedded` (in the primary's care) or `nats`
+    /// (behind satellites). Only a primary of the same kind resumes it.
+    pub engine: String,
+    /// `reconcile` or `patch`.
+    pub mode: String,
+    /// How errors name the document.
+    pub source: String,
+    /// The value of `${stack_dir}`.
+    pub stack_dir: String,
+    /// The document's text.
+    pub text: String,
+}

@@ -1,0 +1,195 @@
+//! From a plan to operations with dependencies: the tasks the scheduler runs.
+
+use std::collections::HashMap;
+
+use orrery_schema::EdgeKind;
+
+use crate::plan::{Action, Plan};
+use crate::scheduler::Task;
+use crate::stack::{Catalog, Graph, Stack};
+use crate::record::StoredResource;
+
+/// What one task does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Create the declared resource.
+    Create,
+    /// Update the declared resource in place.
+    Update,
+    /// Delete the stored resource. `replaced` when a new resource of the
+    /// same label takes its place (so the record is kept).
+    Delete {
+        /// Part of a create-before-delete replacement.
+        keep_record: bool,
+    },
+}
+
+impl OpKind {
+    /// The operation's name in records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Create => "create",
+            OpKind::Update => "update",
+            OpKind::Delete { .. } => "delete",
+        }
+    }
+}
+
+/// One task of a command.
+#[derive(Clone, Debug)]
+pub struct Op {
+    /// The resource's label.
+    pub label: String,
+    /// What to do.
+    pub kind: OpKind,
+    /// Index in the stack's resources, for create/update.
+    pub index: Option<usize>,
+    /// The stored record, for update/delete.
+    pub stored: Option<StoredResource>,
+    /// The plugin serving the target.
+    pub plugin: String,
+    /// The target's name.
+    pub target: String,
+    /// The resource type.
+    pub resource_type: String,
+}
+
+/// Builds the operations of `plan` and their dependencies: creates and
+/// updates after what they reference; deletes before what they referenced.
+pub fn build(
+    stack: Option<(&Stack, &Graph)>,
+    catalog: &Catalog,
+    plan: &Plan,
+    stored: &[StoredResource],
+) -> (Vec<Op>, Vec<Task>) {
+    let stored_by_label: HashMap<&str, &StoredResource> =
+        stored.iter().map(|s| (s.label.as_str(), s)).collect();
+    let mut ops: Vec<Op> = Vec::new();
+    let mut deps: Vec<Vec<usize>> = Vec::new();
+    // The op producing a label's new state, and the op deleting its old one.
+    let mut producer: HashMap<String, usize> = HashMap::new();
+    let mut deleter: HashMap<String, usize> = HashMap::new();
+    let plugin_of = |target: &str, fallback: &str| -> String {
+        stack
+            .and_then(|(s, _)| s.target(target))
+            .map(|t| t.plugin.clone())
+            .unwrap_or_else(|| fallback.to_owned())
+    };
+    let push = |op: Op, ops: &mut Vec<Op>, deps: &mut Vec<Vec<usize>>| {
+        ops.push(op);
+        deps.push(Vec::new());
+        ops.len() - 1
+    };
+    for change in &plan.changes {
+        let old = stored_by_label.get(change.label.as_str()).copied();
+        let base = |kind: OpKind| Op {
+            label: change.label.clone(),
+            kind,
+            index: change.index,
+            stored: old.cloned(),
+            plugin: plugin_of(&change.target, old.map_or("", |s| s.plugin.as_str())),
+            target: change.target.clone(),
+            resource_type: change.resource_type.clone(),
+        };
+        let old_op = |kind: OpKind, s: &StoredResource| Op {
+            label: s.label.clone(),
+            kind,
+            index: None,
+            stored: Some(s.clone()),
+            plugin: s.plugin.clone(),
+            target: s.target.clone(),
+            resource_type: s.resource_type.clone(),
+        };
+        match change.action {
+            Action::NoOp => {}
+            Action::Create => {
+                let i = push(base(OpKind::Create), &mut ops, &mut deps);
+                producer.insert(change.label.clone(), i);
+            }
+            Action::Update => {
+                let i = push(base(OpKind::Update), &mut ops, &mut deps);
+                producer.insert(change.label.clone(), i);
+            }
+            Action::Replace {
+                create_before_delete,
+            } => {
+                let create = push(base(OpKind::Create), &mut ops, &mut deps);
+                producer.insert(change.label.clone(), create);
+                // The planner replaces only stored resources.
+                let Some(s) = old else { continue };
+                let delete = push(
+                    old_op(
+                        OpKind::Delete {
+                            keep_record: create_before_delete,
+                        },
+                        s,
+                    ),
+                    &mut ops,
+                    &mut deps,
+                );
+                if create_before_delete {
+                    deps[delete].push(create);
+                } else {
+                    deps[create].push(delete);
+                }
+                deleter.insert(change.label.clone(), delete);
+            }
+            Action::Delete => {
+                let Some(s) = old else { continue };
+                let i = push(
+                    old_op(OpKind::Delete { keep_record: false }, s),
+                    &mut ops,
+                    &mut deps,
+                );
+                deleter.insert(change.label.clone(), i);
+            }
+        }
+    }
+    // Creates and updates wait for what they reference.
+    if let Some((stack, graph)) = stack {
+        for (i, op) in ops.iter().enumerate() {
+            if matches!(op.kind, OpKind::Delete { .. }) {
+                continue;
+            }
+            let Some(index) = op.index else { continue };
+            for (dep, kind) in &graph.deps[index] {
+                if *kind == EdgeKind::RuntimeDependency {
+                    continue;
+                }
+                if let Some(&p) = producer.get(&stack.resources[*dep].label) {
+                    deps[i].push(p);
+                }
+            }
+        }
+    }
+    // A resource is deleted only after everything that referenced it is.
+    for s in stored {
+        let Some(&dependent_delete) = deleter.get(&s.label) else {
+            continue;
+        };
+        for referenced in &s.deps {
+            if let Some(&d) = deleter.get(referenced) {
+                if d != dependent_delete && !deps[d].contains(&dependent_delete) {
+                    deps[d].push(dependent_delete);
+                }
+            }
+        }
+    }
+    let tasks = ops
+        .iter()
+        .zip(deps)
+        .map(|(op, deps)| Task {
+            deps,
+            bucket: bucket(catalog, &op.plugin, &op.target),
+        })
+        .collect();
+    (ops, tasks)
+}
+
+/// The rate-limit key of a plugin namespace on a target.
+pub fn bucket(catalog: &Catalog, plugin: &str, target: &str) -> String {
+    let namespace = catalog
+        .plugin(plugin)
+        .map_or(plugin, |a| a.namespace.as_str());
+    format!("{namespace}/{target}")
+}

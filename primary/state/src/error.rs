@@ -1,0 +1,56 @@
+//! What a state store call can fail with, on either backend.
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("state store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A stored record does not decode.
+    #[error("state store: record of `{label}` does not decode: {reason}")]
+    Corrupt {
+        /// The record.
+        label: String,
+        /// Why.
+        reason: String,
+    },
+    /// The data directory could not be created.
+    #[error("state store: cannot create {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store was written by a newer release than this one.
+    #[error("state store: {what} {found} was written by a newer release (this one knows up to {supported}); upgrade orrery")]
+    NewerFormat {
+        /// `record format` (SQLite) or `schema version` (PostgreSQL).
+        what: &'static str,
+        /// What the store holds.
+        found: i64,
+        /// The newest this release reads.
+        supported: i64,
+    },
+    /// PostgreSQL answered with an error.
+    #[error("state store (PostgreSQL): {0}")]
+    Postgres(#[from] postgres::Error),
+    /// PostgreSQL cannot be reached (connect failed, or its worker stopped).
+    #[error("state store: PostgreSQL at {target} is unavailable: {reason}")]
+    Unavailable {
+        /// Host, port and database (never the password).
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// The connection broke during the call; the call's outcome is unknown
+    /// and the next call reconnects.
+    #[error("state store: the connection to PostgreSQL at {target} broke during the call (its outcome is unknown; the next call reconnects): {reason}")]
+    ConnectionLost {
+        /// Host, port and database (never the password).
+        target: String,
+        /// Why.
+        reason: String,
+    },
+}

@@ -1,0 +1,153 @@
+//! # orrery-state
+//!
+//! The state store: stacks' resources, commands and their operations.
+//!
+//! Every transition is written before the effect it records is acted on:
+//! an operation is recorded `running` with its request id before it is
+//! sent, so a primary restarted mid-apply knows what might have happened.
+
+mod codec;
+mod error;
+mod postgres;
+mod sqlite;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use orrery_core::keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
+pub use orrery_core::lease::{expiry, Lease, LeaseGrant};
+pub use orrery_core::record::{
+    CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, OperationRecord,
+    StoredResource, RECORD_FORMAT,
+};
+pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
+pub use error::StoreError;
+pub use sqlite::SqliteStore;
+
+use orrery_core::stack::TargetDecl;
+
+/// What every state backend does. Calls are short and synchronous; the
+/// executor makes a handful per operation.
+pub trait StateStore: Send + Sync {
+    /// The key secret hashes are made with (created on first open).
+    fn secret_key(&self) -> Result<Vec<u8>, StoreError>;
+    /// The resources of `stack` (every stack when `None`), by stack and label.
+    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError>;
+    /// Records a resource's new state (insert or replace), bumping its version.
+    fn put_resource(&self, resource: &StoredResource) -> Result<(), StoreError>;
+    /// Records a resource's new state only if its record is still at
+    /// `version` (compare-and-set), bumping the version; false when the
+    /// record changed since (or is gone). For writers that read, then
+    /// decide, while a command may write the same record.
+    fn put_resource_if_version(
+        &self,
+        resource: &StoredResource,
+        version: i64,
+    ) -> Result<bool, StoreError>;
+    /// Forgets a resource (after it was deleted).
+    fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError>;
+    /// Records a stack's targets.
+    fn put_targets(&self, stack: &str, targets: &[TargetDecl]) -> Result<(), StoreError>;
+    /// A stack's recorded targets, by name.
+    fn targets(&self, stack: &str) -> Result<Vec<TargetDecl>, StoreError>;
+    /// Starts a command record (`running`).
+    fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError>;
+    /// Records where an operation of a command stands.
+    fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError>;
+    /// The latest command of `stack` with its operations (a restarted
+    /// primary resumes it when it is still `running`).
+    fn latest_command_of(&self, stack: &str) -> Result<Option<CommandRecord>, StoreError>;
+    /// Ends a command.
+    fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError>;
+    /// A command with its operations; the latest when `id` is `None`.
+    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError>;
+
+    // Key-only views, for work over the whole store in bounded memory.
+
+    /// How many resources each stack has (`""`: discovered ones), by stack.
+    fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError>;
+    /// The managed resources of `resource_type` on targets named `target`
+    /// (in any stack), by key, ordered by stack then native id.
+    fn managed_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<ManagedKey>, StoreError>;
+    /// The discovered (unmanaged) resources of `resource_type` on `target`,
+    /// by label with a fingerprint of their properties, ordered by label.
+    fn discovered_keys(
+        &self,
+        target: &str,
+        resource_type: &str,
+    ) -> Result<Vec<DiscoveredKey>, StoreError>;
+
+    // Command listings.
+
+    /// Commands without their operations, newest first.
+    fn commands(&self, filter: &CommandFilter) -> Result<Vec<CommandHead>, StoreError>;
+    /// A command's operations counted by status.
+    fn operation_counts(&self, command_id: &str) -> Result<BTreeMap<String, u64>, StoreError>;
+    /// Every stack that ran a command, ordered.
+    fn command_stacks(&self) -> Result<Vec<String>, StoreError>;
+    /// Records the document an apply runs (replacing an earlier one).
+    fn put_command_document(
+        &self,
+        command_id: &str,
+        doc: &CommandDocument,
+    ) -> Result<(), StoreError>;
+    /// The document recorded for a command.
+    fn command_document(&self, command_id: &str) -> Result<Option<CommandDocument>, StoreError>;
+
+    // Command leases (see `orrery_core::lease`). Times are Unix milliseconds.
+
+    /// The store's clock: one clock for every primary sharing the store
+    /// (PostgreSQL's); what lease times are measured on in production.
+    fn now_ms(&self) -> Result<i64, StoreError>;
+    /// Takes the lease of `command_id` for `owner` until `now_ms + ttl_ms`
+    /// when it is free, expired at `now_ms`, or `owner`'s already.
+    fn acquire_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<LeaseGrant, StoreError>;
+    /// Extends `owner`'s lease of `command_id` to `now_ms + ttl_ms`; false
+    /// when `owner` no longer holds it (released, or taken after expiry).
+    fn renew_lease(
+        &self,
+        command_id: &str,
+        owner: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// Frees `owner`'s lease of `command_id` (no-op when not `owner`'s).
+    fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError>;
+}
+
+/// A shared store.
+pub type Store = Arc<dyn StateStore>;
+
+/// Opens the embedded store in `dir`.
+pub fn open_dir(dir: &Path) -> Result<Store, StoreError> {
+    Ok(Arc::new(SqliteStore::open(dir)?))
+}
+
+/// Whether `location` names a PostgreSQL database (`postgres://…` or
+/// `postgresql://…`) rather than a data directory.
+pub fn is_database_url(location: &str) -> bool {
+    let lower = location.trim_start().to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// Opens the store at `location`: PostgreSQL for a `postgres://` or
+/// `postgresql://` URL (migrations applied), otherwise the embedded store in
+/// that directory.
+pub fn open(location: &str) -> Result<Store, StoreError> {
+    if is_database_url(location) {
+        Ok(Arc::new(PgStore::connect(location.trim_start())?))
+    } else {
+        open_dir(Path::new(location))
+    }
+}
