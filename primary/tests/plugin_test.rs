@@ -381,3 +381,39 @@ fn the_plugins_stderr_is_shown_on_failure_and_with_show_logs_only() {
     // Logs never get in the way of the JSON report.
     serde_json::from_str::<serde_json::Value>(&shown.stdout).unwrap();
 }
+
+#[test]
+fn an_answer_that_fits_a_message_but_not_a_frame_fails_by_name() {
+    // The body is under the 16 MiB message limit, the envelope around it
+    // over the frame limit. Today the SDK's writer drops such an answer
+    // (it logs "dropping a message that cannot be encoded"), so the read
+    // fails at the call timeout; were the SDK to answer InternalFailure
+    // instead, the read would fail at once. Either way: a FAIL naming the
+    // File type, exit 1, no hang.
+    let started = Instant::now();
+    let out = run(
+        "orrery-plugin-broken",
+        Some("reply-at-frame-limit"),
+        &["--timeout", "2"],
+    );
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let failed: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL "))
+        .collect();
+    assert!(
+        !failed.is_empty()
+            && failed
+                .iter()
+                .all(|l| l.contains("[Local::Fs::File]") && l.contains("read")),
+        "only reads of files fail:\n{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("ok   link_healthy"), "{}", out.stdout);
+}

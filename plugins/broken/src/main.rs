@@ -11,8 +11,9 @@ use std::sync::Mutex;
 use orrery_plugin_local::LocalPlugin;
 use orrery_plugin_sdk::schema::{
     encode_frame, Announcement, Condition, CreateRequest, DeleteRequest, DiscoveryFilter, EdgeKind,
-    Envelope, FieldType, ListRequest, ListedResource, MatchOp, MessageKind, ReadRequest,
-    ResourceSchema, UpdateMethod, UpdateRequest, Value, MAX_FRAME_BYTES,
+    Envelope, FieldType, ListRequest, ListedResource, MatchOp, MessageKind, Operation,
+    ProgressEvent, ReadRequest, ResourceSchema, UpdateMethod, UpdateRequest, Value,
+    MAX_FRAME_BYTES, MAX_MESSAGE_BYTES,
 };
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
 
@@ -34,9 +35,12 @@ enum Defect {
     OversizedReply,
     /// Announces protocol major 2.
     ProtocolMismatch,
+    /// Answers reads of files with a body just under the message limit, so
+    /// that the envelope around it is just over the frame limit.
+    ReplyAtFrameLimit,
 }
 
-const DEFECTS: [(&str, Defect); 9] = [
+const DEFECTS: [(&str, Defect); 10] = [
     ("read-returns-write-only", Defect::ReadReturnsWriteOnly),
     ("update-changes-native-id", Defect::UpdateChangesNativeId),
     ("delete-leaves-listable", Defect::DeleteLeavesListable),
@@ -46,6 +50,7 @@ const DEFECTS: [(&str, Defect); 9] = [
     ("unknown-enum-values", Defect::UnknownEnumValues),
     ("oversized-reply", Defect::OversizedReply),
     ("protocol-mismatch", Defect::ProtocolMismatch),
+    ("reply-at-frame-limit", Defect::ReplyAtFrameLimit),
 ];
 
 struct Broken {
@@ -103,10 +108,20 @@ impl ResourcePlugin for Broken {
         LocalPlugin.create(request).await
     }
     async fn read(&self, request: ReadRequest) -> OpResult {
+        let (request_id, resource_type) =
+            (request.request_id.clone(), request.resource_type.clone());
         let mut result = LocalPlugin.read(request).await;
         if let (Defect::ReadReturnsWriteOnly, Ok(event)) = (self.defect, &mut result) {
             if let Some(props) = event.properties.as_mut() {
                 props.insert("owner_note".into(), Value::from("leaked secret"));
+            }
+        }
+        if let (Defect::ReplyAtFrameLimit, Ok(event)) = (self.defect, &mut result) {
+            if resource_type == "Local::Fs::File" {
+                event.request_id = request_id;
+                event.resource_type = resource_type;
+                event.operation = Operation::Read;
+                pad_to_frame_limit(event);
             }
         }
         result
@@ -212,6 +227,23 @@ fn oversized_list_result(request: &ListRequest) -> Vec<u8> {
     let mut frame = (envelope.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(&envelope);
     frame
+}
+
+/// Pads `event`'s `content` so that the encoded event is 32 bytes under the
+/// message limit: it encodes, but the envelope around it (id, correlation,
+/// kind: some 80 bytes) does not fit in a frame.
+fn pad_to_frame_limit(event: &mut ProgressEvent) {
+    let target = MAX_MESSAGE_BYTES - 32;
+    let mut set = |len: usize| {
+        if let Some(props) = event.properties.as_mut() {
+            props.insert("content".into(), Value::from("x".repeat(len)));
+        }
+        orrery_plugin_sdk::schema::encode(&*event).map_or(0, |b| b.len())
+    };
+    // Both lengths are str32, so the encoding grows one byte per byte.
+    let base = 1 << 20;
+    let encoded = set(base);
+    set(base + target - encoded);
 }
 
 /// An `announce` frame claiming protocol major 2, in the envelope and in
