@@ -497,26 +497,25 @@ impl Suite {
         }
         if schema.discoverable {
             // More resources than a page holds: paging is exercised for real.
-            let result = self
-                .list_all(&fixture.target, schema)
-                .await
-                .and_then(|all| {
-                    let listed: BTreeSet<&String> = all.iter().map(|(id, _)| id).collect();
-                    let missing: Vec<&String> =
-                        ids.iter().filter(|id| !listed.contains(id)).collect();
-                    if missing.is_empty() {
-                        Ok(format!(
-                            "{n} resources created at once, all listed in {} pages",
-                            self.pages.pages
-                        ))
-                    } else {
-                        Err(format!(
-                        "{} of {n} resources created at once missing from {} listed: {missing:?}",
+            let pages_before = self.pages.pages;
+            let listed = self.list_all(&fixture.target, schema).await;
+            let pages = self.pages.pages - pages_before;
+            let result = listed.and_then(|all| {
+                let listed: BTreeSet<&String> = all.iter().map(|(id, _)| id).collect();
+                let missing: Vec<&String> = ids.iter().filter(|id| !listed.contains(id)).collect();
+                if missing.is_empty() {
+                    Ok(format!(
+                        "{n} resources created at once, all listed in {pages} pages"
+                    ))
+                } else {
+                    Err(format!(
+                        "{} of {n} resources created at once not listed ({} listed in {pages} \
+                         pages): {missing:?}",
                         missing.len(),
                         all.len()
                     ))
-                    }
-                });
+                }
+            });
             self.expect("list_includes_all_created", &ty, result);
         }
         let deletes = ids.iter().enumerate().map(|(i, id)| {
