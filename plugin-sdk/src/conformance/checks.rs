@@ -5,15 +5,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use orrery_schema::{
-    Announcement, CreateRequest, DeleteRequest, ErrorCode, ListRequest, OperationStatus,
-    ProgressEvent, PropertyMap, ReadRequest, Request, ResourceSchema, StatusRequest, Target,
-    UpdateRequest, Value, PROTOCOL_MAJOR,
+    CreateRequest, DeleteRequest, ErrorCode, ListRequest, OperationStatus, ProgressEvent,
+    PropertyMap, ReadRequest, Request, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,
 };
 
 use super::fixture::{merged, substitute, Fixture};
 use super::report::Report;
 use super::Options;
-use crate::client::{Answer, PluginClient};
+use crate::client::{Answer, CallError, PluginClient};
 
 pub(super) struct Suite {
     client: PluginClient,
@@ -21,8 +20,24 @@ pub(super) struct Suite {
     report: Report,
     /// Contract violations seen in any answer: (check, type, detail).
     violations: Vec<(&'static str, String, String)>,
+    /// The pages listed for the current fixture's type.
+    pages: PageStats,
+    /// What was not run because the link had closed.
+    skipped: Vec<String>,
     counter: u64,
 }
+
+/// What the list pages of one type looked like.
+#[derive(Default)]
+struct PageStats {
+    /// Pages received.
+    pages: usize,
+    /// Pages holding more resources than the non-zero `page_size` asked.
+    oversized: Vec<String>,
+}
+
+/// The check that reports a link that closed mid-run.
+const LINK_HEALTHY: &str = "link_healthy";
 
 const IN_PROGRESS_IDS: &str = "in_progress_carries_ids";
 const FAILURE_CODE: &str = "failure_has_valid_code";
@@ -41,24 +56,32 @@ impl Suite {
             options,
             report,
             violations: Vec::new(),
+            pages: PageStats::default(),
+            skipped: Vec::new(),
             counter: 0,
         }
     }
 
     pub(super) async fn run(mut self, fixtures: &[Fixture]) -> Report {
         let announcement = self.client.announcement().clone();
-        let problems = announcement_problems(&announcement);
-        self.report.record(
+        let findings = super::announcement::check(&announcement);
+        self.report.record_with_warnings(
             "announcement_valid",
             None,
-            if problems.is_empty() {
+            if findings.problems.is_empty() {
                 Ok(format!("{} resource types", announcement.resources.len()))
             } else {
-                Err(problems.join("; "))
+                Err(findings.problems.join("; "))
             },
+            findings.warnings,
         );
         let mut last_target = None;
-        for fixture in fixtures {
+        for (done, fixture) in fixtures.iter().enumerate() {
+            if self.client.closed_reason().is_some() {
+                let left = fixtures.len() - done;
+                self.skipped.push(format!("{left} fixture(s)"));
+                break;
+            }
             let ty = fixture.resource_type.clone();
             let Some(schema) = announcement.resource(&ty).cloned() else {
                 self.report.record(
@@ -92,15 +115,27 @@ impl Suite {
                 map.values_mut().for_each(|v| substitute(v, &dir));
             }
             last_target = Some(fixture.target.clone());
+            self.pages = PageStats::default();
             if let Err(e) = self.lifecycle(&fixture, &schema).await {
                 self.report
                     .record("lifecycle", Some(&ty), Err(format!("stopped early: {e}")));
             }
+            if self.client.closed_reason().is_some() {
+                self.skipped.push(format!("the rest of {ty}"));
+                continue;
+            }
             self.concurrency(&fixture, &schema).await;
+            if schema.discoverable {
+                self.page_size_respected(&ty);
+            }
             self.garbage(&fixture, &schema).await;
         }
-        if let Some(target) = last_target {
-            self.unknown_type(&target).await;
+        match last_target {
+            Some(_) if self.client.closed_reason().is_some() => {
+                self.skipped.push("unknown_resource_type_rejected".into());
+            }
+            Some(target) => self.unknown_type(&target).await,
+            None => {}
         }
         self.finish().await;
         self.report
@@ -154,7 +189,7 @@ impl Suite {
                 Ok(event)
             }
             Ok(other) => Err(format!("answered {} with {other:?}", request.operation())),
-            Err(e) => Err(format!("{} failed: {e}", request.operation())),
+            Err(e) => Err(call_failed(&request.operation().to_string(), &e)),
         }
     }
 
@@ -274,7 +309,7 @@ impl Suite {
             {
                 Ok(Answer::List(page)) => page,
                 Ok(other) => return Err(format!("answered list with {other:?}")),
-                Err(e) => return Err(format!("list failed: {e}")),
+                Err(e) => return Err(call_failed("list", &e)),
             };
             if page.status != OperationStatus::Success {
                 return Err(format!(
@@ -284,11 +319,12 @@ impl Suite {
                     page.message.unwrap_or_default()
                 ));
             }
-            if page.resources.len() > self.options.page_size as usize {
-                return Err(format!(
-                    "page of {} resources for page_size {}",
-                    page.resources.len(),
-                    self.options.page_size
+            self.pages.pages += 1;
+            let asked = self.options.page_size;
+            if asked > 0 && page.resources.len() > asked as usize {
+                self.pages.oversized.push(format!(
+                    "a page of {} resources for page_size {asked}",
+                    page.resources.len()
                 ));
             }
             out.extend(
@@ -459,6 +495,29 @@ impl Suite {
             same_properties(schema, &variants[i], read.properties.as_ref())
                 .map_err(|e| format!("resource #{i} read back another's properties: {e}"))?;
         }
+        if schema.discoverable {
+            // More resources than a page holds: paging is exercised for real.
+            let pages_before = self.pages.pages;
+            let listed = self.list_all(&fixture.target, schema).await;
+            let pages = self.pages.pages - pages_before;
+            let result = listed.and_then(|all| {
+                let listed: BTreeSet<&String> = all.iter().map(|(id, _)| id).collect();
+                let missing: Vec<&String> = ids.iter().filter(|id| !listed.contains(id)).collect();
+                if missing.is_empty() {
+                    Ok(format!(
+                        "{n} resources created at once, all listed in {pages} pages"
+                    ))
+                } else {
+                    Err(format!(
+                        "{} of {n} resources created at once not listed ({} listed in {pages} \
+                         pages): {missing:?}",
+                        missing.len(),
+                        all.len()
+                    ))
+                }
+            });
+            self.expect("list_includes_all_created", &ty, result);
+        }
         let deletes = ids.iter().enumerate().map(|(i, id)| {
             self.progress_detached(Request::Delete(DeleteRequest {
                 request_id: format!("conformance-delete-{id}"),
@@ -483,6 +542,25 @@ impl Suite {
         ))
     }
 
+    /// Every page listed for `ty` held at most the non-zero `page_size`
+    /// asked (the protocol's MUST NOT in `ListRequest.page_size`).
+    fn page_size_respected(&mut self, ty: &str) {
+        let asked = self.options.page_size;
+        let stats = std::mem::take(&mut self.pages);
+        let result = match stats.oversized.first() {
+            None => Ok(format!(
+                "{} pages, none over page_size {asked}",
+                stats.pages
+            )),
+            Some(first) => Err(format!(
+                "{} of {} pages over page_size {asked}, first {first}",
+                stats.oversized.len(),
+                stats.pages
+            )),
+        };
+        self.expect("list_respects_page_size", ty, result);
+    }
+
     /// Like `progress`, without borrowing the suite (for concurrent use).
     fn progress_detached(
         &self,
@@ -497,7 +575,7 @@ impl Suite {
                 let event = match answer {
                     Ok(Answer::Progress(event)) => event,
                     Ok(other) => return Err(format!("answered {operation} with {other:?}")),
-                    Err(e) => return Err(format!("{operation} failed: {e}")),
+                    Err(e) => return Err(call_failed(&operation.to_string(), &e)),
                 };
                 if event.status != OperationStatus::InProgress {
                     return Ok(event);
@@ -568,11 +646,21 @@ impl Suite {
             };
             self.report.record(check, None, result);
         }
-        let result = match self.client.ping(self.options.call_timeout).await {
-            Ok(()) => Ok("answers ping after the whole suite".into()),
-            Err(e) => Err(format!("link is not healthy at the end: {e}")),
+        let result = match self.client.closed_reason() {
+            Some(reason) => Err(format!(
+                "the link closed during the run: {reason}{}",
+                if self.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not run: {}", self.skipped.join(", "))
+                }
+            )),
+            None => match self.client.ping(self.options.call_timeout).await {
+                Ok(()) => Ok("answers ping after the whole suite".into()),
+                Err(e) => Err(format!("link is not healthy at the end: {e}")),
+            },
         };
-        self.report.record("link_healthy", None, result);
+        self.report.record(LINK_HEALTHY, None, result);
     }
 }
 
@@ -668,80 +756,13 @@ fn with_suffix(schema: &ResourceSchema, properties: &PropertyMap, suffix: &str) 
     out
 }
 
-/// What is wrong with an announcement; empty when nothing is.
-pub(crate) fn announcement_problems(a: &Announcement) -> Vec<String> {
-    let mut problems = Vec::new();
-    if a.protocol != PROTOCOL_MAJOR {
-        problems.push(format!(
-            "protocol {} (host speaks {PROTOCOL_MAJOR})",
-            a.protocol
-        ));
-    }
-    for (what, value) in [
-        ("name", &a.name),
-        ("version", &a.version),
-        ("namespace", &a.namespace),
-    ] {
-        if value.trim().is_empty() {
-            problems.push(format!("empty {what}"));
+/// Why a call got no answer. A closed link is reported once, by
+/// `link_healthy`; the checks it interrupted point there.
+fn call_failed(operation: &str, e: &CallError) -> String {
+    match e {
+        CallError::LinkClosed(_) => {
+            format!("{operation} failed: the plugin link closed (see {LINK_HEALTHY})")
         }
+        other => format!("{operation} failed: {other}"),
     }
-    let rl = &a.rate_limit;
-    if !rl.requests_per_second.is_finite() || rl.requests_per_second < 0.0 {
-        problems.push(format!(
-            "rate limit of {} requests/s",
-            rl.requests_per_second
-        ));
-    }
-    if rl.requests_per_second > 0.0 && rl.burst == 0 {
-        problems.push("rate limit with burst 0 admits no request".into());
-    }
-    if a.resources.is_empty() {
-        problems.push("no resource types".into());
-    }
-    let mut types = BTreeSet::new();
-    for r in &a.resources {
-        if !types.insert(r.type_name.as_str()) {
-            problems.push(format!("type {} announced twice", r.type_name));
-        }
-        if !r.type_name.starts_with(&format!("{}::", a.namespace)) {
-            problems.push(format!(
-                "type {} outside namespace {}",
-                r.type_name, a.namespace
-            ));
-        }
-        let mut fields = BTreeSet::new();
-        for f in &r.fields {
-            if !fields.insert(f.name.as_str()) {
-                problems.push(format!("{}: field {} declared twice", r.type_name, f.name));
-            }
-            let h = &f.hints;
-            if h.read_only && (h.required || h.required_on_create || h.write_only) {
-                problems.push(format!(
-                    "{}.{}: read-only field is also required or write-only",
-                    r.type_name, f.name
-                ));
-            }
-            if !h.edge_kind.is_known() || !h.update_method.is_known() || !f.field_type.is_known() {
-                problems.push(format!("{}.{}: unknown hint value", r.type_name, f.name));
-            }
-        }
-        for id in &r.identifier {
-            if r.field(id).is_none() {
-                problems.push(format!(
-                    "{}: identifier field {id} is not a field",
-                    r.type_name
-                ));
-            }
-        }
-    }
-    for filter in &a.discovery_filters {
-        if a.resource(&filter.resource_type).is_none() {
-            problems.push(format!(
-                "discovery filter for unknown type {}",
-                filter.resource_type
-            ));
-        }
-    }
-    problems
 }

@@ -3,8 +3,12 @@
 //! Run it from a plugin's own tests with [`assert_conformant`], or against
 //! any plugin binary with [`run_binary`] (the `orrery plugin test` command).
 //! Each check has a stable name; a failure names the check, the resource
-//! type and what differed.
+//! type and what differed. The suite is exactly as strict as the protocol:
+//! what the host accepts (an enum value this release does not know) passes,
+//! with a warning in the report.
 
+mod announcement;
+mod binary;
 mod checks;
 mod fixture;
 mod report;
@@ -12,12 +16,12 @@ mod report;
 use std::path::Path;
 use std::time::Duration;
 
+pub use binary::{run_binary, BinaryRun, PluginStderr, RunError, STDERR_TAIL_BYTES};
 pub use fixture::{load_fixtures, Fixture, FixtureError, TEMPDIR_PLACEHOLDER};
-pub use report::{CheckResult, Report};
+pub use report::{CheckResult, Outcome, Report};
 
 use crate::client::PluginClient;
 use crate::plugin::ResourcePlugin;
-use crate::process::{spawn_plugin, SpawnConfig};
 
 /// Knobs of a run.
 #[derive(Clone, Debug)]
@@ -48,62 +52,6 @@ pub async fn run(client: &PluginClient, fixtures: &[Fixture], options: &Options)
     checks::Suite::new(client.clone(), options.clone())
         .run(fixtures)
         .await
-}
-
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The fixtures could not be loaded.
-    #[error(transparent)]
-    Fixtures(#[from] FixtureError),
-    /// The in-process plugin did not connect.
-    #[error("plugin did not start: {0}")]
-    Connect(#[from] crate::client::ConnectError),
-}
-
-/// Starts the plugin binary at `binary` and runs the suite against it. A
-/// plugin that cannot complete the handshake (it crashes, prints to stdout,
-/// speaks another protocol) yields a report whose `handshake` check failed.
-pub async fn run_binary(
-    binary: &Path,
-    fixtures_dir: &Path,
-    options: &Options,
-) -> Result<Report, RunError> {
-    let fixtures = load_fixtures(fixtures_dir)?;
-    let mut config = SpawnConfig::new(binary);
-    config.handshake_timeout = options.call_timeout;
-    let mut process = match spawn_plugin(&config).await {
-        Ok(process) => process,
-        Err(e) => {
-            let mut report = Report {
-                plugin: binary.display().to_string(),
-                ..Default::default()
-            };
-            report.record("handshake", None, Err(e.to_string()));
-            return Ok(report);
-        }
-    };
-    if let Some(stderr) = process.stderr.take() {
-        // Drain the log channel so a chatty plugin never blocks on a full pipe.
-        tokio::spawn(async move {
-            let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(target: "plugin", "{line}");
-            }
-        });
-    }
-    let mut report = run(&process.client, &fixtures, options).await;
-    report.checks.insert(
-        0,
-        CheckResult {
-            check: "handshake".into(),
-            resource_type: None,
-            passed: true,
-            detail: format!("pid {}", process.pid),
-        },
-    );
-    let _ = process.child.start_kill();
-    Ok(report)
 }
 
 /// Runs the suite against `plugin` in-process and panics with the report if
