@@ -6,6 +6,7 @@ mod binary;
 mod common;
 mod confinement;
 mod directory;
+mod escapes;
 mod file;
 mod fixtures;
 mod symlink;
