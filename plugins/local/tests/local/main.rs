@@ -9,4 +9,5 @@ mod directory;
 mod escapes;
 mod file;
 mod fixtures;
+mod no_openat2;
 mod symlink;
