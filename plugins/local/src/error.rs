@@ -81,7 +81,9 @@ impl FsError {
                 id: id.to_owned(),
                 kind,
             },
-            Errno::LOOP | Errno::NOTDIR | Errno::NXIO => FsError::Changed(id.to_owned()),
+            Errno::LOOP | Errno::NOTDIR | Errno::ISDIR | Errno::NXIO => {
+                FsError::Changed(id.to_owned())
+            }
             _ => FsError::at(id, errno),
         }
     }
