@@ -3,9 +3,15 @@
 use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
+use rustix::fs::Stat;
+use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use crate::root::{self, io_error, Kind, Root};
+use crate::beneath::{self, Dir};
+use crate::error::FsError;
+use crate::id::Name;
+use crate::kind::Kind;
+use crate::root::{self, Root};
 
 /// The resource type name.
 pub const TYPE: &str = "Local::Fs::Directory";
@@ -40,63 +46,79 @@ pub fn schema() -> ResourceSchema {
 }
 
 /// Creates the directory; its parent must exist.
-pub async fn create(root: &Root, properties: &PropertyMap) -> OpResult {
+pub fn create(root: &Root, properties: &PropertyMap) -> OpResult {
     let desired: Directory = from_properties(properties)?;
     root::check_mode(desired.mode)?;
-    let path = root.new_entry(&desired.path).await?;
-    tokio::fs::create_dir(&path)
-        .await
-        .map_err(io_error(&desired.path))?;
-    if let Some(mode) = desired.mode {
-        root::set_mode(&path, &desired.path, mode).await?;
-    }
-    read(root, &desired.path).await
+    let id = &desired.path;
+    let (parent, name) = root.parent(id, ErrorCode::InvalidRequest)?;
+    parent.mkdir(name).map_err(|e| FsError::at(id, e))?;
+    chmod_and_read(&parent, name, id, desired.mode)
 }
 
 /// Reads the directory's current properties.
-pub async fn read(root: &Root, native_id: &str) -> OpResult {
-    done(native_id, properties(root, native_id).await?)
+pub fn read(root: &Root, native_id: &str) -> OpResult {
+    done(native_id, properties(root, native_id)?)
 }
 
-async fn properties(root: &Root, native_id: &str) -> Result<PropertyMap, PluginError> {
-    let (_, meta) = root.find(native_id, Kind::Directory).await?;
-    let mode = Some(root::mode_of(&meta));
+fn properties(root: &Root, native_id: &str) -> Result<PropertyMap, PluginError> {
+    let (parent, name) = root.parent(native_id, ErrorCode::NotFound)?;
+    let stat = root::entry(&parent, name, native_id, Kind::Directory)?;
+    properties_of(native_id, &stat)
+}
+
+fn properties_of(native_id: &str, stat: &Stat) -> Result<PropertyMap, PluginError> {
     to_properties(&Directory {
         path: native_id.into(),
-        mode,
+        mode: Some(root::mode_of(stat)),
     })
 }
 
 /// Changes the mode; a different `path` is `NotUpdatable`.
-pub async fn update(root: &Root, native_id: &str, properties: &PropertyMap) -> OpResult {
+pub fn update(root: &Root, native_id: &str, properties: &PropertyMap) -> OpResult {
     let desired: Directory = from_properties(properties)?;
     if desired.path != native_id {
         return Err(crate::not_updatable("path", native_id, &desired.path));
     }
     root::check_mode(desired.mode)?;
-    let (path, _) = root.find(native_id, Kind::Directory).await?;
-    if let Some(mode) = desired.mode {
-        root::set_mode(&path, native_id, mode).await?;
+    let (parent, name) = root.parent(native_id, ErrorCode::NotFound)?;
+    chmod_and_read(&parent, name, native_id, desired.mode)
+}
+
+/// Sets the mode (when given) of the directory `name` of `parent`, opened
+/// without following a symlink, and answers with its properties.
+fn chmod_and_read(parent: &Dir, name: Name<'_>, id: &str, mode: Option<u32>) -> OpResult {
+    let dir = match parent.subdir(name) {
+        Ok(dir) => dir,
+        // Say what is there instead.
+        Err(Errno::NOTDIR | Errno::NOENT) => {
+            let found = root::entry(parent, name, id, Kind::Directory);
+            return Err(found
+                .err()
+                .unwrap_or(FsError::Changed(id.to_owned()))
+                .into());
+        }
+        Err(e) => return Err(FsError::at(id, e).into()),
+    };
+    if let Some(mode) = mode {
+        beneath::set_mode(&dir, id, mode)?;
     }
-    read(root, native_id).await
+    let stat = beneath::stat(&dir).map_err(|e| FsError::at(id, e))?;
+    done(id, properties_of(id, &stat)?)
 }
 
 /// Removes the directory, which must be empty.
-pub async fn delete(root: &Root, native_id: &str) -> OpResult {
-    let (path, _) = root.find(native_id, Kind::Directory).await?;
-    match tokio::fs::remove_dir(&path).await {
+pub fn delete(root: &Root, native_id: &str) -> OpResult {
+    let (parent, name) = root.parent(native_id, ErrorCode::NotFound)?;
+    root::entry(&parent, name, native_id, Kind::Directory)?;
+    match parent.remove(name, true) {
         Ok(()) => deleted(native_id),
-        Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(PluginError::new(
-            ErrorCode::ResourceConflict,
-            format!("directory `{native_id}` is not empty; delete what it contains first"),
-        )),
-        Err(e) => Err(io_error(native_id)(e)),
+        Err(Errno::NOTEMPTY | Errno::EXIST) => Err(FsError::NotEmpty(native_id.into()).into()),
+        Err(e) => Err(FsError::reopen(native_id, Kind::Directory, e).into()),
     }
 }
 
 /// One page of the directories under the root, at any depth.
-pub async fn list(root: &Root, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let load = |path: String| async move { properties(root, &path).await };
+pub fn list(root: &Root, request: &ListRequest) -> Result<ListPage, PluginError> {
+    let load = |path: &str| properties(root, path);
     root.list(Kind::Directory, request, request.page_size, load)
-        .await
 }

@@ -4,16 +4,20 @@
 //! honour itself: `sha256` is read-only (ignored on input, computed on every
 //! read) and `owner_note` is write-only (accepted, never returned).
 
-use std::path::Path;
+use std::io::{Read, Write};
 
-use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema};
+use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
+use rustix::fs::{OFlags, Stat};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 
-use crate::root::{self, io_error, Kind, Root};
+use crate::beneath::{self, Dir};
+use crate::error::FsError;
+use crate::id::Name;
+use crate::kind::Kind;
+use crate::root::{self, Root};
 
 /// The resource type name.
 pub const TYPE: &str = "Local::Fs::File";
@@ -85,94 +89,132 @@ fn check(desired: &File) -> Result<(), PluginError> {
     }
 }
 
-/// Writes `content` to the file at `path`, never through a symlink.
-async fn write(path: &Path, rel: &str, content: &str, create_new: bool) -> Result<(), PluginError> {
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true).custom_flags(libc::O_NOFOLLOW);
-    if create_new {
-        options.create_new(true);
-    } else {
-        options.truncate(true);
-    }
-    let mut file = options.open(path).await.map_err(io_error(rel))?;
-    file.write_all(content.as_bytes())
-        .await
-        .map_err(io_error(rel))?;
-    file.flush().await.map_err(io_error(rel))
-}
-
 /// Creates the file; its parent must exist.
-pub async fn create(root: &Root, properties: &PropertyMap) -> OpResult {
+pub fn create(root: &Root, properties: &PropertyMap) -> OpResult {
     let desired: File = from_properties(properties)?;
     check(&desired)?;
-    let path = root.new_entry(&desired.path).await?;
+    let id = &desired.path;
+    let (parent, name) = root.parent(id, ErrorCode::InvalidRequest)?;
+    let mut file = parent.create_file(name).map_err(|e| FsError::at(id, e))?;
     let content = desired.content.as_deref().unwrap_or_default();
-    write(&path, &desired.path, content, true).await?;
+    file.write_all(content.as_bytes())
+        .map_err(|e| FsError::io(id, e))?;
     if let Some(mode) = desired.mode {
-        root::set_mode(&path, &desired.path, mode).await?;
+        beneath::set_mode(&file, id, mode)?;
     }
-    read(root, &desired.path).await
+    done(id, properties_at(&parent, name, id)?)
 }
 
 /// Reads the file's current properties.
-pub async fn read(root: &Root, native_id: &str) -> OpResult {
-    done(native_id, properties(root, native_id).await?)
+pub fn read(root: &Root, native_id: &str) -> OpResult {
+    done(native_id, properties(root, native_id)?)
 }
 
-async fn properties(root: &Root, native_id: &str) -> Result<PropertyMap, PluginError> {
-    let (path, meta) = root.find(native_id, Kind::File).await?;
-    if meta.len() > MAX_CONTENT_BYTES as u64 {
-        return Err(PluginError::invalid(format!(
-            "`{native_id}` is {} bytes; at most {MAX_CONTENT_BYTES} are managed",
-            meta.len()
-        )));
+fn properties(root: &Root, native_id: &str) -> Result<PropertyMap, PluginError> {
+    let (parent, name) = root.parent(native_id, ErrorCode::NotFound)?;
+    properties_at(&parent, name, native_id)
+}
+
+/// The properties of the file `name` of `parent`.
+fn properties_at(parent: &Dir, name: Name<'_>, id: &str) -> Result<PropertyMap, PluginError> {
+    let (mut file, stat) = open(parent, name, id, OFlags::RDONLY)?;
+    let too_large = |size: usize| {
+        PluginError::invalid(format!(
+            "`{id}` is {size} bytes; at most {MAX_CONTENT_BYTES} are managed"
+        ))
+    };
+    let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
+    if size > MAX_CONTENT_BYTES {
+        return Err(too_large(size));
     }
-    let bytes = tokio::fs::read(&path).await.map_err(io_error(native_id))?;
+    // At most one byte more than managed, whatever the file grew to since.
+    let mut bytes = Vec::with_capacity(size);
+    (&mut file)
+        .take(MAX_CONTENT_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FsError::io(id, e))?;
+    if bytes.len() > MAX_CONTENT_BYTES {
+        return Err(too_large(bytes.len()));
+    }
     let sha256 = format!("{:x}", Sha256::digest(&bytes));
     let content = String::from_utf8(bytes)
-        .map_err(|_| PluginError::invalid(format!("`{native_id}` is not UTF-8 text")))?;
+        .map_err(|_| PluginError::invalid(format!("`{id}` is not UTF-8 text")))?;
     to_properties(&File {
-        path: native_id.to_owned(),
+        path: id.to_owned(),
         content: Some(content),
-        mode: Some(root::mode_of(&meta)),
+        mode: Some(root::mode_of(&stat)),
         sha256: Some(sha256),
         owner_note: None,
     })
 }
 
+/// Opens the regular file `name` of `parent` with `access` (`RDONLY`,
+/// `WRONLY` or `PATH`), never through a symlink. Its kind is checked by
+/// name first, so that nothing else (a fifo, a device) is ever opened, and
+/// again on the open handle, which must be the entry checked.
+fn open(
+    parent: &Dir,
+    name: Name<'_>,
+    id: &str,
+    access: OFlags,
+) -> Result<(std::fs::File, Stat), FsError> {
+    let found = root::entry(parent, name, id, Kind::File)?;
+    // openat2 refuses other flags beside `PATH`.
+    let flags = match access {
+        OFlags::PATH => access,
+        _ => access | OFlags::NONBLOCK | OFlags::NOCTTY,
+    };
+    let fd = parent
+        .open(name, flags)
+        .map_err(|e| FsError::reopen(id, Kind::File, e))?;
+    let stat = beneath::stat(&fd).map_err(|e| FsError::at(id, e))?;
+    if !root::same_entry(&found, &stat) {
+        return Err(FsError::Changed(id.to_owned()));
+    }
+    Ok((std::fs::File::from(fd), stat))
+}
+
 /// Rewrites the content and mode when given; a different `path` is `NotUpdatable`.
-pub async fn update(root: &Root, native_id: &str, properties: &PropertyMap) -> OpResult {
+pub fn update(root: &Root, native_id: &str, properties: &PropertyMap) -> OpResult {
     let desired: File = from_properties(properties)?;
     if desired.path != native_id {
         return Err(crate::not_updatable("path", native_id, &desired.path));
     }
     check(&desired)?;
-    let (path, _) = root.find(native_id, Kind::File).await?;
+    let (parent, name) = root.parent(native_id, ErrorCode::NotFound)?;
+    let access = match desired.content {
+        Some(_) => OFlags::WRONLY,
+        None => OFlags::PATH, // enough to set the mode
+    };
+    let (mut file, _) = open(&parent, name, native_id, access)?;
     if let Some(content) = &desired.content {
-        write(&path, native_id, content, false).await?;
+        file.set_len(0)
+            .and_then(|()| file.write_all(content.as_bytes()))
+            .map_err(|e| FsError::io(native_id, e))?;
     }
     if let Some(mode) = desired.mode {
-        root::set_mode(&path, native_id, mode).await?;
+        beneath::set_mode(&file, native_id, mode)?;
     }
-    read(root, native_id).await
+    done(native_id, properties_at(&parent, name, native_id)?)
 }
 
 /// Removes the file.
-pub async fn delete(root: &Root, native_id: &str) -> OpResult {
-    let (path, _) = root.find(native_id, Kind::File).await?;
-    tokio::fs::remove_file(&path)
-        .await
-        .map_err(io_error(native_id))?;
+pub fn delete(root: &Root, native_id: &str) -> OpResult {
+    let (parent, name) = root.parent(native_id, ErrorCode::NotFound)?;
+    root::entry(&parent, name, native_id, Kind::File)?;
+    parent
+        .remove(name, false)
+        .map_err(|e| FsError::reopen(native_id, Kind::File, e))?;
     deleted(native_id)
 }
 
 /// One page of the files under the root, at any depth. Files this type
 /// cannot represent (too large, not UTF-8) are left out.
-pub async fn list(root: &Root, request: &ListRequest) -> Result<ListPage, PluginError> {
+pub fn list(root: &Root, request: &ListRequest) -> Result<ListPage, PluginError> {
     let page_size = match request.page_size {
         0 => MAX_PAGE,
         n => n.min(MAX_PAGE),
     };
-    let load = |path: String| async move { properties(root, &path).await };
-    root.list(Kind::File, request, page_size, load).await
+    let load = |path: &str| properties(root, path);
+    root.list(Kind::File, request, page_size, load)
 }

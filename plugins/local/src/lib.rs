@@ -5,10 +5,15 @@
 //! example of `docs/plugin-authoring.md`: this file dispatches requests by
 //! resource type, and each type lives in its own module.
 
+mod beneath;
 mod directory;
+mod error;
 mod file;
+mod id;
+mod kind;
 mod root;
 mod symlink;
+mod walk;
 
 use orrery_plugin_sdk::schema::{
     Condition, CreateRequest, DeleteRequest, DiscoveryFilter, ErrorCode, ListRequest, MatchOp,
@@ -16,7 +21,8 @@ use orrery_plugin_sdk::schema::{
 };
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
 
-use root::{Kind, Root};
+use kind::Kind;
+use root::Root;
 
 /// The `local` plugin. It keeps no state: every request names its target,
 /// and the target's config names the root.
@@ -60,54 +66,87 @@ impl ResourcePlugin for LocalPlugin {
     }
 
     async fn create(&self, request: CreateRequest) -> OpResult {
-        let root = Root::of(&request.target).await?;
-        let properties = &request.properties;
         // The SDK's handler span gives this line its request and trace ids.
         tracing::debug!(label = %request.label, "creating");
-        match kind(&request.resource_type)? {
-            Kind::Directory => directory::create(&root, properties).await,
-            Kind::File => file::create(&root, properties).await,
-            Kind::Symlink => symlink::create(&root, properties).await,
-        }
+        blocking(move || {
+            let root = Root::of(&request.target)?;
+            let properties = &request.properties;
+            match kind(&request.resource_type)? {
+                Kind::Directory => directory::create(&root, properties),
+                Kind::File => file::create(&root, properties),
+                Kind::Symlink => symlink::create(&root, properties),
+            }
+        })
+        .await
     }
 
     async fn read(&self, request: ReadRequest) -> OpResult {
-        let root = Root::of(&request.target).await?;
-        let id = &request.native_id;
-        match kind(&request.resource_type)? {
-            Kind::Directory => directory::read(&root, id).await,
-            Kind::File => file::read(&root, id).await,
-            Kind::Symlink => symlink::read(&root, id).await,
-        }
+        blocking(move || {
+            let root = Root::of(&request.target)?;
+            let id = &request.native_id;
+            match kind(&request.resource_type)? {
+                Kind::Directory => directory::read(&root, id),
+                Kind::File => file::read(&root, id),
+                Kind::Symlink => symlink::read(&root, id),
+            }
+        })
+        .await
     }
 
     async fn update(&self, request: UpdateRequest) -> OpResult {
-        let root = Root::of(&request.target).await?;
-        let (id, properties) = (&request.native_id, &request.properties);
-        match kind(&request.resource_type)? {
-            Kind::Directory => directory::update(&root, id, properties).await,
-            Kind::File => file::update(&root, id, properties).await,
-            Kind::Symlink => symlink::update(&root, id, properties).await,
-        }
+        blocking(move || {
+            let root = Root::of(&request.target)?;
+            let (id, properties) = (&request.native_id, &request.properties);
+            match kind(&request.resource_type)? {
+                Kind::Directory => directory::update(&root, id, properties),
+                Kind::File => file::update(&root, id, properties),
+                Kind::Symlink => symlink::update(&root, id, properties),
+            }
+        })
+        .await
     }
 
     async fn delete(&self, request: DeleteRequest) -> OpResult {
-        let root = Root::of(&request.target).await?;
-        let id = &request.native_id;
-        match kind(&request.resource_type)? {
-            Kind::Directory => directory::delete(&root, id).await,
-            Kind::File => file::delete(&root, id).await,
-            Kind::Symlink => symlink::delete(&root, id).await,
-        }
+        blocking(move || {
+            let root = Root::of(&request.target)?;
+            let id = &request.native_id;
+            match kind(&request.resource_type)? {
+                Kind::Directory => directory::delete(&root, id),
+                Kind::File => file::delete(&root, id),
+                Kind::Symlink => symlink::delete(&root, id),
+            }
+        })
+        .await
     }
 
     async fn list(&self, request: ListRequest) -> Result<ListPage, PluginError> {
-        let root = Root::of(&request.target).await?;
-        match kind(&request.resource_type)? {
-            Kind::Directory => directory::list(&root, &request).await,
-            Kind::File => file::list(&root, &request).await,
-            Kind::Symlink => symlink::list(&root, &request).await,
-        }
+        blocking(move || {
+            let root = Root::of(&request.target)?;
+            match kind(&request.resource_type)? {
+                Kind::Directory => directory::list(&root, &request),
+                Kind::File => file::list(&root, &request),
+                Kind::Symlink => symlink::list(&root, &request),
+            }
+        })
+        .await
+    }
+}
+
+/// Runs a handler's file-system calls on tokio's blocking pool: each of
+/// them blocks, and the runtime serving the link must not. The handler's
+/// span (request and trace ids) goes along.
+async fn blocking<T, F>(work: F) -> Result<T, PluginError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, PluginError> + Send + 'static,
+{
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(work)).await {
+        Ok(result) => result,
+        Err(e) => Err(PluginError::new(
+            ErrorCode::InternalFailure,
+            format!("file-system work failed: {e}"),
+        )),
     }
 }
 

@@ -1,25 +1,23 @@
-//! The target's root directory, and keeping every path inside it.
+//! The target's root directory, and finding entries beneath it.
 //!
-//! Every path a request names is relative to the `root` of the target's
-//! config. [`Root`] refuses absolute paths, `..`, `.` and empty components,
-//! and parents that resolve (through symlinks) outside the root. The last
-//! component is never followed: [`Root::find`] inspects it with
-//! `symlink_metadata`, and files are written with `O_NOFOLLOW`.
-//!
-//! This is a check, not a kernel-enforced jail: a process that swaps a
-//! parent directory for a symlink between the check and the operation could
-//! escape. A production plugin would open paths with `openat2(RESOLVE_BENEATH)`.
+//! [`Root::of`] opens the root named by the target's config once per
+//! request; every entry is then reached through that handle, never through
+//! a path string (`beneath.rs`): ids are checked to be canonical
+//! (`id.rs`), the directory holding the entry is opened beneath the root,
+//! and the entry is handled relative to it by name.
 
-use std::fmt;
-use std::fs::{FileType, Metadata, Permissions};
-use std::future::Future;
-use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, ListedResource, PropertyMap, Target};
 use orrery_plugin_sdk::{from_properties, paginate, ListPage, PluginError};
+use rustix::fs::Stat;
+use rustix::io::Errno;
 use serde::Deserialize;
+
+use crate::beneath::Dir;
+use crate::error::FsError;
+use crate::id::{self, Name};
+use crate::kind::Kind;
 
 /// The target config of the `local` plugin.
 #[derive(Deserialize)]
@@ -31,51 +29,16 @@ struct Config {
     create_root: bool,
 }
 
-/// A target's root directory, canonicalized.
+/// An open handle of a target's root directory.
 #[derive(Debug)]
 pub struct Root {
-    dir: PathBuf,
-}
-
-/// The kind of a directory entry, with symlinks not followed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A directory.
-    Directory,
-    /// A regular file.
-    File,
-    /// A symbolic link.
-    Symlink,
-}
-
-impl Kind {
-    fn of(file_type: FileType) -> Option<Kind> {
-        if file_type.is_symlink() {
-            Some(Kind::Symlink)
-        } else if file_type.is_dir() {
-            Some(Kind::Directory)
-        } else if file_type.is_file() {
-            Some(Kind::File)
-        } else {
-            None // sockets, fifos, devices: not managed
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Directory => "directory",
-            Kind::File => "file",
-            Kind::Symlink => "symlink",
-        })
-    }
+    dir: Dir,
 }
 
 impl Root {
-    /// Reads the root from the target config; it must be an absolute path
+    /// Opens the root from the target config; it must be an absolute path
     /// to an existing directory, unless `create_root` is true.
-    pub async fn of(target: &Target) -> Result<Root, PluginError> {
+    pub fn of(target: &Target) -> Result<Root, PluginError> {
         let config: Config = from_properties(&target.config).map_err(|e| {
             PluginError::invalid(format!(
                 "config of target `{}` needs `root`, an absolute path as a string ({})",
@@ -88,76 +51,56 @@ impl Root {
                 config.root, target.name
             ))
         };
-        if !Path::new(&config.root).is_absolute() {
+        let path = Path::new(&config.root);
+        if !path.is_absolute() {
             return Err(invalid("is not an absolute path"));
         }
         if config.create_root {
-            tokio::fs::create_dir_all(&config.root)
-                .await
+            std::fs::create_dir_all(path)
                 .map_err(|e| invalid(&format!("cannot be created: {e}")))?;
         }
-        let dir = match tokio::fs::canonicalize(&config.root).await {
-            Ok(dir) => dir,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(invalid("does not exist")),
-            Err(e) => return Err(invalid(&format!("cannot be resolved: {e}"))),
-        };
-        match tokio::fs::metadata(&dir).await {
-            Ok(meta) if meta.is_dir() => Ok(Root { dir }),
-            Ok(_) => Err(invalid("is not a directory")),
-            Err(e) => Err(invalid(&format!("cannot be read: {e}"))),
+        match Dir::open_root(path) {
+            Ok(dir) => Ok(Root { dir }),
+            Err(Errno::NOENT) => Err(invalid("does not exist")),
+            Err(Errno::NOTDIR) => Err(invalid("is not a directory")),
+            Err(Errno::NOSYS) => Err(FsError::Unsupported(Errno::NOSYS).into()),
+            Err(e) => Err(invalid(&format!("cannot be opened: {e}"))),
         }
     }
 
-    /// Finds the entry at `rel`, which must be of `kind`: a missing entry
-    /// (or parent), or one of another kind, is `NotFound`.
-    pub async fn find(&self, rel: &str, kind: Kind) -> Result<(PathBuf, Metadata), PluginError> {
-        let path = self.resolve(rel, ErrorCode::NotFound).await?;
-        let meta = check_kind(&path, kind, rel).await?;
-        Ok((path, meta))
+    /// The directory holding the entry `id`, opened beneath the root, and
+    /// the entry's name in it. A missing parent is `missing`:
+    /// `InvalidRequest` for an entry about to be created, else `NotFound`.
+    pub fn parent<'a>(
+        &self,
+        id: &'a str,
+        missing: ErrorCode,
+    ) -> Result<(Dir, Name<'a>), PluginError> {
+        let (parent, name) = id::split(id)?;
+        let parent = parent.unwrap_or(".");
+        let dir = self
+            .dir
+            .open_dir(parent)
+            .map_err(|e| FsError::parent(id, parent, e, missing))?;
+        Ok((dir, name))
     }
 
-    /// Resolves the path of an entry about to be created: a missing parent
-    /// is an `InvalidRequest`.
-    pub async fn new_entry(&self, rel: &str) -> Result<PathBuf, PluginError> {
-        self.resolve(rel, ErrorCode::InvalidRequest).await
-    }
-
-    async fn resolve(&self, rel: &str, missing_parent: ErrorCode) -> Result<PathBuf, PluginError> {
-        check_relative(rel)?;
-        let Some((parent_rel, name)) = rel.rsplit_once('/') else {
-            return Ok(self.dir.join(rel));
-        };
-        let missing = |why: &str| {
-            PluginError::new(
-                missing_parent.clone(),
-                format!("parent directory `{parent_rel}` of `{rel}` {why}"),
-            )
-        };
-        let parent = match tokio::fs::canonicalize(self.dir.join(parent_rel)).await {
-            Ok(parent) => parent,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(missing("does not exist")),
-            Err(e) if e.kind() == ErrorKind::NotADirectory => {
-                return Err(missing("is not a directory"))
-            }
-            Err(e) => return Err(io_error(parent_rel)(e)),
-        };
-        if !parent.starts_with(&self.dir) {
-            return Err(PluginError::invalid(format!(
-                "path `{rel}` escapes the target's root through a symlink"
-            )));
-        }
-        match tokio::fs::metadata(&parent).await {
-            Ok(meta) if meta.is_dir() => Ok(parent.join(name)),
-            Ok(_) => Err(missing("is not a directory")),
-            Err(e) => Err(io_error(parent_rel)(e)),
+    /// How many directories `dir` is below the root; `dir` holds `id`.
+    pub fn depth_of(&self, dir: &Dir, id: &str) -> Result<usize, FsError> {
+        match dir.depth_below(&self.dir) {
+            Ok(Some(depth)) => Ok(depth),
+            // Moved out from under the root since it was opened.
+            Ok(None) => Err(FsError::Escapes(id.to_owned())),
+            Err(e) => Err(FsError::at(id, e)),
         }
     }
 
     /// One page of the entries of `kind` under the root, at any depth, by
     /// path. `load` reads an entry's properties; entries it reports
     /// `NotFound` (deleted since the walk) or `InvalidRequest` (not
-    /// representable by the type) are left out.
-    pub async fn list<F, Fut>(
+    /// representable by the type, or behind a link out of the root) are
+    /// left out.
+    pub fn list<F>(
         &self,
         kind: Kind,
         request: &ListRequest,
@@ -165,15 +108,14 @@ impl Root {
         load: F,
     ) -> Result<ListPage, PluginError>
     where
-        F: Fn(String) -> Fut,
-        Fut: Future<Output = Result<PropertyMap, PluginError>>,
+        F: Fn(&str) -> Result<PropertyMap, PluginError>,
     {
-        let paths = self.walk(kind).await?;
+        let paths = crate::walk::walk(&self.dir, kind)?;
         let token = request.page_token.as_deref();
         let (page, next_page_token) = paginate(paths, |p| p, page_size, token);
         let mut resources = Vec::with_capacity(page.len());
         for native_id in page {
-            match load(native_id.clone()).await {
+            match load(&native_id) {
                 Ok(properties) => resources.push(ListedResource {
                     native_id,
                     properties,
@@ -187,117 +129,45 @@ impl Root {
             next_page_token,
         })
     }
-
-    /// The relative paths of every entry of `kind` under the root, in no
-    /// particular order. Symlinked directories are not descended into;
-    /// subdirectories that cannot be read are skipped with a warning.
-    async fn walk(&self, kind: Kind) -> Result<Vec<String>, PluginError> {
-        let dir = self.dir.clone();
-        let walk = tokio::task::spawn_blocking(move || {
-            let mut found = Vec::new();
-            walk_dir(&dir, "", kind, &mut found).map(|()| found)
-        });
-        match walk.await {
-            Ok(result) => result.map_err(io_error(".")),
-            Err(e) => Err(PluginError::new(
-                ErrorCode::InternalFailure,
-                format!("walking the root failed: {e}"),
-            )),
-        }
-    }
 }
 
-fn walk_dir(dir: &Path, prefix: &str, kind: Kind, found: &mut Vec<String>) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if !prefix.is_empty() => {
-            tracing::warn!(directory = prefix, error = %e, "skipping a directory that cannot be read");
-            return Ok(());
+/// The status of the entry `name` of `dir` (not following it), which must
+/// be of `kind`: a missing entry or one of another kind is `NotFound`.
+pub fn entry(dir: &Dir, name: Name<'_>, id: &str, kind: Kind) -> Result<Stat, FsError> {
+    let stat = match dir.stat(name) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) => {
+            return Err(FsError::Missing {
+                id: id.to_owned(),
+                kind,
+            })
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(FsError::at(id, e)),
     };
-    for entry in entries {
-        let entry = entry?;
-        // A name that is not UTF-8 cannot be a native id.
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let entry_kind = Kind::of(entry.file_type()?);
-        if entry_kind == Some(Kind::Directory) {
-            walk_dir(&entry.path(), &rel, kind, found)?;
-        }
-        if entry_kind == Some(kind) {
-            found.push(rel);
-        }
-    }
-    Ok(())
+    check_kind(&stat, id, kind)?;
+    Ok(stat)
 }
 
-/// Refuses paths that are not plain relative paths: absolute, `..`, `.` or
-/// empty components. The path is then usable as a native id as is.
-fn check_relative(rel: &str) -> Result<(), PluginError> {
-    if rel.is_empty() {
-        return Err(PluginError::invalid("path must not be empty"));
-    }
-    if rel.starts_with('/') {
-        return Err(PluginError::invalid(format!(
-            "path `{rel}` is absolute; paths are relative to the target's root"
-        )));
-    }
-    for part in rel.split('/') {
-        match part {
-            ".." => {
-                return Err(PluginError::invalid(format!(
-                    "path `{rel}` escapes the target's root: `..` is not allowed"
-                )))
-            }
-            "" | "." => {
-                return Err(PluginError::invalid(format!(
-                    "path `{rel}` must be a plain relative path, without `.` or empty components"
-                )))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The metadata of the entry at `path` (not following a symlink), which
-/// must be of `kind`.
-async fn check_kind(path: &Path, kind: Kind, rel: &str) -> Result<Metadata, PluginError> {
-    let meta = match tokio::fs::symlink_metadata(path).await {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(PluginError::not_found(format!("no {kind} at `{rel}`")))
-        }
-        Err(e) => return Err(io_error(rel)(e)),
-    };
-    match Kind::of(meta.file_type()) {
-        Some(found) if found == kind => Ok(meta),
-        Some(found) => Err(PluginError::not_found(format!(
-            "`{rel}` is a {found}, not a {kind}"
-        ))),
-        None => Err(PluginError::not_found(format!("`{rel}` is not a {kind}"))),
+/// Refuses an entry whose status says it is not of `kind`.
+pub fn check_kind(stat: &Stat, id: &str, kind: Kind) -> Result<(), FsError> {
+    match Kind::of_stat(stat) {
+        Some(found) if found == kind => Ok(()),
+        Some(found) => Err(FsError::WrongKind {
+            id: id.to_owned(),
+            found,
+            kind,
+        }),
+        None => Err(FsError::Unmanaged {
+            id: id.to_owned(),
+            kind,
+        }),
     }
 }
 
-/// Maps an I/O error on `rel` onto the error vocabulary, naming the path.
-pub fn io_error(rel: &str) -> impl FnOnce(std::io::Error) -> PluginError + '_ {
-    move |e| match e.kind() {
-        ErrorKind::AlreadyExists => {
-            PluginError::new(ErrorCode::AlreadyExists, format!("`{rel}` already exists"))
-        }
-        _ => {
-            let mut error = PluginError::from(e);
-            error.message = format!("`{rel}`: {}", error.message);
-            error
-        }
-    }
+/// Whether two statuses describe the same inode: the entry found by name
+/// is the one opened.
+pub fn same_entry(a: &Stat, b: &Stat) -> bool {
+    (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 }
 
 /// Refuses permission bits beyond `0o7777`.
@@ -311,13 +181,6 @@ pub fn check_mode(mode: Option<u32>) -> Result<(), PluginError> {
 }
 
 /// The permission bits of an entry.
-pub fn mode_of(meta: &Metadata) -> u32 {
-    meta.permissions().mode() & 0o7777
-}
-
-/// Sets the permission bits of the file or directory at `path`.
-pub async fn set_mode(path: &Path, rel: &str, mode: u32) -> Result<(), PluginError> {
-    tokio::fs::set_permissions(path, Permissions::from_mode(mode))
-        .await
-        .map_err(io_error(rel))
+pub fn mode_of(stat: &Stat) -> u32 {
+    stat.st_mode & 0o7777
 }

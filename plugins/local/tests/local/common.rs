@@ -25,21 +25,38 @@ pub fn props<const N: usize>(pairs: [(&str, Value); N]) -> PropertyMap {
 /// A fresh root directory and a plugin served in-process.
 pub struct Env {
     pub dir: tempfile::TempDir,
+    pub root: PathBuf,
     pub client: PluginClient,
     pub target: Target,
 }
 
 impl Env {
+    /// The root is a fresh temporary directory.
     pub async fn new() -> Env {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().to_str().unwrap().to_owned();
+        let root = dir.path().to_owned();
+        Env::at(dir, root).await
+    }
+
+    /// The root is `<tmp>/root`, next to an empty `<tmp>/outside` (see
+    /// [`Env::outside`]) that `../outside` from the root reaches.
+    pub async fn beside_outside() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(dir.path().join("outside")).unwrap();
+        Env::at(dir, root).await
+    }
+
+    async fn at(dir: tempfile::TempDir, root: PathBuf) -> Env {
         let target = Target {
             name: "test".into(),
-            config: props([("root", root.into())]),
+            config: props([("root", root.to_str().unwrap().into())]),
         };
         let client = harness::start(LocalPlugin).await.unwrap();
         Env {
             dir,
+            root,
             client,
             target,
         }
@@ -47,7 +64,12 @@ impl Env {
 
     /// The host path of `rel` under the root.
     pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
+        self.root.join(rel)
+    }
+
+    /// The directory beside the root of [`Env::beside_outside`].
+    pub fn outside(&self) -> PathBuf {
+        self.dir.path().join("outside")
     }
 
     pub async fn send(&self, request: Request) -> ProgressEvent {

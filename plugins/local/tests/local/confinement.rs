@@ -18,10 +18,16 @@ async fn paths_that_escape_the_root_are_refused() {
         ("a/./b", "plain relative"),
         ("a//b", "plain relative"),
         ("a/", "plain relative"),
+        ("./x", "plain relative"),
+        ("x/.", "plain relative"),
+        ("x/..", "`..`"),
+        ("a\0b", "NUL"),
         ("", "empty"),
         ("out/x", "symlink"),
         ("out/secret", "symlink"),
     ];
+    let long = "n".repeat(256);
+    let cases = cases.into_iter().chain([(long.as_str(), "at most")]);
     for (path, why) in cases {
         for resource_type in [DIR, FILE, LINK] {
             let spec = props([("path", path.into()), ("target", "t".into())]);

@@ -6,6 +6,8 @@ mod binary;
 mod common;
 mod confinement;
 mod directory;
+mod escapes;
 mod file;
 mod fixtures;
+mod no_openat2;
 mod symlink;

@@ -96,6 +96,8 @@ async fn targets_outside_the_root_are_refused() {
         ("l", "../x"),
         ("a/l", "../../x"),
         ("l", ""),
+        // Inside, but `..` after a name depends on what the name is.
+        ("a/l", "x/../y"),
     ] {
         let message = failed(
             &env.create(
