@@ -9,7 +9,7 @@
 //! - [`state`]: the state store.
 //! - [`apply`]: the executor, the I/O edge driving the scheduler.
 //! - [`discovery`]: discovery of unmanaged resources, import, drift sync.
-//! - [`engine`]: wiring of plugins, catalog and transport.
+//! - [`service`]: the command service every caller drives (plan, apply, destroy, resume), how plugins are provided, plan and report views.
 //! - [`nats`]: the NATS connection (URLs, credentials, nkey).
 //! - [`http`]: the HTTP API of `orrery primary`.
 //! - [`lease`]: command leases (which primary runs a command), kept while it runs.
@@ -17,10 +17,10 @@
 
 pub mod apply;
 pub mod discovery;
-pub mod engine;
 pub mod http;
 pub mod lease;
 pub mod metrics;
 pub mod nats;
+pub mod service;
 pub use orrery_core::{plan, scheduler, stack, timetable};
 pub use orrery_state as state;

@@ -82,7 +82,7 @@ pub struct Event {
 }
 
 /// The outcome of a command.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     /// The command's id.
     pub command_id: String,

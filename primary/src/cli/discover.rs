@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::bail;
 use orrery_primary::discovery::{self, ImportSpec, Options, TargetRef};
-use orrery_primary::engine::{plugin_search_path, Plugins};
 use orrery_primary::scheduler::BucketLimit;
 
 use super::stack_cmds::{parse_rate_limit, read_stack, Common};
@@ -72,20 +71,6 @@ pub struct ImportArgs {
     pub common: Common,
 }
 
-async fn start_plugins(
-    names: impl IntoIterator<Item = String>,
-    common: &Common,
-) -> anyhow::Result<Plugins> {
-    let names: BTreeSet<String> = names.into_iter().collect();
-    Ok(Plugins::start(
-        &names.into_iter().collect::<Vec<_>>(),
-        &plugin_search_path(common.plugin_dir.as_deref()),
-        common.nats_url.as_deref(),
-        &common.nats_auth,
-    )
-    .await?)
-}
-
 pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     let store = args.common.open_store()?;
     let document = args.file.as_deref().map(read_stack).transpose()?;
@@ -100,7 +85,7 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
         bail!("no target to discover: name a stack document, or apply a stack first");
     }
     let plugins =
-        start_plugins(targets.iter().map(|t| t.decl.plugin.clone()), &args.common).await?;
+        args.common.start_plugins(targets.iter().map(|t| t.decl.plugin.clone())).await?;
     let options = Options {
         page_size: args.page_size,
         rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),
@@ -180,7 +165,7 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
         .filter(|r| !r.stack.is_empty())
         .map(|r| r.plugin)
         .collect();
-    let plugins = start_plugins(plugins, &args.common).await?;
+    let plugins = args.common.start_plugins(plugins).await?;
     let options = Options {
         max_in_flight: args.concurrency,
         rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),
@@ -274,7 +259,7 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     };
-    let plugins = start_plugins([target.plugin.clone()], &args.common).await?;
+    let plugins = args.common.start_plugins([target.plugin.clone()]).await?;
     let spec = ImportSpec {
         stack: stack.clone(),
         label: args.label.clone(),

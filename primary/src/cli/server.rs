@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
-use orrery_primary::engine::plugin_search_path;
+use orrery_primary::service::plugin_search_path;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
 use orrery_primary::lease::LeaseConfig;
 use orrery_primary::nats::{connect, NatsAuth};

@@ -6,14 +6,19 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use orrery_primary::apply::{Event, Executor, Options, Report, Resumed};
-use orrery_primary::engine::{plugin_search_path, Plugins};
-use orrery_primary::lease::{self, Claim, Keeper, LeaseConfig};
+use orrery_primary::apply::{Event, Options, Report, Resumed};
+use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
-use orrery_primary::plan::{self, Action, Mode, Plan, SecretHasher};
+use orrery_primary::plan::{Action, Mode};
 use orrery_primary::scheduler::BucketLimit;
-use orrery_primary::stack::{self, Graph, Stack};
+use orrery_primary::service::view::{mode_name, PlanView, ReportView};
+use orrery_primary::service::{
+    plugin_search_path, Command, Engine, PluginPool, Planned, Plugins, Service, ServiceConfig,
+    ServiceError,
+};
+use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
+use orrery_bus::transport::Transport;
 use tokio::sync::mpsc;
 
 use super::Output;
@@ -139,26 +144,86 @@ impl Common {
             None => state::open_dir(&self.data_dir)?,
         })
     }
+
+    /// How these options reach plugins: in-process, or satellites on NATS.
+    async fn plugin_pool(&self) -> anyhow::Result<(PluginPool, Engine)> {
+        Ok(match &self.nats_url {
+            Some(url) => {
+                let client = orrery_primary::nats::connect(url, "orrery-primary", &self.nats_auth)
+                    .await
+                    .with_context(|| format!("cannot connect to NATS at {url}"))?;
+                (PluginPool::distributed(client), Engine::Nats)
+            }
+            None => (
+                PluginPool::new(plugin_search_path(self.plugin_dir.as_deref())),
+                Engine::Embedded,
+            ),
+        })
+    }
+
+    /// The command service over these options' store and plugins.
+    async fn service(&self, options: Options) -> anyhow::Result<Service> {
+        let store = self.open_store()?;
+        let (plugins, engine) = self.plugin_pool().await?;
+        Ok(Service::new(
+            store,
+            plugins,
+            ServiceConfig {
+                options,
+                lease: LeaseConfig::new(lease::DEFAULT_TTL),
+                engine,
+            },
+        ))
+    }
+
+    /// Starts (or reaches) the named plugins, for the commands that work
+    /// with plugins outside the command service (discovery, drift, import).
+    pub(super) async fn start_plugins(
+        &self,
+        names: impl IntoIterator<Item = String>,
+    ) -> anyhow::Result<Started> {
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let (pool, _) = self.plugin_pool().await?;
+        match pool.ensure(&names).await {
+            Ok(plugins) => Ok(Started { pool, plugins }),
+            Err(e) => {
+                pool.stop().await;
+                Err(e.into())
+            }
+        }
+    }
 }
 
-/// A loaded, validated stack with its plugins running.
-struct Loaded {
-    stack: Stack,
-    graph: Graph,
-    embedded: Plugins,
-    store: Store,
+/// Plugins started for one command; stop them at the end.
+pub(super) struct Started {
+    pool: PluginPool,
+    plugins: Plugins,
+}
+
+impl Started {
+    pub(super) fn transport(&self) -> std::sync::Arc<dyn Transport> {
+        self.plugins.transport.clone()
+    }
+
+    pub(super) fn catalog(&self) -> &Catalog {
+        &self.plugins.catalog
+    }
+
+    pub(super) async fn stop(&self) {
+        self.pool.stop().await;
+    }
 }
 
 /// Reads and parses a stack document; `${stack_dir}` is its directory.
 pub(super) fn read_stack(file: &Path) -> anyhow::Result<Stack> {
-    let doc = read_document(file, Mode::Reconcile, "embedded")?;
+    let doc = read_document(file, Mode::Reconcile, Engine::Embedded)?;
     Ok(stack::parse(&doc.source, &doc.text, &doc.stack_dir)?)
 }
 
 /// A stack document as an apply records it (so that a restarted primary
 /// can resume the apply without the file): its text, name, directory (the
 /// value of `${stack_dir}`), the mode and where plugins run.
-fn read_document(file: &Path, mode: Mode, engine: &str) -> anyhow::Result<CommandDocument> {
+fn read_document(file: &Path, mode: Mode, engine: Engine) -> anyhow::Result<CommandDocument> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let dir = std::fs::canonicalize(file)
@@ -166,73 +231,26 @@ fn read_document(file: &Path, mode: Mode, engine: &str) -> anyhow::Result<Comman
         .and_then(|p| p.parent().map(Path::to_path_buf))
         .unwrap_or_else(|| PathBuf::from("."));
     Ok(CommandDocument {
-        engine: engine.to_owned(),
-        mode: match mode {
-            Mode::Patch => "patch",
-            _ => "reconcile",
-        }
-        .to_owned(),
+        engine: engine.name().to_owned(),
+        mode: mode_name(mode).to_owned(),
         source: file.display().to_string(),
         stack_dir: dir.display().to_string(),
         text,
     })
 }
 
-async fn load(file: &Path, common: &Common) -> anyhow::Result<Loaded> {
-    let stack = read_stack(file)?;
-    let plugins: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
-    let embedded = Plugins::start(
-        &plugins.into_iter().collect::<Vec<_>>(),
-        &plugin_search_path(common.plugin_dir.as_deref()),
-        common.nats_url.as_deref(),
-        &common.nats_auth,
-    )
-    .await?;
-    let graph = match stack::validate(&stack, embedded.catalog()) {
-        Ok(graph) => graph,
-        Err(errors) => {
-            embedded.stop().await;
-            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            bail!(
-                "the stack is invalid; nothing was changed:\n  {}",
-                lines.join("\n  ")
-            );
-        }
-    };
-    let store = common.open_store()?;
-    Ok(Loaded {
-        stack,
-        graph,
-        embedded,
-        store,
-    })
-}
-
-fn print_plan(plan: &Plan, output: Output) {
+fn print_plan(plan: &PlanView, output: Output) {
     if output == Output::Json {
-        let changes: Vec<serde_json::Value> = plan
-            .changes
-            .iter()
-            .map(|c| {
-                serde_json::json!({"label": c.label, "type": c.resource_type, "target": c.target,
-                    "action": c.action.name(), "fields": c.fields})
-            })
-            .collect();
-        let [create, update, replace, delete, noop] = plan.counts();
-        println!(
-            "{}",
-            serde_json::json!({"changes": changes, "summary": {"create": create, "update": update,
-                "replace": replace, "delete": delete, "no_op": noop}})
-        );
+        println!("{}", serde_json::to_string(plan).unwrap_or_default());
         return;
     }
     for c in &plan.changes {
         let sign = match c.action {
-            Action::Create => "+",
-            Action::Update => "~",
-            Action::Replace { .. } => "-/+",
-            Action::Delete => "-",
-            Action::NoOp => continue,
+            "create" => "+",
+            "update" => "~",
+            "replace" => "-/+",
+            "delete" => "-",
+            _ => continue,
         };
         let fields = if c.fields.is_empty() {
             String::new()
@@ -241,16 +259,17 @@ fn print_plan(plan: &Plan, output: Output) {
         };
         println!(
             "  {sign:>3} {} {} [{}]{fields}",
-            c.action.name(),
-            c.label,
-            c.resource_type
+            c.action, c.label, c.resource_type
         );
     }
-    let [create, update, replace, delete, noop] = plan.counts();
-    if plan.has_changes() {
-        println!("Plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete, {noop} unchanged.");
+    let s = plan.summary;
+    if plan.has_changes {
+        println!(
+            "Plan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
+            s.create, s.update, s.replace, s.delete, s.no_op
+        );
     } else {
-        println!("No changes: {noop} resources up to date.");
+        println!("No changes: {} resources up to date.", s.no_op);
     }
 }
 
@@ -265,125 +284,99 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
+/// Runs `f` with the service, then stops the plugins it started.
+async fn with_service<F, Fut>(common: &Common, options: Options, f: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(Service) -> Fut,
+    Fut: std::future::Future<Output = (Service, anyhow::Result<ExitCode>)>,
+{
+    let service = common.service(options).await?;
+    let (service, result) = f(service).await;
+    service.shutdown().await;
+    result
+}
+
 pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load(&args.file, &args.common).await?;
-    let stored = loaded.store.resources(Some(&loaded.stack.name))?;
-    let hasher = SecretHasher::new(loaded.store.secret_key()?);
-    let plan = plan::plan(
-        &loaded.stack,
-        &loaded.graph,
-        loaded.embedded.catalog(),
-        &stored,
-        args.mode.into(),
-        &hasher,
-    );
-    print_plan(&plan, args.common.output);
-    loaded.embedded.stop().await;
-    Ok(if plan.has_changes() {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
+    with_service(&args.common, Options::default(), |service| async {
+        let result = async {
+            let engine = service.config().engine;
+            let prepared = service
+                .prepare(read_document(&args.file, args.mode.into(), engine)?)
+                .await?;
+            let plan = service.plan(&prepared).await?;
+            print_plan(
+                &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan),
+                args.common.output,
+            );
+            Ok(if plan.has_changes() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        .await;
+        (service, result)
     })
+    .await
 }
 
 pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load(&args.file, &args.common).await?;
     let options = Options {
         max_concurrency: args.concurrency,
         rate_overrides: args.rate_limits.iter().cloned().collect(),
         ..Options::default()
     };
-    let hasher = SecretHasher::new(loaded.store.secret_key()?);
+    with_service(&args.common, options, |service| async {
+        let result = apply(&service, &args).await;
+        (service, result)
+    })
+    .await
+}
+
+async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    let output = args.common.output;
+    let engine = service.config().engine;
+    let prepared = service
+        .prepare(read_document(&args.file, args.mode.into(), engine)?)
+        .await?;
+    if args.dry_run {
+        let plan = service.plan(&prepared).await?;
+        print_plan(
+            &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan),
+            output,
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     // The stack's command: the one a primary did not finish (its lease
     // taken; refused while another primary runs it), or a new one.
-    let claimed = if args.dry_run {
-        None
-    } else {
-        match claim(&loaded.store, &loaded.stack.name) {
-            Ok(claimed) => Some(claimed),
-            Err(e) => {
-                loaded.embedded.stop().await;
-                return Err(e);
-            }
-        }
-    };
-    // An apply the primary did not finish: settle what it left ambiguous,
-    // then go on with it (under its id) from a fresh plan.
-    let resumed = match &claimed {
-        Some((Claim::Interrupted(_), _)) => {
-            let resumed = Executor::new(
-                loaded.embedded.transport(),
-                loaded.store.clone(),
-                loaded.embedded.catalog().clone(),
-                hasher.clone(),
-                options.clone(),
-            )
-            .resume(&loaded.stack, &loaded.graph)
-            .await;
-            if resumed.is_err() {
-                loaded.embedded.stop().await;
-            }
-            resumed?
-        }
-        _ => None,
-    };
-    print_resumed(resumed.as_ref(), args.common.output);
-    let stored = loaded.store.resources(Some(&loaded.stack.name))?;
-    let plan = plan::plan(
-        &loaded.stack,
-        &loaded.graph,
-        loaded.embedded.catalog(),
-        &stored,
-        args.mode.into(),
-        &hasher,
-    );
-    print_plan(&plan, args.common.output);
+    let command = service.begin_apply(prepared, &new_command_id()).await?;
+    run(command, args.yes, "Apply these changes?", output).await
+}
+
+/// Settles what an interrupted command left, plans, asks, executes.
+async fn run(
+    command: Command,
+    yes: bool,
+    question: &str,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    print_resumed(command.settle().await?.as_ref(), output);
+    let planned = command.plan().await?;
+    print_plan(&command.view(&planned.plan), output);
     // A resumed command is finished even when nothing is left to change.
-    let Some((claim, keeper)) = claimed.filter(|_| plan.has_changes() || resumed.is_some()) else {
-        loaded.embedded.stop().await;
+    if !planned.plan.has_changes() && !command.resumes() {
         return Ok(ExitCode::SUCCESS);
-    };
-    if plan.has_changes() && !args.yes && !confirm("Apply these changes?")? {
-        loaded.embedded.stop().await;
+    }
+    if planned.plan.has_changes() && !yes && !confirm(question)? {
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
-    let engine = if args.common.nats_url.is_some() {
-        "nats"
-    } else {
-        "embedded"
-    };
-    // Recorded so that another primary can resume the apply, unless it
-    // holds secrets (never stored in clear).
-    if !plan::declares_secrets(&loaded.stack, loaded.embedded.catalog()) {
-        let document = read_document(&args.file, args.mode.into(), engine)?;
-        loaded
-            .store
-            .put_command_document(claim.command_id(), &document)?;
-    }
-    let report = execute(
-        &loaded,
-        &plan,
-        &stored,
-        hasher,
-        options,
-        ("apply", &keeper),
-        args.common.output,
-    )
-    .await;
-    keeper.release();
-    loaded.embedded.stop().await;
-    finish(report?, args.common.output)
+    let report = execute(command, &planned, output).await?;
+    finish(report, output)
 }
 
-/// Takes the command a run on `stack` goes on with (see `lease::claim`)
-/// and keeps its lease.
-fn claim(store: &Store, stack: &str) -> anyhow::Result<(Claim, Keeper)> {
-    let config = LeaseConfig::new(lease::DEFAULT_TTL);
-    let new_id = uuid::Uuid::now_v7().to_string();
-    let claim = lease::claim(store.as_ref(), stack, &new_id, &config)?;
-    let keeper = Keeper::start(store.clone(), claim.command_id(), &config);
-    Ok((claim, keeper))
+fn new_command_id() -> String {
+    uuid::Uuid::now_v7().to_string()
 }
 
 fn print_resumed(resumed: Option<&Resumed>, output: Output) {
@@ -399,108 +392,43 @@ fn print_resumed(resumed: Option<&Resumed>, output: Output) {
 }
 
 pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
-    let (name, file) = match (&args.stack, &args.file) {
+    let (name, document) = match (&args.stack, &args.file) {
         (Some(name), _) => (name.clone(), None),
-        (None, Some(file)) => (read_stack(file)?.name, Some(file.clone())),
+        (None, Some(file)) => {
+            let stack = read_stack(file)?;
+            (stack.name.clone(), Some(stack))
+        }
         (None, None) => bail!("name a stack document or --stack"),
     };
-    let store = args.common.open_store()?;
-    // The stack's interrupted command, if any, goes on (as with apply).
-    let (claim, keeper) = claim(&store, &name)?;
-    let interrupted = matches!(claim, Claim::Interrupted(_));
-    let stored = store.resources(Some(&name))?;
-    let plan = plan::plan_destroy(&stored);
-    if !interrupted {
-        print_plan(&plan, args.common.output);
-        if !plan.has_changes() {
-            return Ok(ExitCode::SUCCESS);
+    with_service(&args.common, Options::default(), |service| async {
+        let result = async {
+            let command = match service
+                .begin_destroy(&name, document, &new_command_id())
+                .await
+            {
+                Ok(command) => command,
+                Err(ServiceError::UnknownStack(_)) => {
+                    print_plan(
+                        &PlanView::new(&name, None, &Default::default()),
+                        args.common.output,
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let question = format!("Destroy every resource of stack `{name}`?");
+            run(command, args.yes, &question, args.common.output).await
         }
-    }
-    if plan.has_changes()
-        && !args.yes
-        && !confirm(&format!("Destroy every resource of stack `{name}`?"))?
-    {
-        println!("Nothing changed.");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let plugins: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
-    let embedded = Plugins::start(
-        &plugins.into_iter().collect::<Vec<_>>(),
-        &plugin_search_path(args.common.plugin_dir.as_deref()),
-        args.common.nats_url.as_deref(),
-        &args.common.nats_auth,
-    )
-    .await?;
-    // Targets' configs come from the document when given (deletes need them).
-    let stack = match &file {
-        Some(f) => read_stack(f)?,
-        None => Stack {
-            name: name.clone(),
-            source: String::new(),
-            targets: store.targets(&name)?,
-            resources: Vec::new(),
-        },
-    };
-    let loaded = Loaded {
-        graph: Graph::default(),
-        stack,
-        embedded,
-        store,
-    };
-    let hasher = SecretHasher::new(loaded.store.secret_key()?);
-    let (plan, stored) = if interrupted {
-        let resumed = Executor::new(
-            loaded.embedded.transport(),
-            loaded.store.clone(),
-            loaded.embedded.catalog().clone(),
-            hasher.clone(),
-            Options::default(),
-        )
-        .resume(
-            &Stack {
-                resources: Vec::new(),
-                ..loaded.stack.clone()
-            },
-            &loaded.graph,
-        )
         .await;
-        if resumed.is_err() {
-            loaded.embedded.stop().await;
-        }
-        print_resumed(resumed?.as_ref(), args.common.output);
-        let stored = loaded.store.resources(Some(&name))?;
-        let plan = plan::plan_destroy(&stored);
-        print_plan(&plan, args.common.output);
-        (plan, stored)
-    } else {
-        (plan, stored)
-    };
-    let report = execute(
-        &loaded,
-        &plan,
-        &stored,
-        hasher,
-        Options::default(),
-        ("destroy", &keeper),
-        args.common.output,
-    )
-    .await;
-    keeper.release();
-    loaded.embedded.stop().await;
-    finish(report?, args.common.output)
+        (service, result)
+    })
+    .await
 }
 
-async fn execute(
-    loaded: &Loaded,
-    plan: &Plan,
-    stored: &[orrery_primary::state::StoredResource],
-    hasher: SecretHasher,
-    options: Options,
-    (kind, keeper): (&str, &Keeper),
-    output: Output,
-) -> anyhow::Result<Report> {
+async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow::Result<Report> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-    let total = plan
+    let total = planned
+        .plan
         .changes
         .iter()
         .filter(|c| c.action != Action::NoOp)
@@ -544,36 +472,16 @@ async fn execute(
             let _ = cancel_tx.send(true);
         }
     });
-    let executor = Executor::new(
-        loaded.embedded.transport(),
-        loaded.store.clone(),
-        loaded.embedded.catalog().clone(),
-        hasher,
-        options,
-    )
-    .with_events(tx)
-    .with_cancel(lease::cancel_on_loss(cancel_rx, keeper.lost()));
-    let graph = Some((&loaded.stack, &loaded.graph));
-    let report = executor
-        .run(
-            keeper.command_id(),
-            kind,
-            &loaded.stack.name,
-            graph,
-            plan,
-            stored,
-        )
-        .await?;
-    drop(executor);
+    let report = command.execute(planned, Some(tx), cancel_rx).await;
     ctrl_c.abort();
     let _ = printer.await;
     bar.finish_and_clear();
-    Ok(report)
+    Ok(report?)
 }
 
 fn finish(report: Report, output: Output) -> anyhow::Result<ExitCode> {
     if output == Output::Json {
-        println!("{}", serde_json::to_string(&report)?);
+        println!("{}", serde_json::to_string(&ReportView::new(&report))?);
     } else {
         println!(
             "{} in {:.1}s: {} succeeded, {} failed, {} not attempted (dependency failed), {} canceled, {} retries. Command {}.",

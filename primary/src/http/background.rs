@@ -16,8 +16,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use super::handlers::blocking;
-use super::Shared;
+use super::{blocking, Shared};
 use crate::discovery::{self, Options, UNMANAGED_STACK};
 use crate::state::{CommandFilter, CommandStatus};
 use crate::timetable::Timetable;
@@ -78,10 +77,10 @@ async fn discover(state: &Shared) {
         }
     };
     let names: BTreeSet<String> = targets.iter().map(|t| t.decl.plugin.clone()).collect();
-    let plugins = match state.plugins.ensure(&names).await {
+    let plugins = match state.service.plugins().ensure(&names).await {
         Ok(p) => p,
         Err(e) => {
-            tracing::warn!(error = %e.message, "discovery: plugins did not start");
+            tracing::warn!(error = %e, "discovery: plugins did not start");
             return;
         }
     };
@@ -147,10 +146,10 @@ async fn drift(state: &Shared) {
         if state.commands.running_for(&stack).is_some() {
             continue;
         }
-        let plugins = match state.plugins.ensure(&names).await {
+        let plugins = match state.service.plugins().ensure(&names).await {
             Ok(p) => p,
             Err(e) => {
-                tracing::warn!(stack = %stack, error = %e.message, "drift sync: plugins did not start");
+                tracing::warn!(stack = %stack, error = %e, "drift sync: plugins did not start");
                 continue;
             }
         };

@@ -9,7 +9,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::apply::Report;
+use tokio::sync::mpsc;
+
+use crate::apply::{Event, Report};
+use crate::service::{Command, Planned, ServiceError};
 
 /// How many finished commands' reports are kept in memory.
 const KEEP_FINISHED: usize = 256;
@@ -45,18 +48,6 @@ pub struct Commands {
     inner: Arc<Mutex<Inner>>,
 }
 
-/// Why a command could not start.
-#[derive(Debug)]
-pub enum Refused {
-    /// The stack has a command running.
-    Busy {
-        /// The running command.
-        command_id: String,
-    },
-    /// The server is shutting down.
-    ShuttingDown,
-}
-
 /// Why a command could not be canceled.
 #[derive(Debug, PartialEq, Eq)]
 pub enum NotRunning {
@@ -80,13 +71,14 @@ impl Commands {
     }
 
     /// Reserves `stack` for a new command.
-    pub fn reserve(&self, stack: &str) -> Result<Reservation, Refused> {
+    pub fn reserve(&self, stack: &str) -> Result<Reservation, ServiceError> {
         let mut inner = self.lock();
         if inner.closed {
-            return Err(Refused::ShuttingDown);
+            return Err(ServiceError::ShuttingDown);
         }
         if let Some(id) = inner.by_stack.get(stack) {
-            return Err(Refused::Busy {
+            return Err(ServiceError::Busy {
+                stack: stack.to_owned(),
                 command_id: id.clone(),
             });
         }
@@ -219,6 +211,52 @@ impl Reservation {
     }
 }
 
+/// Runs `command` in the background as `reservation`: `planned` as given,
+/// or, for a command that resumes an interrupted one (`None`), settled
+/// first and planned again. Operations are logged as they go.
+pub fn launch(reservation: Reservation, command: Command, planned: Option<Planned>) {
+    let id = reservation.id.clone();
+    reservation.launch(move |cancel| async move {
+        let (events, mut rx) = mpsc::unbounded_channel::<Event>();
+        let log_id = id.clone();
+        let logger = tokio::spawn(async move {
+            while let Some(e) = rx.recv().await {
+                if matches!(e.status, "failed" | "retrying" | "dependency_failed") {
+                    tracing::warn!(command = %log_id, label = %e.label, operation = e.operation,
+                        status = e.status, detail = %e.detail, "operation");
+                } else {
+                    tracing::debug!(command = %log_id, label = %e.label, operation = e.operation,
+                        status = e.status, detail = %e.detail, "operation");
+                }
+            }
+        });
+        let planned = match planned {
+            Some(planned) => Ok(planned),
+            None => match command.settle().await {
+                Ok(_) => command.plan().await,
+                Err(e) => Err(e),
+            },
+        };
+        let planned = match planned {
+            Ok(planned) => planned,
+            Err(e) => {
+                tracing::warn!(command = %id, error = %e,
+                    "cannot resume the interrupted command; it stays `running` for the next attempt");
+                return Outcome::Error(format!("cannot resume: {e}"));
+            }
+        };
+        let result = command.execute(&planned, Some(events), cancel).await;
+        let _ = logger.await;
+        match result {
+            Ok(report) => Outcome::Report(report),
+            Err(e) => {
+                tracing::error!(command = %id, error = %e, "command failed in the state store");
+                Outcome::Error(e.to_string())
+            }
+        }
+    });
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
         if !self.launched {
@@ -236,7 +274,7 @@ mod tests {
         let commands = Commands::default();
         let r = commands.reserve("s").unwrap();
         assert!(
-            matches!(commands.reserve("s"), Err(Refused::Busy { command_id }) if command_id == r.id)
+            matches!(commands.reserve("s"), Err(ServiceError::Busy { command_id, .. }) if command_id == r.id)
         );
         assert!(commands.reserve("t").is_ok());
         let id = r.id.clone();
@@ -310,6 +348,6 @@ mod tests {
             Outcome::Error("canceled".into())
         });
         assert_eq!(commands.shutdown(Duration::from_secs(5)).await, 0);
-        assert!(matches!(commands.reserve("t"), Err(Refused::ShuttingDown)));
+        assert!(matches!(commands.reserve("t"), Err(ServiceError::ShuttingDown)));
     }
 }

@@ -8,6 +8,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use crate::lease::LeaseError;
+use crate::service::{PluginError, ServiceError};
 use crate::state::StoreError;
 
 /// An error answer.
@@ -92,6 +93,41 @@ impl From<LeaseError> for ApiError {
                 .with("command_id", json!(command_id))
                 .with("lease_owner", json!(owner))
                 .with("lease_expires_ms", json!(expires_ms)),
+        }
+    }
+}
+
+/// The one place service errors become status codes.
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::InvalidStack(errors) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "the stack is invalid; nothing was changed",
+            )
+            .with(
+                "errors",
+                Value::Array(errors.iter().map(super::views::stack_error).collect()),
+            ),
+            ServiceError::Plugin(e @ (PluginError::NotFound { .. } | PluginError::Misnamed { .. })) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            }
+            ServiceError::Plugin(e) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            ServiceError::Busy { ref command_id, .. } => {
+                let id = command_id.clone();
+                ApiError::conflict(e.to_string()).with("command_id", json!(id))
+            }
+            ServiceError::LeaseHeld(held) => held.into(),
+            ServiceError::ShuttingDown => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
+            ServiceError::UnknownStack(_) => ApiError::not_found(e.to_string()),
+            ServiceError::NotResumable { .. } => ApiError::conflict(e.to_string()),
+            ServiceError::Store(e) => e.into(),
+            ServiceError::Resume(_) | ServiceError::Internal(_) => {
+                tracing::error!(error = %e, "command failed");
+                ApiError::internal(e.to_string())
+            }
         }
     }
 }

@@ -12,19 +12,16 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
-use super::commands::{NotRunning, Outcome, Refused, Reservation};
+use super::commands::{self, NotRunning, Outcome, Reservation};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
-use super::plugins::Plugins;
-use super::{resume, views, Shared};
-use crate::apply::{Event, Executor};
+use super::{blocking, views, Shared};
 use crate::discovery::UNMANAGED_STACK;
-use crate::lease::{self, Claim, Keeper};
-use crate::plan::{self, Mode, Plan, SecretHasher};
-use crate::stack::{self, Catalog, Graph, Stack, StackError};
-use crate::state::{CommandDocument, CommandFilter, CommandStatus, Store, StoredResource};
+use crate::plan::Mode;
+use crate::service::view::{self, PlanView, ReportView};
+use crate::service::Command;
+use crate::state::{CommandDocument, CommandFilter, CommandStatus};
 
 type AppState = State<Arc<Shared>>;
 
@@ -34,15 +31,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default and largest `limit` of `GET /v1/commands`.
 const COMMANDS_DEFAULT_LIMIT: usize = 20;
 const COMMANDS_MAX_LIMIT: usize = 200;
-
-/// Runs blocking work (the store, parsing, planning) off the async threads.
-pub(super) async fn blocking<T, F>(f: F) -> ApiResult<T>
-where
-    F: FnOnce() -> ApiResult<T> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(f).await?
-}
 
 // ---------------------------------------------------------------- health
 
@@ -78,7 +66,8 @@ pub async fn readyz(State(state): AppState) -> Response {
     )
     .await;
     let plugins: BTreeMap<String, &'static str> = state
-        .plugins
+        .service
+        .plugins()
         .hosts()
         .iter()
         .map(|h| (h.name().to_owned(), h.status().state))
@@ -131,40 +120,8 @@ pub struct StackRequest {
 #[derive(Deserialize, Default)]
 pub struct DestroyRequest {}
 
-impl StackRequest {
-    /// The request an apply was started with, as recorded.
-    pub(super) fn recorded(doc: &CommandDocument) -> Self {
-        StackRequest {
-            document: Some(Value::String(doc.text.clone())),
-            mode: Some(doc.mode.clone()),
-            source: Some(doc.source.clone()),
-            stack_dir: Some(doc.stack_dir.clone()),
-        }
-    }
-}
-
-/// A parsed, validated stack with the plugins it needs running.
-pub(super) struct Prepared {
-    pub(super) stack: Stack,
-    pub(super) graph: Graph,
-    pub(super) plugins: Plugins,
-    pub(super) mode: Mode,
-    /// What to record so that the command can be resumed without the request.
-    pub(super) document: CommandDocument,
-}
-
-fn invalid(errors: &[StackError]) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "the stack is invalid; nothing was changed",
-    )
-    .with(
-        "errors",
-        Value::Array(errors.iter().map(views::stack_error).collect()),
-    )
-}
-
-pub(super) async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prepared> {
+/// The document a request gives, checked, as the service takes it.
+fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
     let text = match req.document {
         Some(Value::String(text)) => text,
         // JSON is YAML: an object is taken as the document itself, laid out
@@ -179,13 +136,12 @@ pub(super) async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prep
         None => return Err(ApiError::bad_request("`document` is required")),
     };
     let mode = match req.mode.as_deref() {
-        None | Some("reconcile") => Mode::Reconcile,
-        Some("patch") => Mode::Patch,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "`mode` must be `reconcile` or `patch`, not `{other}`"
-            )))
-        }
+        None => Mode::Reconcile,
+        Some(name) => view::parse_mode(name).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`mode` must be `reconcile` or `patch`, not `{name}`"
+            ))
+        })?,
     };
     let stack_dir = match req.stack_dir {
         Some(dir) if Path::new(&dir).is_absolute() => dir,
@@ -196,246 +152,40 @@ pub(super) async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prep
         }
         None => state.config.stack_dir.display().to_string(),
     };
-    let source = req.source.unwrap_or_else(|| "request".to_owned());
-    let document = CommandDocument {
-        engine: state.config.engine().into(),
-        mode: views::mode_name(mode).into(),
-        source: source.clone(),
-        stack_dir: stack_dir.clone(),
-        text: text.clone(),
-    };
-    let stack = blocking(move || {
-        stack::parse(&source, &text, &stack_dir).map_err(|e| invalid(std::slice::from_ref(&e)))
+    Ok(CommandDocument {
+        engine: state.service.config().engine.name().into(),
+        mode: view::mode_name(mode).into(),
+        source: req.source.unwrap_or_else(|| "request".to_owned()),
+        stack_dir,
+        text,
     })
-    .await?;
-    let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
-    let plugins = state.plugins.ensure(&names).await?;
-    let catalog = plugins.catalog.clone();
-    let (stack, graph) = blocking(move || match stack::validate(&stack, &catalog) {
-        Ok(graph) => Ok((stack, graph)),
-        Err(errors) => Err(invalid(&errors)),
-    })
-    .await?;
-    Ok(Prepared {
-        stack,
-        graph,
-        plugins,
-        mode,
-        document,
-    })
-}
-
-/// What a plan was made against.
-pub(super) struct Planned {
-    stack: Stack,
-    graph: Graph,
-    plan: Plan,
-    stored: Vec<StoredResource>,
-    hasher: SecretHasher,
-}
-
-async fn plan_stack(store: &Store, prepared: Prepared) -> ApiResult<(Planned, Plugins)> {
-    let store = store.clone();
-    let Prepared {
-        stack,
-        graph,
-        plugins,
-        mode,
-        ..
-    } = prepared;
-    let catalog = plugins.catalog.clone();
-    let planned = blocking(move || {
-        let stored = store.resources(Some(&stack.name))?;
-        let hasher = SecretHasher::new(store.secret_key()?);
-        let plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
-        Ok(Planned {
-            stack,
-            graph,
-            plan,
-            stored,
-            hasher,
-        })
-    })
-    .await?;
-    Ok((planned, plugins))
 }
 
 /// `POST /v1/stacks/plan`.
 pub async fn plan_handler(
     State(state): AppState,
     JsonBody(req): JsonBody<StackRequest>,
-) -> ApiResult<Json<Value>> {
-    let prepared = prepare(&state, req).await?;
-    let mode = prepared.mode;
-    let (planned, _) = plan_stack(&state.store, prepared).await?;
-    Ok(Json(views::plan(
-        &planned.stack.name,
-        Some(mode),
-        &planned.plan,
+) -> ApiResult<Json<PlanView>> {
+    let prepared = state.service.prepare(document(&state, req)?).await?;
+    let plan = state.service.plan(&prepared).await?;
+    Ok(Json(PlanView::new(
+        &prepared.stack.name,
+        Some(prepared.mode),
+        &plan,
     )))
 }
 
-fn refused(stack: &str, r: Refused) -> ApiError {
-    match r {
-        Refused::Busy { command_id } => ApiError::conflict(format!(
-            "stack `{stack}` has a command running: {command_id}"
-        ))
-        .with("command_id", json!(command_id)),
-        Refused::ShuttingDown => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is shutting down",
-        ),
-    }
-}
-
-/// What a launched command does.
-pub(super) enum Work {
-    /// Runs this plan.
-    Plan(Planned),
-    /// Settles what the interrupted command it goes on with left
-    /// ambiguous, then plans against the settled records: `mode` for an
-    /// apply of `stack`, a destroy when `None`.
-    Resume {
-        stack: Stack,
-        graph: Graph,
-        mode: Option<Mode>,
-        hasher: SecretHasher,
-    },
-}
-
-/// Runs `work` as command `reservation` in the background, holding the
-/// command's lease (`keeper`) until it ends; losing the lease cancels it.
-pub(super) fn launch(
-    state: &Shared,
-    reservation: Reservation,
-    kind: &'static str,
-    work: Work,
-    plugins: Plugins,
-    keeper: Keeper,
-) {
-    let store = state.store.clone();
-    let options = state.config.options.clone();
-    let id = reservation.id.clone();
-    reservation.launch(move |cancel| async move {
-        let cancel = lease::cancel_on_loss(cancel, keeper.lost());
-        let (events, mut rx) = mpsc::unbounded_channel::<Event>();
-        let log_id = id.clone();
-        let logger = tokio::spawn(async move {
-            while let Some(e) = rx.recv().await {
-                if matches!(e.status, "failed" | "retrying" | "dependency_failed") {
-                    tracing::warn!(command = %log_id, label = %e.label, operation = e.operation,
-                        status = e.status, detail = %e.detail, "operation");
-                } else {
-                    tracing::debug!(command = %log_id, label = %e.label, operation = e.operation,
-                        status = e.status, detail = %e.detail, "operation");
-                }
-            }
-        });
-        let hasher = match &work {
-            Work::Plan(planned) => planned.hasher.clone(),
-            Work::Resume { hasher, .. } => hasher.clone(),
-        };
-        let executor = Executor::new(
-            plugins.transport,
-            store.clone(),
-            plugins.catalog.clone(),
-            hasher,
-            options,
-        )
-        .with_events(events)
-        .with_cancel(cancel);
-        let planned = match work {
-            Work::Plan(planned) => planned,
-            Work::Resume {
-                stack,
-                graph,
-                mode,
-                hasher,
-            } => match settle_and_plan(&executor, &store, &plugins.catalog, stack, graph, mode, hasher)
-                .await
-            {
-                Ok(planned) => planned,
-                Err(e) => {
-                    tracing::warn!(command = %id, error = %e,
-                        "cannot resume the interrupted command; it stays `running` for the next attempt");
-                    return Outcome::Error(format!("cannot resume: {e}"));
-                }
-            },
-        };
-        tracing::info!(command = %id, stack = %planned.stack.name, kind, "command started");
-        let result = executor
-            .run(
-                &id,
-                kind,
-                &planned.stack.name,
-                Some((&planned.stack, &planned.graph)),
-                &planned.plan,
-                &planned.stored,
-            )
-            .await;
-        drop(executor);
-        let _ = logger.await;
-        keeper.release();
-        match result {
-            Ok(report) => {
-                tracing::info!(command = %id, ok = report.ok(), succeeded = report.succeeded,
-                    failed = report.failed.len(), elapsed_ms = report.elapsed_ms, "command finished");
-                Outcome::Report(report)
-            }
-            Err(e) => {
-                tracing::error!(command = %id, error = %e, "command failed in the state store");
-                // Best effort: the store is what just failed.
-                let _ = store.finish_command(&id, &CommandStatus::Failed);
-                Outcome::Error(e.to_string())
-            }
-        }
-    });
-}
-
-/// Settles an interrupted command (as `orrery apply` does) and plans what
-/// is left against the settled records.
-async fn settle_and_plan(
-    executor: &Executor,
-    store: &Store,
-    catalog: &Catalog,
-    stack: Stack,
-    graph: Graph,
-    mode: Option<Mode>,
-    hasher: SecretHasher,
-) -> Result<Planned, String> {
-    let resumed = executor
-        .resume(&stack, &graph)
-        .await
-        .map_err(|e| e.to_string())?;
-    if let Some(r) = &resumed {
-        tracing::info!(command = %r.command_id, stack = %stack.name, settled = r.resolved,
-            adopted = r.adopted.len(), to_create_again = r.not_found.len(), "resuming an interrupted command");
-    }
-    let stored = store
-        .resources(Some(&stack.name))
-        .map_err(|e| e.to_string())?;
-    let plan = match mode {
-        Some(mode) => plan::plan(&stack, &graph, catalog, &stored, mode, &hasher),
-        None => plan::plan_destroy(&stored),
-    };
-    Ok(Planned {
-        stack,
-        graph,
-        plan,
-        stored,
-        hasher,
-    })
-}
-
-fn accepted(id: &str, stack: &str, kind: &str, plan: &Plan, claim: &Claim) -> Response {
+/// The 202 of a command started in the background.
+fn accepted(command: &Command, plan: &PlanView) -> Response {
+    let id = command.id();
     let mut body = json!({
         "command_id": id,
-        "stack": stack,
-        "kind": kind,
+        "stack": command.stack().name,
+        "kind": command.kind().name(),
         "status": "running",
-        "plan": views::plan(stack, None, plan),
+        "plan": plan,
     });
-    if matches!(claim, Claim::Interrupted(_)) {
+    if command.resumes() {
         body["resumed"] = json!(true);
     }
     (
@@ -446,67 +196,35 @@ fn accepted(id: &str, stack: &str, kind: &str, plan: &Plan, claim: &Claim) -> Re
         .into_response()
 }
 
+/// Starts `command` in the background as `reservation` and answers 202
+/// with its plan (a preview for a resumed command, which plans again once
+/// settled).
+async fn start(
+    mut reservation: Reservation,
+    command: Command,
+) -> ApiResult<Response> {
+    if command.id() != reservation.id {
+        reservation.rename(command.id());
+    }
+    let planned = command.plan().await?;
+    let response = accepted(&command, &command.view(&planned.plan));
+    let planned = (!command.resumes()).then_some(planned);
+    commands::launch(reservation, command, planned);
+    Ok(response)
+}
+
 /// `POST /v1/stacks/apply`.
 pub async fn apply_handler(
     State(state): AppState,
     JsonBody(req): JsonBody<StackRequest>,
 ) -> ApiResult<Response> {
-    let prepared = prepare(&state, req).await?;
-    let name = prepared.stack.name.clone();
-    let mut reservation = state
-        .commands
-        .reserve(&name)
-        .map_err(|r| refused(&name, r))?;
-    // The stack's interrupted command, if any, goes on under its id.
-    let (claim, keeper) = resume::claim(&state, &mut reservation, &name).await?;
-    // Recorded for resuming without the request, unless it holds secrets
-    // (never stored in clear).
-    if !plan::declares_secrets(&prepared.stack, &prepared.plugins.catalog) {
-        let (id, document) = (reservation.id.clone(), prepared.document.clone());
-        let store = state.store.clone();
-        blocking(move || Ok(store.put_command_document(&id, &document)?)).await?;
-    }
-    let mode = prepared.mode;
-    let (planned, plugins) = plan_stack(&state.store, prepared).await?;
-    let response = accepted(&reservation.id, &name, "apply", &planned.plan, &claim);
-    let work = match claim {
-        Claim::New(_) => Work::Plan(planned),
-        Claim::Interrupted(_) => Work::Resume {
-            stack: planned.stack,
-            graph: planned.graph,
-            mode: Some(mode),
-            hasher: planned.hasher,
-        },
-    };
-    launch(&state, reservation, "apply", work, plugins, keeper);
-    Ok(response)
-}
-
-/// A stack as recorded (its targets, no resources: what a destroy needs),
-/// its resources and the store's hasher; 404 when nothing is recorded.
-pub(super) async fn recorded_stack(
-    store: &Store,
-    name: &str,
-) -> ApiResult<(Stack, Vec<StoredResource>, SecretHasher)> {
-    let (store, name) = (store.clone(), name.to_owned());
-    blocking(move || {
-        let stored = store.resources(Some(&name))?;
-        let targets = store.targets(&name)?;
-        if stored.is_empty() && targets.is_empty() {
-            return Err(ApiError::not_found(format!(
-                "no stack `{name}` is recorded"
-            )));
-        }
-        let hasher = SecretHasher::new(store.secret_key()?);
-        let stack = Stack {
-            name,
-            source: String::new(),
-            targets,
-            resources: Vec::new(),
-        };
-        Ok((stack, stored, hasher))
-    })
-    .await
+    let prepared = state.service.prepare(document(&state, req)?).await?;
+    let reservation = state.commands.reserve(&prepared.stack.name)?;
+    let command = state
+        .service
+        .begin_apply(prepared, &reservation.id)
+        .await?;
+    start(reservation, command).await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
@@ -515,33 +233,12 @@ pub async fn destroy_handler(
     PathParam(name): PathParam,
     OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
 ) -> ApiResult<Response> {
-    let mut reservation = state
-        .commands
-        .reserve(&name)
-        .map_err(|r| refused(&name, r))?;
-    let (stack, stored, hasher) = recorded_stack(&state.store, &name).await?;
-    let (claim, keeper) = resume::claim(&state, &mut reservation, &name).await?;
-    let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
-    let plugins = state.plugins.ensure(&names).await?;
-    let plan = plan::plan_destroy(&stored);
-    let response = accepted(&reservation.id, &name, "destroy", &plan, &claim);
-    let work = match claim {
-        Claim::New(_) => Work::Plan(Planned {
-            stack,
-            graph: Graph::default(),
-            plan,
-            stored,
-            hasher,
-        }),
-        Claim::Interrupted(_) => Work::Resume {
-            stack,
-            graph: Graph::default(),
-            mode: None,
-            hasher,
-        },
-    };
-    launch(&state, reservation, "destroy", work, plugins, keeper);
-    Ok(response)
+    let reservation = state.commands.reserve(&name)?;
+    let command = state
+        .service
+        .begin_destroy(&name, None, &reservation.id)
+        .await?;
+    start(reservation, command).await
 }
 
 /// Query parameters naming a stack.
@@ -651,7 +348,7 @@ pub async fn command_handler(
     };
     out["active"] = json!(active);
     match state.commands.outcome(&id) {
-        Some(Outcome::Report(report)) => out["report"] = views::report(&report),
+        Some(Outcome::Report(report)) => out["report"] = json!(ReportView::new(&report)),
         Some(Outcome::Error(error)) => out["error"] = json!(error),
         None => {}
     }
@@ -676,7 +373,7 @@ pub async fn cancel_handler(
             let record = blocking(move || Ok(store.command(Some(&lookup))?)).await?;
             match record {
                 None => Err(ApiError::not_found(format!("no command `{id}`"))),
-                Some(r) if r.status == "running" => Err(ApiError::conflict(format!(
+                Some(r) if r.status == CommandStatus::Running.as_str() => Err(ApiError::conflict(format!(
                     "command `{id}` is not running in this server (it was interrupted)"
                 ))
                 .with("status", json!(r.status))),
@@ -737,7 +434,13 @@ pub async fn targets_handler(
 
 /// `GET /v1/plugins`.
 pub async fn plugins_handler(State(state): AppState) -> Json<Value> {
-    let rows: Vec<Value> = state.plugins.hosts().iter().map(views::plugin).collect();
+    let rows: Vec<Value> = state
+        .service
+        .plugins()
+        .hosts()
+        .iter()
+        .map(views::plugin)
+        .collect();
     Json(json!({ "plugins": rows }))
 }
 

@@ -1,8 +1,8 @@
 //! The primary's HTTP API (JSON), served by `orrery primary`.
 //!
-//! Embedded mode: plugins run in this process's care, started on demand by
-//! the names the submitted stacks' targets use and kept for later requests
-//! ([`plugins::PluginPool`]). Applies and destroys run in the background as
+//! Every command goes through the command service (`crate::service`), as
+//! the CLI's do; this layer turns requests into documents, service errors
+//! into status codes (`error.rs`), and runs commands in the background. Applies and destroys run in the background as
 //! commands, one at a time per stack ([`commands::Commands`]); their
 //! progress is read back from the state store (SQLite or PostgreSQL). Each
 //! command runs under its lease; commands a stopped primary left running
@@ -25,7 +25,6 @@ mod commands;
 mod error;
 mod extract;
 mod handlers;
-mod plugins;
 mod resume;
 mod views;
 
@@ -43,9 +42,11 @@ use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
+use error::ApiResult;
 
 use crate::apply::Options;
 use crate::lease::LeaseConfig;
+use crate::service::{Engine, PluginPool, Service, ServiceConfig};
 use crate::state::{self, Store, StoreError};
 
 /// Default largest request body: 16 MiB, room for stacks of tens of
@@ -82,24 +83,12 @@ pub struct Config {
     pub lease: LeaseConfig,
 }
 
-impl Config {
-    /// How this server reaches plugins, as recorded with its commands
-    /// (`embedded` or `nats`, as the CLI records them): a command is resumed
-    /// by a primary that reaches its plugins the same way.
-    pub fn engine(&self) -> &'static str {
-        if self.nats.is_some() {
-            "nats"
-        } else {
-            "embedded"
-        }
-    }
-}
-
 /// What every request shares.
 struct Shared {
     config: Config,
+    /// The service's store, for the listings.
     store: Store,
-    plugins: plugins::PluginPool,
+    service: Service,
     commands: commands::Commands,
     /// Interrupted commands already logged as not resumable here.
     warned: Mutex<HashSet<String>>,
@@ -120,15 +109,24 @@ impl Primary {
             Some(url) => state::open(url)?,
             None => state::open_dir(&config.data_dir)?,
         };
-        let plugins = match &config.nats {
-            Some(client) => plugins::PluginPool::distributed(client.clone()),
-            None => plugins::PluginPool::new(config.plugin_search.clone()),
+        let (plugins, engine) = match &config.nats {
+            Some(client) => (PluginPool::distributed(client.clone()), Engine::Nats),
+            None => (PluginPool::new(config.plugin_search.clone()), Engine::Embedded),
         };
+        let service = Service::new(
+            store.clone(),
+            plugins,
+            ServiceConfig {
+                options: config.options.clone(),
+                lease: config.lease.clone(),
+                engine,
+            },
+        );
         Ok(Primary {
             shared: Arc::new(Shared {
                 config,
                 store,
-                plugins,
+                service,
                 commands: commands::Commands::default(),
                 warned: Mutex::new(HashSet::new()),
                 stop: watch::channel(false).0,
@@ -179,8 +177,17 @@ impl Primary {
                 "commands still running at shutdown; their records say `running`"
             );
         }
-        self.shared.plugins.stop().await;
+        self.shared.service.shutdown().await;
     }
+}
+
+/// Runs blocking work (the store) off the async threads.
+async fn blocking<T, F>(f: F) -> ApiResult<T>
+where
+    F: FnOnce() -> ApiResult<T> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await?
 }
 
 fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

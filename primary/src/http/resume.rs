@@ -14,38 +14,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::commands::Reservation;
-use super::error::{ApiError, ApiResult};
-use super::handlers::{blocking, launch, prepare, recorded_stack, Prepared, StackRequest, Work};
-use super::plugins::Plugins;
-use super::Shared;
-use crate::lease::{self, Claim, Keeper};
-use crate::plan::SecretHasher;
-use crate::stack::Graph;
+use super::{blocking, commands, Shared};
+use crate::service::ServiceError;
 use crate::state::{CommandFilter, CommandHead, CommandStatus};
 
 /// Most running commands looked at in one scan.
 const SCAN_LIMIT: usize = 1000;
-
-/// Takes the lease of the command a request on `stack` goes on with: the
-/// stack's interrupted command (the reservation takes its id), or a new one
-/// under the reservation's id. 409 when another primary holds it.
-pub(super) async fn claim(
-    state: &Shared,
-    reservation: &mut Reservation,
-    stack: &str,
-) -> ApiResult<(Claim, Keeper)> {
-    let store = state.store.clone();
-    let config = state.config.lease.clone();
-    let (stack, new_id) = (stack.to_owned(), reservation.id.clone());
-    let claim =
-        blocking(move || Ok(lease::claim(store.as_ref(), &stack, &new_id, &config)?)).await?;
-    if let Claim::Interrupted(id) = &claim {
-        reservation.rename(id);
-    }
-    let keeper = Keeper::start(state.store.clone(), claim.command_id(), &state.config.lease);
-    Ok((claim, keeper))
-}
 
 /// One scan: resumes every interrupted command this primary may take.
 pub(super) async fn resume_interrupted(state: &Arc<Shared>) {
@@ -75,96 +49,23 @@ pub(super) async fn resume_interrupted(state: &Arc<Shared>) {
         match resume_one(state, head).await {
             Ok(true) => tracing::info!(command = %id, "resuming an interrupted command"),
             Ok(false) => {}
-            Err(e) => warn_once(state, &id, &e.message),
+            Err(e) => warn_once(state, &id, &e.to_string()),
         }
     }
 }
 
 /// Resumes `head` if this primary can; `false` when it is not for this
-/// primary to resume (another holds it, or it is no longer the latest).
-async fn resume_one(state: &Arc<Shared>, head: CommandHead) -> ApiResult<bool> {
+/// primary to resume.
+async fn resume_one(state: &Arc<Shared>, head: CommandHead) -> Result<bool, ServiceError> {
     let Ok(mut reservation) = state.commands.reserve(&head.stack) else {
         return Ok(false);
     };
-    let (claim, keeper) = match claim(state, &mut reservation, &head.stack).await {
-        Ok(claimed) => claimed,
-        // Run (or being resumed) by another primary: its business.
-        Err(e) if e.status == axum::http::StatusCode::CONFLICT => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    if claim != Claim::Interrupted(head.id.clone()) {
-        // A newer command of the stack began since the listing.
+    let Some(command) = state.service.begin_resume(&head, &reservation.id).await? else {
         return Ok(false);
-    }
-    let (kind, work, plugins) = match head.kind.as_str() {
-        "apply" => {
-            let (work, plugins) = apply_work(state, &head).await?;
-            ("apply", work, plugins)
-        }
-        "destroy" => {
-            let (stack, stored, hasher) = recorded_stack(&state.store, &head.stack).await?;
-            let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
-            let plugins = state.plugins.ensure(&names).await?;
-            let work = Work::Resume {
-                stack,
-                graph: Graph::default(),
-                mode: None,
-                hasher,
-            };
-            ("destroy", work, plugins)
-        }
-        other => {
-            return Err(ApiError::internal(format!(
-                "command {} is of an unknown kind `{other}`",
-                head.id
-            )))
-        }
     };
-    launch(state, reservation, kind, work, plugins, keeper);
+    reservation.rename(command.id());
+    commands::launch(reservation, command, None);
     Ok(true)
-}
-
-/// An interrupted apply, from the document it was started with.
-async fn apply_work(state: &Arc<Shared>, head: &CommandHead) -> ApiResult<(Work, Plugins)> {
-    let store = state.store.clone();
-    let id = head.id.clone();
-    let document = blocking(move || Ok(store.command_document(&id)?)).await?;
-    let Some(document) = document else {
-        return Err(ApiError::internal(format!(
-            "command {} of stack `{}` was interrupted, but its document was not recorded (it gives write-only or opaque values, which are never stored, or an older release ran it); applying the document again resumes it",
-            head.id, head.stack
-        )));
-    };
-    if document.engine != state.config.engine() {
-        return Err(ApiError::internal(format!(
-            "command {} of stack `{}` reached its plugins through `{}`, not as this primary does; a primary that reaches them so resumes it",
-            head.id, head.stack, document.engine
-        )));
-    }
-    let Prepared {
-        stack,
-        graph,
-        plugins,
-        mode,
-        ..
-    } = prepare(state, StackRequest::recorded(&document)).await?;
-    if stack.name != head.stack {
-        return Err(ApiError::internal(format!(
-            "the document recorded for command {} is of stack `{}`, not `{}`",
-            head.id, stack.name, head.stack
-        )));
-    }
-    let store = state.store.clone();
-    let hasher = blocking(move || Ok(SecretHasher::new(store.secret_key()?))).await?;
-    Ok((
-        Work::Resume {
-            stack,
-            graph,
-            mode: Some(mode),
-            hasher,
-        },
-        plugins,
-    ))
 }
 
 /// Logs why `command_id` cannot be resumed, once per command.

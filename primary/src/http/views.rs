@@ -4,51 +4,12 @@ use orrery_bus::plugin_host::PluginHost;
 use orrery_schema::{PropertyMap, Value as PropertyValue};
 use serde_json::{json, Value};
 
-use crate::apply::Report;
 use crate::discovery::Drift;
-use crate::plan::{Mode, Plan};
 use crate::stack::{StackError, TargetDecl};
 use crate::state::StoredResource;
 
 /// Placeholder for a target configuration value that may be a secret.
 pub const REDACTED: &str = "<redacted>";
-
-/// A plan, in the shape of `orrery plan --output json` plus `stack`, `mode`
-/// and `has_changes`.
-pub fn plan(stack: &str, mode: Option<Mode>, plan: &Plan) -> Value {
-    let changes: Vec<Value> = plan
-        .changes
-        .iter()
-        .map(|c| {
-            json!({"label": c.label, "type": c.resource_type, "target": c.target,
-                "action": c.action.name(), "fields": c.fields})
-        })
-        .collect();
-    let mut out = json!({
-        "stack": stack,
-        "changes": changes,
-        "summary": summary(plan),
-        "has_changes": plan.has_changes(),
-    });
-    if let Some(mode) = mode {
-        out["mode"] = json!(mode_name(mode));
-    }
-    out
-}
-
-/// A plan's counts.
-pub fn summary(plan: &Plan) -> Value {
-    let [create, update, replace, delete, noop] = plan.counts();
-    json!({"create": create, "update": update, "replace": replace, "delete": delete, "no_op": noop})
-}
-
-/// The API's name of a mode.
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Patch => "patch",
-        _ => "reconcile",
-    }
-}
 
 /// One stack error: where, which resource, what.
 pub fn stack_error(e: &StackError) -> Value {
@@ -127,27 +88,6 @@ pub fn plugin(host: &PluginHost) -> Value {
         "rate_limit": serde_json::to_value(&a.rate_limit).unwrap_or(Value::Null),
         "resource_types": types,
         "status": serde_json::to_value(host.status()).unwrap_or(Value::Null),
-    })
-}
-
-/// An executor's report.
-pub fn report(r: &Report) -> Value {
-    let failed: Vec<Value> = r
-        .failed
-        .iter()
-        .map(|(label, op, code, message)| {
-            json!({"label": label, "operation": op, "code": code, "message": message})
-        })
-        .collect();
-    json!({
-        "ok": r.ok(),
-        "succeeded": r.succeeded,
-        "failed": failed,
-        "dependency_failed": r.dependency_failed,
-        "canceled": r.canceled,
-        "retries": r.retries,
-        "requests": r.requests,
-        "elapsed_ms": r.elapsed_ms,
     })
 }
 

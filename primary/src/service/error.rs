@@ -1,0 +1,77 @@
+//! What a command can fail with, whoever asked for it. Only the HTTP layer
+//! turns these into status codes; the CLI prints them.
+
+use crate::apply::ResumeError;
+use crate::lease::LeaseError;
+use crate::stack::StackError;
+use crate::state::StoreError;
+
+use super::plugins::PluginError;
+
+/// Why the service refused or failed a command.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The document does not parse or does not validate; nothing was changed.
+    #[error("the stack is invalid; nothing was changed:\n  {}", lines(.0))]
+    InvalidStack(Vec<StackError>),
+    /// A plugin the stack needs cannot be provided.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// This process already runs a command of the stack.
+    #[error("stack `{stack}` has a command running: {command_id}")]
+    Busy {
+        /// The stack.
+        stack: String,
+        /// Its running command.
+        command_id: String,
+    },
+    /// Another primary holds the lease of the stack's command.
+    #[error(transparent)]
+    LeaseHeld(LeaseError),
+    /// The server stops taking commands.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// Nothing is recorded of the stack.
+    #[error("no stack `{0}` is recorded")]
+    UnknownStack(String),
+    /// An interrupted command cannot be resumed by this primary.
+    #[error("command {command_id} cannot be resumed here: {reason}")]
+    NotResumable {
+        /// The command.
+        command_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Settling an interrupted command failed; it stays `running`.
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A bug: a task of the service failed.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<LeaseError> for ServiceError {
+    fn from(e: LeaseError) -> Self {
+        match e {
+            LeaseError::Store(e) => ServiceError::Store(e),
+            held @ LeaseError::Held { .. } => ServiceError::LeaseHeld(held),
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for ServiceError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ServiceError::Internal(format!("a task failed: {e}"))
+    }
+}
+
+fn lines(errors: &[StackError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}

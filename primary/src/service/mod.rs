@@ -1,0 +1,503 @@
+//! The command service: the one pipeline every caller drives — `orrery
+//! plan|apply|destroy`, the HTTP API and the server's background resume —
+//! read and parse → plugins → validate → plan → lease → settle/resume →
+//! execute → report.
+//!
+//! Callers differ only in how they talk to people: the CLI prints the plan
+//! and asks before [`Command::execute`]; the HTTP API answers 202 with the
+//! plan and executes in the background. Both call the same functions here,
+//! get the same [`ServiceError`]s, and show plans and reports through the
+//! same [`view`] types.
+//!
+//! - [`plugins`]: how plugins are provided for a command (one way, both modes).
+//! - [`view`]: plans and reports as JSON.
+//! - [`error`]: the domain errors.
+
+mod error;
+pub mod plugins;
+pub mod view;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+pub use error::ServiceError;
+pub use plugins::{plugin_search_path, PluginError, PluginPool, Plugins};
+
+use crate::apply::{Event, Executor, Options, Report, Resumed};
+use crate::lease::{self, Claim, Keeper, LeaseConfig};
+use crate::plan::{self, Mode, Plan, SecretHasher};
+use crate::stack::{self, Graph, Stack};
+use crate::state::{CommandDocument, CommandHead, StateStore, Store, StoredResource};
+
+/// How the service reaches plugins, as recorded with its commands: a
+/// command is resumed only by a primary that reaches its plugins the same
+/// way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// Plugins in this process's care.
+    Embedded,
+    /// Plugins behind satellites, over NATS.
+    Nats,
+}
+
+impl Engine {
+    /// The recorded name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Embedded => "embedded",
+            Engine::Nats => "nats",
+        }
+    }
+}
+
+/// What a command does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandKind {
+    /// Makes a stack's resources what its document says.
+    Apply,
+    /// Deletes every resource of a stack.
+    Destroy,
+}
+
+impl CommandKind {
+    /// The recorded name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CommandKind::Apply => "apply",
+            CommandKind::Destroy => "destroy",
+        }
+    }
+
+    /// The kind a recorded name spells.
+    pub fn parse(name: &str) -> Option<CommandKind> {
+        match name {
+            "apply" => Some(CommandKind::Apply),
+            "destroy" => Some(CommandKind::Destroy),
+            _ => None,
+        }
+    }
+}
+
+/// How commands run.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// Concurrency, rate-limit overrides, page size.
+    pub options: Options,
+    /// Who this primary is in command leases, and their time to live.
+    pub lease: LeaseConfig,
+    /// How plugins are reached.
+    pub engine: Engine,
+}
+
+/// The command service. Cheap to share behind an `Arc`.
+pub struct Service {
+    store: Store,
+    plugins: PluginPool,
+    config: ServiceConfig,
+}
+
+/// A parsed, validated stack document with the plugins it needs.
+pub struct Prepared {
+    /// The stack.
+    pub stack: Stack,
+    /// Its dependency graph.
+    pub graph: Graph,
+    /// `reconcile` or `patch`.
+    pub mode: Mode,
+    /// What is recorded so that the apply can be resumed without the caller.
+    pub document: CommandDocument,
+    plugins: Plugins,
+}
+
+impl Prepared {
+    /// The plugins' announcements.
+    pub fn catalog(&self) -> &stack::Catalog {
+        &self.plugins.catalog
+    }
+}
+
+/// Runs store calls off the async worker threads.
+async fn on_store<T, F>(store: &Store, f: F) -> Result<T, ServiceError>
+where
+    F: FnOnce(&dyn StateStore) -> Result<T, ServiceError> + Send + 'static,
+    T: Send + 'static,
+{
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || f(store.as_ref())).await?
+}
+
+impl Service {
+    /// A service over `store`, providing plugins from `plugins`.
+    pub fn new(store: Store, plugins: PluginPool, config: ServiceConfig) -> Service {
+        Service {
+            store,
+            plugins,
+            config,
+        }
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The plugins.
+    pub fn plugins(&self) -> &PluginPool {
+        &self.plugins
+    }
+
+    /// How commands run.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    /// Stops the plugins this service started.
+    pub async fn shutdown(&self) {
+        self.plugins.stop().await;
+    }
+
+    /// Parses `document`, provides the plugins its targets name and
+    /// validates it against their schemas.
+    pub async fn prepare(&self, document: CommandDocument) -> Result<Prepared, ServiceError> {
+        let mode = view::parse_mode(&document.mode).unwrap_or_default();
+        let doc = document.clone();
+        let stack = tokio::task::spawn_blocking(move || {
+            stack::parse(&doc.source, &doc.text, &doc.stack_dir)
+        })
+        .await?
+        .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+        let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
+        let plugins = self.plugins.ensure(&names).await?;
+        let catalog = plugins.catalog.clone();
+        let (stack, graph) =
+            tokio::task::spawn_blocking(move || match stack::validate(&stack, &catalog) {
+                Ok(graph) => Ok((stack, graph)),
+                Err(errors) => Err(ServiceError::InvalidStack(errors)),
+            })
+            .await??;
+        Ok(Prepared {
+            stack,
+            graph,
+            mode,
+            document,
+            plugins,
+        })
+    }
+
+    /// What applying `prepared` would change now.
+    pub async fn plan(&self, prepared: &Prepared) -> Result<Plan, ServiceError> {
+        let (stack, graph, catalog, mode) = (
+            prepared.stack.clone(),
+            prepared.graph.clone(),
+            prepared.plugins.catalog.clone(),
+            prepared.mode,
+        );
+        on_store(&self.store, move |store| {
+            let stored = store.resources(Some(&stack.name))?;
+            let hasher = SecretHasher::new(store.secret_key()?);
+            Ok(plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher))
+        })
+        .await
+    }
+
+    /// Takes the command an apply of `prepared` goes on with (the stack's
+    /// interrupted command, or a new one as `new_id`) and holds its lease.
+    pub async fn begin_apply(
+        &self,
+        prepared: Prepared,
+        new_id: &str,
+    ) -> Result<Command, ServiceError> {
+        let Prepared {
+            stack,
+            graph,
+            mode,
+            document,
+            plugins,
+        } = prepared;
+        let record = (!plan::declares_secrets(&stack, &plugins.catalog)).then_some(document);
+        self.begin(
+            CommandKind::Apply,
+            stack,
+            graph,
+            Some(mode),
+            record,
+            plugins,
+            new_id,
+        )
+        .await
+    }
+
+    /// Takes the command a destroy of stack `name` goes on with and holds
+    /// its lease. Targets come from `document` when given (a destroy needs
+    /// their configuration), otherwise from the store.
+    pub async fn begin_destroy(
+        &self,
+        name: &str,
+        document: Option<Stack>,
+        new_id: &str,
+    ) -> Result<Command, ServiceError> {
+        let owned = name.to_owned();
+        let (stored, recorded_targets) = on_store(&self.store, move |store| {
+            Ok((store.resources(Some(&owned))?, store.targets(&owned)?))
+        })
+        .await?;
+        if document.is_none() && stored.is_empty() && recorded_targets.is_empty() {
+            return Err(ServiceError::UnknownStack(name.to_owned()));
+        }
+        let stack = Stack {
+            name: name.to_owned(),
+            source: String::new(),
+            targets: document.map_or(recorded_targets, |d| d.targets),
+            resources: Vec::new(),
+        };
+        let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
+        let plugins = self.plugins.ensure(&names).await?;
+        self.begin(
+            CommandKind::Destroy,
+            stack,
+            Graph::default(),
+            None,
+            None,
+            plugins,
+            new_id,
+        )
+        .await
+    }
+
+    /// Takes over `head`, a command a stopped primary left `running`: an
+    /// apply from the document recorded when it started, a destroy from the
+    /// recorded targets. `None` when it is not this primary's to resume
+    /// (another holds its lease, or a newer command of its stack began).
+    pub async fn begin_resume(
+        &self,
+        head: &CommandHead,
+        new_id: &str,
+    ) -> Result<Option<Command>, ServiceError> {
+        let not_resumable = |reason: String| ServiceError::NotResumable {
+            command_id: head.id.clone(),
+            reason,
+        };
+        let begun = match CommandKind::parse(&head.kind) {
+            Some(CommandKind::Apply) => {
+                let id = head.id.clone();
+                let document = on_store(&self.store, move |s| Ok(s.command_document(&id)?))
+                    .await?
+                    .ok_or_else(|| {
+                        not_resumable(format!(
+                            "its document was not recorded (it gives write-only or opaque values, which are never stored, or an older release ran it); applying the document of stack `{}` again resumes it",
+                            head.stack
+                        ))
+                    })?;
+                if document.engine != self.config.engine.name() {
+                    return Err(not_resumable(format!(
+                        "it reached its plugins through `{}`, not as this primary does; a primary that reaches them so resumes it",
+                        document.engine
+                    )));
+                }
+                let prepared = self.prepare(document).await?;
+                if prepared.stack.name != head.stack {
+                    return Err(not_resumable(format!(
+                        "its recorded document is of stack `{}`, not `{}`",
+                        prepared.stack.name, head.stack
+                    )));
+                }
+                self.begin_apply(prepared, new_id).await
+            }
+            Some(CommandKind::Destroy) => self.begin_destroy(&head.stack, None, new_id).await,
+            None => return Err(not_resumable(format!("unknown kind `{}`", head.kind))),
+        };
+        match begun {
+            Ok(command) if command.claim == Claim::Interrupted(head.id.clone()) => {
+                Ok(Some(command))
+            }
+            // A newer command of the stack began since the listing.
+            Ok(_) => Ok(None),
+            // Run (or being resumed) by another primary: its business.
+            Err(ServiceError::LeaseHeld(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn begin(
+        &self,
+        kind: CommandKind,
+        stack: Stack,
+        graph: Graph,
+        mode: Option<Mode>,
+        document: Option<CommandDocument>,
+        plugins: Plugins,
+        new_id: &str,
+    ) -> Result<Command, ServiceError> {
+        let config = self.config.lease.clone();
+        let (name, id) = (stack.name.clone(), new_id.to_owned());
+        let (claim, hasher) = on_store(&self.store, move |store| {
+            let claim = lease::claim(store, &name, &id, &config)?;
+            Ok((claim, SecretHasher::new(store.secret_key()?)))
+        })
+        .await?;
+        let keeper = Keeper::start(self.store.clone(), claim.command_id(), &self.config.lease);
+        Ok(Command {
+            kind,
+            claim,
+            keeper,
+            stack,
+            graph,
+            mode,
+            document,
+            plugins,
+            hasher,
+            store: self.store.clone(),
+            options: self.config.options.clone(),
+        })
+    }
+}
+
+/// A command whose lease this primary holds: settle what an interrupted
+/// run left, plan, then execute. Dropping it releases the lease.
+pub struct Command {
+    kind: CommandKind,
+    claim: Claim,
+    keeper: Keeper,
+    stack: Stack,
+    graph: Graph,
+    mode: Option<Mode>,
+    document: Option<CommandDocument>,
+    plugins: Plugins,
+    hasher: SecretHasher,
+    store: Store,
+    options: Options,
+}
+
+/// A command's plan with the records it was made against.
+pub struct Planned {
+    /// What will change.
+    pub plan: Plan,
+    /// The stack's records it was planned against.
+    pub stored: Vec<StoredResource>,
+}
+
+impl Command {
+    /// Its id (the interrupted command's when it goes on with one).
+    pub fn id(&self) -> &str {
+        self.claim.command_id()
+    }
+
+    /// Apply or destroy.
+    pub fn kind(&self) -> CommandKind {
+        self.kind
+    }
+
+    /// The stack.
+    pub fn stack(&self) -> &Stack {
+        &self.stack
+    }
+
+    /// Whether it goes on with a command a stopped primary left running.
+    pub fn resumes(&self) -> bool {
+        matches!(self.claim, Claim::Interrupted(_))
+    }
+
+    fn executor(&self) -> Executor {
+        Executor::new(
+            self.plugins.transport.clone(),
+            self.store.clone(),
+            self.plugins.catalog.clone(),
+            self.hasher.clone(),
+            self.options.clone(),
+        )
+    }
+
+    /// Settles what the interrupted command it goes on with left ambiguous
+    /// (nothing for a new command); plan after this.
+    pub async fn settle(&self) -> Result<Option<Resumed>, ServiceError> {
+        if !self.resumes() {
+            return Ok(None);
+        }
+        let resumed = self.executor().resume(&self.stack, &self.graph).await?;
+        if let Some(r) = &resumed {
+            tracing::info!(command = %r.command_id, stack = %self.stack.name, settled = r.resolved,
+                adopted = r.adopted.len(), to_create_again = r.not_found.len(),
+                "resuming an interrupted command");
+        }
+        Ok(resumed)
+    }
+
+    /// What it will change, against the records as they are now.
+    pub async fn plan(&self) -> Result<Planned, ServiceError> {
+        let (stack, graph, catalog, mode, hasher) = (
+            self.stack.clone(),
+            self.graph.clone(),
+            self.plugins.catalog.clone(),
+            self.mode,
+            self.hasher.clone(),
+        );
+        on_store(&self.store, move |store| {
+            let stored = store.resources(Some(&stack.name))?;
+            let plan = match mode {
+                Some(mode) => plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
+                None => plan::plan_destroy(&stored),
+            };
+            Ok(Planned { plan, stored })
+        })
+        .await
+    }
+
+    /// The view of `plan` for this command.
+    pub fn view(&self, plan: &Plan) -> view::PlanView {
+        view::PlanView::new(&self.stack.name, self.mode, plan)
+    }
+
+    /// Runs `planned`, recording the document first (for an apply that
+    /// gives no secrets), sending progress to `events`; `cancel` (or losing
+    /// the lease) stops new operations. Releases the lease at the end.
+    pub async fn execute(
+        self,
+        planned: &Planned,
+        events: Option<mpsc::UnboundedSender<Event>>,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Report, ServiceError> {
+        if let Some(document) = self.document.clone() {
+            let id = self.id().to_owned();
+            on_store(&self.store, move |s| Ok(s.put_command_document(&id, &document)?)).await?;
+        }
+        let mut executor = self
+            .executor()
+            .with_cancel(lease::cancel_on_loss(cancel, self.keeper.lost()));
+        if let Some(events) = events {
+            executor = executor.with_events(events);
+        }
+        tracing::info!(command = %self.id(), stack = %self.stack.name, kind = self.kind.name(),
+            "command started");
+        let report = executor
+            .run(
+                self.id(),
+                self.kind.name(),
+                &self.stack.name,
+                Some((&self.stack, &self.graph)),
+                &planned.plan,
+                &planned.stored,
+            )
+            .await;
+        drop(executor);
+        let id = self.id().to_owned();
+        self.keeper.release();
+        if report.is_err() {
+            // Best effort: the store is what just failed.
+            let id = id.clone();
+            let _ = on_store(&self.store, move |s| {
+                Ok(s.finish_command(&id, &crate::state::CommandStatus::Failed)?)
+            })
+            .await;
+        }
+        let report = report?;
+        tracing::info!(command = %report.command_id, ok = report.ok(), succeeded = report.succeeded,
+            failed = report.failed.len(), elapsed_ms = report.elapsed_ms, "command finished");
+        Ok(report)
+    }
+}
+
+/// A shared service.
+pub type SharedService = Arc<Service>;

@@ -1,0 +1,289 @@
+//! The plugins a command works with, provisioned one way for every caller
+//! (the CLI, the HTTP API, the background jobs). Embedded mode: started
+//! in-process on demand, by the names the stacks' targets use, then kept
+//! running and shared by later commands of the same process. Distributed
+//! mode: served by satellites over NATS, their schemas asked for
+//! (`orrery.describe.<plugin>`) per command so a fleet upgrade is seen at
+//! once. A plugin that cannot be provided fails the command with its reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
+
+use crate::stack::Catalog;
+
+/// Environment variable naming a directory of plugin binaries.
+pub const PLUGIN_DIR_ENV: &str = "ORRERY_PLUGIN_DIR";
+
+/// Why a plugin could not be provided.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// No binary `orrery-plugin-<name>` was found (or the name cannot be a
+    /// plugin's).
+    #[error("plugin `{name}` not found: looked for `orrery-plugin-{name}` in {searched}")]
+    NotFound {
+        /// The plugin.
+        name: String,
+        /// Where it looked.
+        searched: String,
+    },
+    /// The plugin binary did not start.
+    #[error("plugin `{name}` ({path}) did not start: {source}")]
+    Spawn {
+        /// The plugin.
+        name: String,
+        /// Its binary.
+        path: String,
+        /// Why.
+        #[source]
+        source: orrery_plugin_sdk::process::SpawnError,
+    },
+    /// The binary announced another name: targets name plugins as they
+    /// announce themselves, so it cannot serve them.
+    #[error("plugin binary {path} announced itself as `{announced}`, not `{name}`")]
+    Misnamed {
+        /// The name asked for.
+        name: String,
+        /// The name it announced.
+        announced: String,
+        /// Its binary.
+        path: String,
+    },
+    /// No satellite describes the plugin.
+    #[error("cannot learn the schemas of plugin `{name}`: {source}")]
+    Describe {
+        /// The plugin.
+        name: String,
+        /// Why.
+        #[source]
+        source: orrery_bus::bus::BusError,
+    },
+}
+
+/// Where plugin binaries are looked for: `dir` if given, then
+/// `$ORRERY_PLUGIN_DIR`, then the directory of this executable, then `PATH`.
+pub fn plugin_search_path(dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    out.extend(dir.map(Path::to_path_buf));
+    out.extend(std::env::var_os(PLUGIN_DIR_ENV).map(PathBuf::from));
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        out.push(exe_dir);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&path));
+    }
+    out
+}
+
+/// Finds `orrery-plugin-<name>` (only for names that can be a plugin's).
+pub fn find_plugin(name: &str, search: &[PathBuf]) -> Result<PathBuf, PluginError> {
+    let file = format!("orrery-plugin-{name}");
+    search
+        .iter()
+        .filter(|_| valid_name(name))
+        .map(|d| d.join(&file))
+        .find(|p| p.is_file())
+        .ok_or_else(|| PluginError::NotFound {
+            name: name.to_owned(),
+            searched: search
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// How long a replaced or stopping plugin may take to finish its requests.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long satellites get to describe a plugin.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a command works with: the plugins it needs, their announcements.
+#[derive(Clone)]
+pub struct Plugins {
+    /// Sends operations to the running plugins.
+    pub transport: Arc<dyn Transport>,
+    /// Their announcements.
+    pub catalog: Catalog,
+}
+
+#[derive(Clone, Default)]
+struct Snapshot {
+    /// Running plugins by announced name.
+    hosts: BTreeMap<String, PluginHost>,
+    catalog: Catalog,
+}
+
+/// Plugins started on demand and kept.
+pub struct PluginPool {
+    search: Vec<PathBuf>,
+    current: RwLock<Arc<Snapshot>>,
+    /// Held while plugins start, so that two requests naming the same new
+    /// plugin start it once.
+    starting: tokio::sync::Mutex<()>,
+    /// Set in distributed mode: plugins are behind satellites.
+    nats: Option<async_nats::Client>,
+}
+
+/// Whether `name` can be a plugin name: it becomes part of a file name.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && !name.starts_with('-')
+}
+
+impl PluginPool {
+    /// A pool finding plugin binaries in `search`.
+    pub fn new(search: Vec<PathBuf>) -> Self {
+        PluginPool {
+            search,
+            current: RwLock::new(Arc::new(Snapshot::default())),
+            starting: tokio::sync::Mutex::new(()),
+            nats: None,
+        }
+    }
+
+    /// A pool of plugins served by satellites reached through `client`.
+    pub fn distributed(client: async_nats::Client) -> Self {
+        PluginPool {
+            nats: Some(client),
+            ..PluginPool::new(Vec::new())
+        }
+    }
+
+    /// The satellites' plugins, as they describe them.
+    async fn described(
+        client: &async_nats::Client,
+        names: &BTreeSet<String>,
+    ) -> Result<Plugins, PluginError> {
+        let mut catalog = Catalog::new();
+        for name in names {
+            let announcement = orrery_bus::describe::describe(client, name, DESCRIBE_TIMEOUT)
+                .await
+                .map_err(|source| PluginError::Describe {
+                    name: name.clone(),
+                    source,
+                })?;
+            catalog.insert(announcement);
+        }
+        Ok(Plugins {
+            transport: Arc::new(orrery_bus::bus::NatsBus::new(client.clone())),
+            catalog,
+        })
+    }
+
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes sure the named plugins run (restarting any that gave up as
+    /// unhealthy) and returns every running plugin; fails naming the first
+    /// plugin that cannot be provided.
+    pub async fn ensure(&self, names: &BTreeSet<String>) -> Result<Plugins, PluginError> {
+        if let Some(client) = &self.nats {
+            return Self::described(client, names).await;
+        }
+        let needs_start = |snap: &Snapshot| {
+            names.iter().any(|n| match snap.hosts.get(n) {
+                None => true,
+                Some(host) => host.status().state == "unhealthy",
+            })
+        };
+        if needs_start(&self.snapshot()) {
+            let _starting = self.starting.lock().await;
+            let snap = self.snapshot();
+            let mut next = (*snap).clone();
+            let started = self.start_missing(names, &mut next).await;
+            // What did start is kept (and stopped with the pool) either way.
+            *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+            started?;
+        }
+        let snap = self.snapshot();
+        Ok(Plugins {
+            transport: Arc::new(LocalBus::new(snap.hosts.values().cloned())),
+            catalog: snap.catalog.clone(),
+        })
+    }
+
+    /// Starts each of `names` not running (or unhealthy) in `next`.
+    async fn start_missing(
+        &self,
+        names: &BTreeSet<String>,
+        next: &mut Snapshot,
+    ) -> Result<(), PluginError> {
+        for name in names {
+            if let Some(host) = next.hosts.get(name) {
+                if host.status().state != "unhealthy" {
+                    continue;
+                }
+                tracing::warn!(plugin = %name, "restarting a plugin that gave up as unhealthy");
+                host.stop(STOP_GRACE).await;
+                next.hosts.remove(name);
+            }
+            let path = find_plugin(name, &self.search)?;
+            let host = PluginHost::start(PluginSpec::new(&path))
+                .await
+                .map_err(|source| PluginError::Spawn {
+                    name: name.clone(),
+                    path: path.display().to_string(),
+                    source,
+                })?;
+            if host.name() != name {
+                let announced = host.name().to_owned();
+                host.stop(STOP_GRACE).await;
+                return Err(PluginError::Misnamed {
+                    name: name.clone(),
+                    announced,
+                    path: path.display().to_string(),
+                });
+            }
+            tracing::info!(plugin = %name, version = %host.announcement().version, "plugin started");
+            next.catalog.insert(host.announcement().clone());
+            next.hosts.insert(host.name().to_owned(), host);
+        }
+        Ok(())
+    }
+
+    /// The running plugins.
+    pub fn hosts(&self) -> Vec<PluginHost> {
+        self.snapshot().hosts.values().cloned().collect()
+    }
+
+    /// Stops every plugin.
+    pub async fn stop(&self) {
+        let snap = std::mem::take(&mut *self.current.write().unwrap_or_else(|p| p.into_inner()));
+        for host in snap.hosts.values() {
+            host.stop(STOP_GRACE).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_name;
+
+    #[test]
+    fn plugin_names() {
+        assert!(valid_name("local"));
+        assert!(valid_name("aws_ec2-v2"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("../bin/sh"));
+        assert!(!valid_name("a/b"));
+        assert!(!valid_name("-rf"));
+        assert!(!valid_name("a b"));
+        assert!(!valid_name(&"x".repeat(65)));
+    }
+}

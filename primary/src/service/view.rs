@@ -1,0 +1,200 @@
+//! Plans and reports as JSON: one shape, emitted by `--output json` and by
+//! the HTTP API alike (documented in `docs/http-api.md`).
+
+use serde::Serialize;
+
+use crate::apply::Report;
+use crate::plan::{Mode, Plan};
+
+/// A plan: its changes and their counts.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct PlanView {
+    /// The stack planned.
+    pub stack: String,
+    /// `reconcile` or `patch`; absent for a destroy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
+    /// Every resource's change, no-ops included.
+    pub changes: Vec<ChangeView>,
+    /// The changes counted by action.
+    pub summary: SummaryView,
+    /// Whether anything would change.
+    pub has_changes: bool,
+}
+
+/// One resource's planned change.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ChangeView {
+    /// The resource's label.
+    pub label: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// Its target.
+    pub target: String,
+    /// `create`, `update`, `replace`, `delete` or `no_op`.
+    pub action: &'static str,
+    /// The fields that differ (updates and replaces).
+    pub fields: Vec<String>,
+}
+
+/// A plan's changes counted by action.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct SummaryView {
+    /// Resources to create.
+    pub create: usize,
+    /// Resources to update in place.
+    pub update: usize,
+    /// Resources to replace.
+    pub replace: usize,
+    /// Resources to delete.
+    pub delete: usize,
+    /// Resources left as they are.
+    pub no_op: usize,
+}
+
+impl PlanView {
+    /// The view of `plan` for `stack` (`mode` absent for a destroy).
+    pub fn new(stack: &str, mode: Option<Mode>, plan: &Plan) -> PlanView {
+        PlanView {
+            stack: stack.to_owned(),
+            mode: mode.map(mode_name),
+            changes: plan
+                .changes
+                .iter()
+                .map(|c| ChangeView {
+                    label: c.label.clone(),
+                    resource_type: c.resource_type.clone(),
+                    target: c.target.clone(),
+                    action: c.action.name(),
+                    fields: c.fields.clone(),
+                })
+                .collect(),
+            summary: SummaryView::of(plan),
+            has_changes: plan.has_changes(),
+        }
+    }
+}
+
+impl SummaryView {
+    /// The counts of `plan`.
+    pub fn of(plan: &Plan) -> SummaryView {
+        let [create, update, replace, delete, no_op] = plan.counts();
+        SummaryView {
+            create,
+            update,
+            replace,
+            delete,
+            no_op,
+        }
+    }
+}
+
+/// The name of a mode, as documents, requests and views spell it.
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Patch => "patch",
+        _ => "reconcile",
+    }
+}
+
+/// The mode a name spells, if any.
+pub fn parse_mode(name: &str) -> Option<Mode> {
+    match name {
+        "reconcile" => Some(Mode::Reconcile),
+        "patch" => Some(Mode::Patch),
+        _ => None,
+    }
+}
+
+/// What a command did.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ReportView {
+    /// The command.
+    pub command_id: String,
+    /// Whether every operation succeeded.
+    pub ok: bool,
+    /// Operations that succeeded.
+    pub succeeded: usize,
+    /// Operations that failed.
+    pub failed: Vec<FailureView>,
+    /// Labels not attempted because a dependency failed.
+    pub dependency_failed: Vec<String>,
+    /// Labels not started because the command was canceled.
+    pub canceled: Vec<String>,
+    /// Requests retried.
+    pub retries: u64,
+    /// Requests sent to plugins (operations, retries, status polls).
+    pub requests: u64,
+    /// Wall time in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// One failed operation.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FailureView {
+    /// The resource.
+    pub label: String,
+    /// `create`, `update`, `delete`…
+    pub operation: String,
+    /// The error code.
+    pub code: String,
+    /// The plugin's message.
+    pub message: String,
+}
+
+impl ReportView {
+    /// The view of `report`.
+    pub fn new(report: &Report) -> ReportView {
+        ReportView {
+            command_id: report.command_id.clone(),
+            ok: report.ok(),
+            succeeded: report.succeeded,
+            failed: report
+                .failed
+                .iter()
+                .map(|(label, operation, code, message)| FailureView {
+                    label: label.clone(),
+                    operation: operation.clone(),
+                    code: code.clone(),
+                    message: message.clone(),
+                })
+                .collect(),
+            dependency_failed: report.dependency_failed.clone(),
+            canceled: report.canceled.clone(),
+            retries: report.retries,
+            requests: report.requests,
+            elapsed_ms: report.elapsed_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_round_trip_by_name() {
+        for mode in [Mode::Reconcile, Mode::Patch] {
+            assert_eq!(parse_mode(mode_name(mode)), Some(mode));
+        }
+        assert_eq!(parse_mode("merge"), None);
+    }
+
+    #[test]
+    fn a_report_view_names_each_failure_field() {
+        let report = Report {
+            command_id: "c1".into(),
+            succeeded: 2,
+            failed: vec![("a".into(), "create".into(), "Throttling".into(), "slow".into())],
+            ..Report::default()
+        };
+        let v = serde_json::to_value(ReportView::new(&report)).unwrap();
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["command_id"], "c1");
+        assert_eq!(v["failed"][0]["label"], "a");
+        assert_eq!(v["failed"][0]["operation"], "create");
+        assert_eq!(v["failed"][0]["code"], "Throttling");
+        assert_eq!(v["failed"][0]["message"], "slow");
+    }
+}
