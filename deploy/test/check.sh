@@ -163,13 +163,29 @@ else
 fi
 
 step "Helm chart (helm-python-sdk render + lint, kubernetes-validate --strict)"
+# Per-target values for the chart, as an operator would make them.
+"$py" deploy/nats/gen-nkeys.py --out "$work/helm-keys" --satellite satellite=local:lab,local:prod \
+  --leaf leaf=local:edge --helm-values "$work/per-target.values.yaml" >/dev/null || die "gen-nkeys.py --helm-values"
+# The chart's NATS reads the public keys from the Secret; here from the .pub files.
+for r in primary satellite leaf sysadmin; do
+  printf 'ORRERY_NKEY_%s=%s\n' "${r^^}" "$(cat "$work/helm-keys/$r.pub")"
+done > "$work/helm-keys/nkeys.env"
 "$py" "$here/chart_check.py" --chart helm/orrery --out "$work/rendered" \
-  --accounts-out "$work/chart-accounts.conf" || die "Helm chart checks"
+  --accounts-out "$work/chart-accounts.conf" --extra-values "$work/per-target.values.yaml" \
+  --extra-accounts-out "$work/chart-per-target-accounts.conf" || die "Helm chart checks"
 say "  rendered manifests were written to $work/rendered (removed on exit)"
 
 step "NATS permissions of the chart's accounts (helm/orrery/values.yaml nats.config.merge)"
+# The chart's satellite user serves the default satellite.plugins (local) on every target only.
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
-  --accounts "$work/chart-accounts.conf" || die "permission checks of the chart's NATS accounts"
+  --accounts "$work/chart-accounts.conf" --op orrery.op.local.x --watch 'orrery.op.local.*' \
+  --refused orrery.op.testbed.x --refused 'orrery.op.*.x' --refused 'orrery.describe.>' \
+  || die "permission checks of the chart's NATS accounts"
+# ... and with the values gen-nkeys.py --helm-values wrote (satellite=local:lab,local:prod).
+"$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$work/helm-keys" \
+  --accounts "$work/chart-per-target-accounts.conf" --op orrery.op.local.lab --watch orrery.op.local.lab --serve orrery.op.local.prod \
+  --refused 'orrery.op.local.*' --refused orrery.op.local.edge --refused orrery.op.testbed.lab \
+  || die "permission checks of the chart with gen-nkeys.py --helm-values"
 
 step "core + leaf node, as shipped (private network namespace)"
 if why="$(why_no_private_net)"; then

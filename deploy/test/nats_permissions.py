@@ -270,25 +270,29 @@ async def run_core(args: argparse.Namespace) -> None:
         async def watch(msg) -> None:
             seen.append(msg.data)
 
-        await sat2.nc.subscribe("orrery.op.>", cb=watch)
+        await sat2.nc.subscribe(args.watch, cb=watch)
         await settle(sat2)
 
         deadline = time.monotonic() + TIMEOUT
         while b"from-primary" not in seen and time.monotonic() < deadline:
-            await primary.nc.publish("orrery.op.x.y", b"from-primary")
+            await primary.nc.publish(args.op, b"from-primary")
             await settle(primary)
             await asyncio.sleep(0.1)
-        check(b"from-primary" in seen and not primary.errors, "primary may publish to orrery.op.x.y",
+        check(b"from-primary" in seen and not primary.errors, f"primary may publish to {args.op}",
               "delivered to a satellite" if b"from-primary" in seen else f"not delivered; errors {primary.errors}")
 
-        await expect_refused_publish(sat, "orrery.op.x.y", "satellite may NOT publish to orrery.op.x.y")
+        await expect_refused_publish(sat, args.op, f"satellite may NOT publish to {args.op}")
         await asyncio.sleep(0.2)
         check(b"x" not in seen, "the refused operation request reached no subscriber")
 
         # Request/reply: the satellite serves in its queue group, replies via allow_responses.
-        await serve_echo(sat, "orrery.op.local.default", queue="orrery-local")
+        if args.watch != "orrery.op.>":
+            await expect_refused_subscribe(sat, "orrery.op.>", f"satellite may NOT subscribe to orrery.op.> (only {args.watch})")
+            for other in args.refused:
+                await expect_refused_subscribe(sat, other, f"satellite may NOT subscribe to {other}")
+        await serve_echo(sat, args.serve, queue="orrery-local")
         try:
-            reply = await request_until_served(primary, "orrery.op.local.default", b"op")
+            reply = await request_until_served(primary, args.serve, b"op")
             check(reply.data.startswith(b"served by satellite"), "primary's request is served and answered by a satellite",
                   reply.data.decode(errors="replace"))
         except Exception as e:  # noqa: BLE001
@@ -782,6 +786,10 @@ def main() -> int:
     c = sub.add_parser("core")
     c.add_argument("--accounts", required=True)
     c.add_argument("--satellite", default="satellite", help="the satellite identity (KEYS/NAME.nk)")
+    c.add_argument("--op", default="orrery.op.x.y", help="an operation subject the satellite may receive")
+    c.add_argument("--watch", default="orrery.op.>", help="what the watching satellite subscribes to (covers --op)")
+    c.add_argument("--refused", action="append", default=[], help="a subject the satellite may not subscribe to")
+    c.add_argument("--serve", default="orrery.op.local.default", help="a subject the satellite serves (queue orrery-local)")
     lf = sub.add_parser("leaf")
     lf.add_argument("--core", required=True)
     lf.add_argument("--leaf", required=True)
