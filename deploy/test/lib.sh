@@ -4,7 +4,8 @@
 # Sets `root` and `here` and defines:
 #   say, step, die, skip        output (die exits 1; skip records a SKIP line)
 #   ensure_tools                sets nats_server (>= 2.10) and py/venv (the
-#                               pinned packages in .tools/deploy-venv)
+#                               pinned packages in .tools/deploy-venv);
+#                               checks openssl is there
 #   fleet_config DIR NAME[=PLUGIN:TARGET,...]...  a copy of deploy/nats in
 #                               DIR whose users.conf lists generated
 #                               per-satellite and per-leaf keys (gen-nkeys.py
@@ -51,6 +52,7 @@ ensure_tools() {
   fi
   [ -x "$nats_server" ] || die "nats-server not executable: $nats_server"
   say "  nats-server: $nats_server ($("$nats_server" --version))"
+  command -v openssl >/dev/null || die "openssl is needed (deploy/nats/gen-certs.sh makes the test certificates; Debian: apt-get install openssl)"
 
   venv="$root/.tools/deploy-venv"
   py="$venv/bin/python"
