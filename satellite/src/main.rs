@@ -91,11 +91,15 @@ struct Flags {
     #[arg(long, value_parser = telemetry::parse_ratio)]
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_sampling: Option<f64>,
-    /// Serve /healthz, /readyz and /metrics on this port (all interfaces).
-    /// Off unless set.
+    /// Serve /healthz, /readyz and /metrics on this port. Off unless set.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     health_port: Option<u16>,
+    /// Address the health port binds (default 127.0.0.1, this host only;
+    /// 0.0.0.0 or :: for probes and scrapes from other hosts or pods).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health_addr: Option<std::net::IpAddr>,
     /// Install a plugin from the hub and serve it: NAME@REQ, e.g.
     /// local@^1.2 (Cargo requirements; `=1.2.3` is exact); repeat for several.
     #[arg(long = "install", value_name = "NAME@REQ")]
@@ -157,6 +161,8 @@ struct Settings {
     otlp_endpoint: Option<String>,
     trace_sampling: Option<f64>,
     health_port: Option<u16>,
+    #[serde(default = "default_health_addr")]
+    health_addr: std::net::IpAddr,
     #[serde(default)]
     installs: Vec<String>,
     hub_url: Option<String>,
@@ -171,6 +177,9 @@ struct Settings {
 
 fn default_url() -> String {
     "nats://127.0.0.1:4222".into()
+}
+fn default_health_addr() -> std::net::IpAddr {
+    std::net::Ipv4Addr::LOCALHOST.into()
 }
 fn default_in_flight() -> usize {
     256
@@ -252,7 +261,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     }
     let client = connect(&settings).await?;
     if let Some(port) = settings.health_port {
-        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+        let addr = std::net::SocketAddr::new(settings.health_addr, port);
         let (client, hosts) = (client.clone(), hosts.clone());
         tokio::spawn(async move {
             if let Err(e) = orrery_satellite::health::serve(
