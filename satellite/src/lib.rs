@@ -8,7 +8,8 @@
 //! - [`bus`]: the caller's side, sending operations to satellites.
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics` over HTTP.
 //! - [`describe`]: plugin announcements over NATS, for a primary without the binaries.
-//! - [`hub`]: the plugin hub: packages, signatures, publish, install, lock files.
+//! - [`hub`]: serving plugins installed from the hub (the `orrery-hub`
+//!   crate), and rolling them on a lock change.
 //! - [`transport`]: the `Transport` trait over NATS or the in-process [`transport::LocalBus`].
 
 pub mod bus;

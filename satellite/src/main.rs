@@ -9,8 +9,9 @@ use anyhow::Context;
 use clap::Parser;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use orrery_hub as hub;
 use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
-use orrery_satellite::hub;
+use orrery_satellite::hub::serve;
 use orrery_satellite::nats_client::{self, NatsClientConfig};
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
@@ -338,7 +339,7 @@ async fn start_hub_plugins(
     relay: &RelayConfig,
     requirements: Vec<hub::Requirement>,
     trusted: hub::TrustedKeys,
-) -> anyhow::Result<hub::serve::HubPlugins> {
+) -> anyhow::Result<serve::HubPlugins> {
     let hub = match (&settings.hub_dir, &settings.hub_url) {
         (Some(dir), _) => hub::Hub::dir(dir)?,
         (None, Some(url)) => {
@@ -352,12 +353,12 @@ async fn start_hub_plugins(
     };
     let cache_dir = settings.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let installer = hub::Installer::new(hub, trusted, cache_dir);
-    let mut serve_config = hub::serve::ServeConfig::new(requirements);
+    let mut serve_config = serve::ServeConfig::new(requirements);
     serve_config.lock_file = settings.lock_file.clone();
     serve_config.lock_poll = Duration::from_secs(settings.lock_poll_secs.max(1));
     serve_config.relay = relay.clone();
     serve_config.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
-    Ok(hub::serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
+    Ok(serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
 }
 
 /// `$XDG_CACHE_HOME/orrery/plugins`, else `~/.cache/orrery/plugins`, else

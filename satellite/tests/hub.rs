@@ -1,6 +1,7 @@
-//! The plugin hub against a real nats-server with JetStream and real plugin
-//! binaries: publish, resolve, verify, install, serve, yank, lock, roll,
-//! refuse.
+//! Serving hub-installed plugins against a real nats-server with JetStream
+//! and real plugin binaries: install, serve, yank, lock, roll, refuse, and
+//! the `orrery` and `orrery-satellite` binaries end to end. (The hub
+//! library alone is tested in `satellite/hub/tests/`.)
 
 mod common;
 
@@ -13,19 +14,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{binary, NatsServer};
+use orrery_hub::manifest::Manifest;
+use orrery_hub::package::{self, Package, PackageOptions};
+use orrery_hub::store::index_key;
+use orrery_hub::{
+    host_platform, Hub, HubError, Installer, LockEntry, LockFile, PublishOutcome, PublisherKey,
+    Requirement, TrustedKeys,
+};
 use orrery_plugin_sdk::schema::{
     CreateRequest, OperationStatus, PropertyMap, Request, Target, Value,
 };
 use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
-use orrery_satellite::hub::manifest::Manifest;
-use orrery_satellite::hub::package::{self, Package, PackageOptions};
 use orrery_satellite::hub::serve::{HubPlugins, RollOutcome, ServeConfig};
-use orrery_satellite::hub::store::index_key;
-use orrery_satellite::hub::{
-    host_platform, Hub, HubError, Installer, LockEntry, LockFile, PublishOutcome, PublisherKey,
-    Requirement, TrustedKeys,
-};
 use orrery_satellite::relay::RelayConfig;
 
 /// A copy of a workspace plugin binary, stripped of debug info (5 MB
@@ -454,10 +455,7 @@ async fn every_failed_check_is_refused_with_its_own_error_and_serving_goes_on() 
         .await
         .unwrap();
     assert_eq!(
-        orrery_satellite::hub::file_digest(&again.path)
-            .await
-            .unwrap()
-            .0,
+        orrery_hub::file_digest(&again.path).await.unwrap().0,
         *good_digest
     );
 }
@@ -573,56 +571,6 @@ async fn rolling_to_a_new_version_under_load_drops_no_operation() {
     );
     assert!(failed.is_empty(), "dropped operations: {failed:?}");
     sat.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_20_mib_artifact_publishes_and_installs_on_two_satellites_at_once() {
-    let server = NatsServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let key = PublisherKey::generate().unwrap();
-    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
-    let bin = plugin_copy(dir.path(), "orrery-plugin-local", "big");
-    let size = 20 * 1024 * 1024;
-    let file = std::fs::OpenOptions::new().write(true).open(&bin).unwrap();
-    assert!(file.metadata().unwrap().len() <= size);
-    file.set_len(size).unwrap();
-    drop(file);
-    let p = build(&bin, "3.0.0", Some(&key), &dir.path().join("pkg"), None).await;
-    assert_eq!(p.manifest.manifest.artifacts[&host_platform()].size, size);
-
-    let hub = Hub::nats(server.client().await).await.unwrap();
-    let started = Instant::now();
-    hub.publish(&p).await.unwrap();
-    let publish = started.elapsed();
-
-    let installer = |n: usize| {
-        let trusted = trusted.clone();
-        let cache = dir.path().join(format!("cache-{n}"));
-        let server = &server;
-        async move {
-            let hub = Hub::nats_existing(server.client().await).await.unwrap();
-            let installer = Installer::new(hub, trusted, cache);
-            let started = Instant::now();
-            let installed = installer
-                .install(&requirement("local@^3"), None)
-                .await
-                .unwrap();
-            (installed, started.elapsed())
-        }
-    };
-    let ((a, ta), (b, tb)) = tokio::join!(installer(1), installer(2));
-    eprintln!("20 MiB: publish {publish:.2?}, two concurrent installs {ta:.2?} and {tb:.2?}");
-    assert_eq!(a.sha256, b.sha256);
-    assert_eq!(std::fs::metadata(&a.path).unwrap().len(), size);
-    assert_eq!(
-        std::fs::read(&a.path).unwrap(),
-        std::fs::read(&b.path).unwrap()
-    );
-    // The installed binary is the real plugin and runs.
-    let announcement = package::read_announcement(&b.path, Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert_eq!(announcement.name, "local");
 }
 
 /// Lines of a child's stderr, collected by a thread.
@@ -776,44 +724,4 @@ fn sigterm(pid: u32) {
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_directory_hub_mirrored_from_jetstream_serves_an_air_gapped_satellite() {
-    let server = NatsServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let key = PublisherKey::generate().unwrap();
-    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
-    let bin = plugin_copy(dir.path(), "orrery-plugin-local", "mirror");
-    let p = build(&bin, "1.4.0", Some(&key), &dir.path().join("pkg"), None).await;
-    let hub = Hub::nats(server.client().await).await.unwrap();
-    hub.publish(&p).await.unwrap();
-    hub.yank("local", "1.4.0", true, "superseded")
-        .await
-        .unwrap();
-
-    let offline = Hub::dir(dir.path().join("usb")).unwrap();
-    assert_eq!(hub.mirror_to(&offline).await.unwrap(), 1);
-    assert_eq!(hub.mirror_to(&offline).await.unwrap(), 0, "idempotent");
-    let entry = offline.entry("local", "1.4.0").await.unwrap();
-    assert!(entry.yanked, "yank state travels with the entry");
-
-    // Yanked: a fresh resolve refuses, a pin installs (signature intact).
-    let installer = Installer::new(offline, trusted, dir.path().join("cache"));
-    let e = installer
-        .install(&requirement("local@^1"), None)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), "all-yanked", "{e}");
-    let pin = LockEntry {
-        name: "local".into(),
-        version: "1.4.0".into(),
-        ..LockEntry::default()
-    };
-    let installed = installer
-        .install(&requirement("local@^1"), Some(&pin))
-        .await
-        .unwrap();
-    assert!(installed.yanked);
-    assert_eq!(installed.manifest.version, "1.4.0");
 }

@@ -1,16 +1,16 @@
 //! `orrery hub …` and `orrery plugin package`: the plugin hub from the
-//! command line. The work is done by `orrery_satellite::hub`;
+//! command line. The work is done by `orrery_hub`;
 //! this module parses arguments and prints.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use orrery_primary::nats::NatsAuth;
-use orrery_satellite::hub::{
-    self, keys::public_path, package, Hub, IndexEntry, LockFile, PublishOutcome, PublisherKey,
-    Requirement, TrustedKeys,
+use orrery_hub::{
+    self as hub, keys::public_path, package, Hub, IndexEntry, LockFile, PublishOutcome,
+    PublisherKey, Requirement, TrustedKeys,
 };
+use orrery_primary::nats::NatsAuth;
 
 /// Where the hub is.
 #[derive(clap::Args, Debug, Clone)]

@@ -24,10 +24,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use orrery_hub::install::{Installed, Installer, Requirement};
+use orrery_hub::lock::{LockEntry, LockFile};
+use orrery_hub::HubError;
+
 use super::fleet;
-use super::install::{Installed, Installer, Requirement};
-use super::lock::{LockEntry, LockFile};
-use super::HubError;
 use crate::plugin_host::{PluginHost, PluginSpec};
 use crate::relay::{self, RelayConfig, RelayError};
 
@@ -218,7 +219,7 @@ impl HubPlugins {
     ) -> Result<Slot, HubError> {
         let mut spec = PluginSpec::new(&installed.path);
         spec.handshake_timeout = self.config.handshake_timeout;
-        let host = super::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
+        let host = orrery_hub::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
         let announced = host.announcement();
         if announced.name != installed.manifest.name
             || announced.protocol != installed.manifest.protocol

@@ -18,7 +18,7 @@ use base64::Engine;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use super::{hex, write_atomic, HubError};
+use crate::{hex, write_atomic, HubError};
 
 const SECRET_KIND: &str = "orrery-hub-secret-key";
 const PUBLIC_KIND: &str = "orrery-hub-public-key";

@@ -21,8 +21,8 @@ use ed25519_dalek::{Signature, Signer, Verifier};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::keys::{PublisherKey, TrustedKeys};
-use super::{sha256_hex, HubError};
+use crate::keys::{PublisherKey, TrustedKeys};
+use crate::{sha256_hex, HubError};
 
 /// The manifest format this build writes.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -215,9 +215,9 @@ impl SignedManifest {
                 version: m.version.clone(),
             });
         }
-        let key = super::keys::parse_public_key(&m.publisher.public_key)
+        let key = crate::keys::parse_public_key(&m.publisher.public_key)
             .ok()
-            .filter(|k| super::keys::key_id_of(k) == m.publisher.key_id)
+            .filter(|k| crate::keys::key_id_of(k) == m.publisher.key_id)
             .ok_or_else(|| self.bad_signature())?;
         self.verify_with(&key)
     }

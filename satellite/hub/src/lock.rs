@@ -17,14 +17,14 @@
 //! `sha256` holds one digest per platform that installed the version, so a
 //! lock shared by a mixed fleet pins every platform's bytes. A pinned
 //! version is installed even when yanked; a digest that differs from the
-//! hub's manifest is refused ([`super::HubError::LockMismatch`]).
+//! hub's manifest is refused ([`crate::HubError::LockMismatch`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{write_atomic, HubError};
+use crate::{write_atomic, HubError};
 
 /// The lock format this build writes.
 pub const LOCK_FORMAT: u32 = 1;

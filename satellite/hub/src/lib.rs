@@ -1,4 +1,10 @@
+//! # orrery-hub
+//!
 //! The plugin hub: publish, verify and install plugins across a fleet.
+//! Used by the `orrery` CLI (`orrery hub …`, `orrery plugin package`) and
+//! by the satellite daemon, which serves what it installs (its
+//! `hub::serve` module holds the rolling restart, the one part that needs
+//! the satellite's relay and plugin host).
 //!
 //! A **package** is a signed manifest plus one binary per platform
 //! ([`manifest`], [`package`]). Publishers sign with an Ed25519 key
@@ -9,21 +15,17 @@
 //! with the same layout serves the embedded mode and air-gapped sites
 //! ([`store`], [`client`]). Satellites **install** plugins by name and
 //! version requirement: resolve, verify signature and digest, cache by
-//! digest, pin in a **lock file** ([`install`], [`lock`]), and serve them,
-//! rolling a plugin to a new version when the lock changes ([`serve`]).
-//! [`fleet`] asks the running satellites which plugin versions they serve.
+//! digest, pin in a **lock file** ([`install`], [`lock`]).
 //!
 //! Every refusal is a distinct [`HubError`] variant whose message names the
 //! check that failed. `docs/hub.md` is the operator's and publisher's guide.
 
 pub mod client;
-pub mod fleet;
 pub mod install;
 pub mod keys;
 pub mod lock;
 pub mod manifest;
 pub mod package;
-pub mod serve;
 pub mod store;
 
 pub use client::{Hub, IndexEntry, PublishOutcome};
@@ -269,7 +271,9 @@ impl HubError {
         }
     }
 
-    pub(crate) fn storage(e: impl std::fmt::Display) -> HubError {
+    /// A [`HubError::Storage`] from any displayable error (public for the
+    /// satellite's glue, whose NATS calls fail the same way).
+    pub fn storage(e: impl std::fmt::Display) -> HubError {
         HubError::Storage(e.to_string())
     }
 }
@@ -323,7 +327,8 @@ pub async fn file_digest(path: &std::path::Path) -> Result<(String, u64), HubErr
 /// open for writing in a child that another thread forked and has not yet
 /// exec'd, and `execve` refuses a file open for writing. Each child closes
 /// such descriptors on exec, so the condition passes within milliseconds.
-pub(crate) async fn retry_text_busy<T, F, Fut>(mut start: F) -> Result<T, HubError>
+/// (Public for the satellite, which starts installed binaries.)
+pub async fn retry_text_busy<T, F, Fut>(mut start: F) -> Result<T, HubError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, orrery_plugin_sdk::process::SpawnError>>,

@@ -8,10 +8,10 @@ use orrery_schema::Announcement;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::manifest::{valid_name, Artifact, SignedManifest};
-use super::package::{decode_schema, Package};
-use super::store::{index_key, DirStore, HubStore, NatsStore};
-use super::{temp_path, HubError};
+use crate::manifest::{valid_name, Artifact, SignedManifest};
+use crate::package::{decode_schema, Package};
+use crate::store::{index_key, DirStore, HubStore, NatsStore};
+use crate::{temp_path, HubError};
 
 /// The largest artifact the hub hands out (1 GiB).
 pub const MAX_ARTIFACT_BYTES: u64 = 1 << 30;

@@ -18,11 +18,11 @@ use std::str::FromStr;
 
 use semver::VersionReq;
 
-use super::client::{Hub, IndexEntry};
-use super::keys::TrustedKeys;
-use super::lock::LockEntry;
-use super::manifest::{valid_name, Artifact, Manifest};
-use super::{binary_name, file_digest, host_platform, temp_path, HubError};
+use crate::client::{Hub, IndexEntry};
+use crate::keys::TrustedKeys;
+use crate::lock::LockEntry;
+use crate::manifest::{valid_name, Artifact, Manifest};
+use crate::{binary_name, file_digest, host_platform, temp_path, HubError};
 
 /// `name@requirement`, e.g. `local@^1.2`. Requirements are Cargo's: `1.2`
 /// means `^1.2`, `=1.2.3` is exact, `*` (or no `@…`) is any version.
@@ -264,7 +264,7 @@ impl Installer {
             ));
         }
         let artifact = self.check_compatible(manifest)?;
-        if !super::is_digest(&artifact.sha256) {
+        if !crate::is_digest(&artifact.sha256) {
             return Err(HubError::invalid(
                 manifest.label(),
                 format!("artifact digest `{}` is not a SHA-256", artifact.sha256),
