@@ -213,7 +213,9 @@ async fn publish_two_versions_install_the_newest_yank_it_and_a_lock_keeps_it() {
     );
 
     // Yank 1.1.0: a fresh satellite picks 1.0.0.
-    hub.yank("local", "1.1.0", true, "broken").await.unwrap();
+    hub.yank("local", "1.1.0", true, "broken", &key)
+        .await
+        .unwrap();
     let fresh = Installer::new(
         Hub::nats_existing(server.client().await).await.unwrap(),
         trusted.clone(),
@@ -460,6 +462,48 @@ async fn every_failed_check_is_refused_with_its_own_error_and_serving_goes_on() 
     );
 }
 
+/// Polls `condition` until it holds, failing the test after `within`.
+async fn wait_until(condition: impl Fn() -> bool, within: Duration, what: &str) {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The next outcome a watching satellite reports, within 30 s.
+async fn next_outcome(outcomes: &mut tokio::sync::mpsc::Receiver<RollOutcome>) -> RollOutcome {
+    tokio::time::timeout(Duration::from_secs(30), outcomes.recv())
+        .await
+        .expect("no roll outcome within 30 s")
+        .expect("the satellite stopped reporting")
+}
+
+/// A satellite watching its lock file in a task, until stopped.
+struct Watcher {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<HubPlugins>,
+}
+
+impl Watcher {
+    fn start(mut sat: HubPlugins) -> Watcher {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            sat.watch(async {
+                let _ = stopped.await;
+            })
+            .await;
+            sat
+        });
+        Watcher { stop, task }
+    }
+
+    async fn stop(self) -> HubPlugins {
+        let _ = self.stop.send(());
+        self.task.await.unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_to_a_new_version_under_load_drops_no_operation() {
     let server = NatsServer::start().await;
@@ -512,62 +556,86 @@ async fn rolling_to_a_new_version_under_load_drops_no_operation() {
     // Load: 16 workers, each sending one 50 ms operation after another.
     let bus = NatsBus::new(server.client().await);
     let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(Mutex::new(Vec::new()));
     let mut workers = Vec::new();
     for w in 0..16 {
-        let (bus, stop, sent, failed) = (bus.clone(), stop.clone(), sent.clone(), failed.clone());
+        let (bus, stop, done, failed) = (bus.clone(), stop.clone(), done.clone(), failed.clone());
         workers.push(tokio::spawn(async move {
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 let i = w * 1_000_000 + n;
                 n += 1;
-                sent.fetch_add(1, Ordering::Relaxed);
                 let answer = bus
                     .send("testbed", &slow_noop(i), Duration::from_secs(10))
                     .await;
                 match answer {
-                    Ok(Answer::Progress(p)) if p.status == OperationStatus::Success => {}
+                    Ok(Answer::Progress(p)) if p.status == OperationStatus::Success => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
                     other => failed.lock().unwrap().push(format!("{i}: {other:?}")),
                 }
             }
         }));
     }
+    // Waits until `more` operations have succeeded since this call.
+    let flowing = |more: usize, what: &'static str| {
+        let done = done.clone();
+        async move {
+            let target = done.load(Ordering::Relaxed) + more;
+            wait_until(
+                || done.load(Ordering::Relaxed) >= target,
+                Duration::from_secs(30),
+                what,
+            )
+            .await;
+        }
+    };
 
-    // The satellite watches the lock file; an operator edits it.
-    let (stop_watch, watch_stopped) = tokio::sync::oneshot::channel::<()>();
-    let watcher = tokio::spawn(async move {
-        sat.watch(async {
-            let _ = watch_stopped.await;
-        })
-        .await;
-        sat
-    });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let before_roll = sent.load(Ordering::Relaxed);
+    // The satellite watches the lock file and reports what each change did.
+    let (outcome_tx, mut outcomes) = tokio::sync::mpsc::channel(8);
+    sat.report_outcomes(outcome_tx);
+    flowing(50, "operations before the roll").await;
+
+    // An operator edits the lock: the satellite rolls to 1.1.0.
+    let watcher = Watcher::start(sat);
     pin("1.1.0").save(&lock_path).unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    match next_outcome(&mut outcomes).await {
+        RollOutcome::Rolled { from, to, .. } => assert_eq!((&*from, &*to), ("1.0.0", "1.1.0")),
+        other => panic!("expected the roll to 1.1.0, got {other:?}"),
+    }
+    flowing(50, "operations after the roll").await;
+    let sat = watcher.stop().await;
+    let rolled = sat.running()[0].clone();
+    assert_eq!(rolled.version, "1.1.0");
+    assert_ne!(rolled.pid, first.pid, "a new process serves");
+
+    // Then to the tampered 1.2.0: refused, and 1.1.0's process serves on.
+    let watcher = Watcher::start(sat);
     pin("1.2.0").save(&lock_path).unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let _ = stop_watch.send(());
-    let sat = watcher.await.unwrap();
+    match next_outcome(&mut outcomes).await {
+        RollOutcome::Refused { kept, error, .. } => {
+            assert_eq!(kept, "1.1.0");
+            assert_eq!(error.kind(), "artifact-tampered", "{error}");
+        }
+        other => panic!("expected 1.2.0 to be refused, got {other:?}"),
+    }
+    flowing(50, "operations after the refusal").await;
+    let sat = watcher.stop().await;
     stop.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
     }
-
-    let now = sat.running()[0].clone();
-    assert_eq!(now.version, "1.1.0", "rolled to 1.1.0, refused 1.2.0");
-    assert_ne!(now.pid, first.pid, "a new process serves");
-    let failed = failed.lock().unwrap().clone();
-    let total = sent.load(Ordering::Relaxed);
-    eprintln!(
-        "roll under load: {total} operations ({before_roll} before the roll), {} failed",
-        failed.len()
+    assert_eq!(
+        sat.running()[0],
+        rolled,
+        "the refusal left the 1.1.0 process serving, untouched"
     );
-    assert!(
-        total > before_roll + 100,
-        "load kept flowing: {total} operations"
+    let failed = failed.lock().unwrap().clone();
+    eprintln!(
+        "roll under load: {} operations, {} failed",
+        done.load(Ordering::Relaxed),
+        failed.len()
     );
     assert!(failed.is_empty(), "dropped operations: {failed:?}");
     sat.shutdown().await;
@@ -676,7 +744,7 @@ async fn the_cli_publishes_and_the_satellite_binary_installs_and_rolls_on_a_lock
         ])
         .args([
             "--trusted-key",
-            &p("pub.key.pub"),
+            &format!("{}=local", p("pub.key.pub")),
             "--cache-dir",
             &p("cache"),
         ])
@@ -697,21 +765,78 @@ async fn the_cli_publishes_and_the_satellite_binary_installs_and_rolls_on_a_lock
     std::fs::create_dir(&root).unwrap();
     assert!(succeeds(&bus, "local", &write_file(1, &root)).await);
 
-    // The operator moves the fleet to 1.1.0 by rewriting the lock.
+    // The operator moves the fleet to 1.1.0 by rewriting the lock (the key
+    // bound to `local` this time).
+    let bound_key = format!("{}=local", p("pub.key.pub"));
+    let lock_to = |req: &str, allow: bool| {
+        let mut args = vec![
+            "hub".to_owned(),
+            "lock".to_owned(),
+            req.to_owned(),
+            "--lock-file".to_owned(),
+            p("fleet.lock"),
+            "--trusted-key".to_owned(),
+            bound_key.clone(),
+        ];
+        if allow {
+            args.push("--allow-downgrade".to_owned());
+        }
+        args
+    };
+    let run = |args: Vec<String>| {
+        Command::new(binary("orrery"))
+            .args(args)
+            .env("ORRERY_NATS_URL", &url)
+            .output()
+            .unwrap()
+    };
+    let out = run(lock_to("local@=1.1.0", false));
+    assert!(out.status.success(), "{out:?}");
+    wait_for_line(&lines, "rolled", Duration::from_secs(20)).await;
+    assert!(succeeds(&bus, "local", &write_file(2, &root)).await);
+
+    // Back to 1.0.0: `orrery hub lock` refuses without --allow-downgrade
+    // and leaves the lock as it was.
+    let out = run(lock_to("local@=1.0.0", false));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refused to move local from 1.1.0 to 1.0.0: it is a lower version"),
+        "{stderr}"
+    );
+    let locked = || LockFile::load(&dir.path().join("fleet.lock")).unwrap();
+    assert_eq!(locked().get("local").unwrap().version, "1.1.0");
+    // With it, the lock moves (warned); this satellite, started without
+    // --allow-downgrade, refuses to follow and 1.1.0 serves on.
+    let out = run(lock_to("local@=1.0.0", true));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: local moves from 1.1.0 to 1.0.0"),
+        "{stderr}"
+    );
+    assert_eq!(locked().get("local").unwrap().version, "1.0.0");
+    wait_for_line(&lines, "downgrade refused", Duration::from_secs(20)).await;
+    assert!(succeeds(&bus, "local", &write_file(3, &root)).await);
+
+    // A signed yank, shown with its signer.
     orrery(
         &[
             "hub",
-            "lock",
-            "local@=1.1.0",
-            "--lock-file",
-            &p("fleet.lock"),
-            "--trusted-key",
-            &p("pub.key.pub"),
+            "yank",
+            "local@1.1.0",
+            "--key",
+            &p("pub.key"),
+            "--reason",
+            "corrupts symlinks",
         ],
         &url,
     );
-    wait_for_line(&lines, "rolled", Duration::from_secs(20)).await;
-    assert!(succeeds(&bus, "local", &write_file(2, &root)).await);
+    let out = orrery(&["hub", "versions", "local"], &url);
+    assert!(
+        out.contains("(yanked: corrupts symlinks (signed by"),
+        "{out}"
+    );
 
     sigterm(satellite.id());
     let status = satellite.wait().unwrap();
@@ -724,4 +849,74 @@ fn sigterm(pid: u32) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_edited_to_an_older_or_yanked_version_does_not_roll_a_serving_satellite_back() {
+    let server = NatsServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = PublisherKey::generate().unwrap();
+    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
+    let hub = Hub::nats(server.client().await).await.unwrap();
+    for version in ["1.0.0", "1.1.0", "1.2.0"] {
+        let bin = plugin_copy(dir.path(), "orrery-plugin-local", version);
+        let p = build(&bin, version, Some(&key), &dir.path().join(version), None).await;
+        hub.publish(&p).await.unwrap();
+    }
+    hub.yank("local", "1.2.0", true, "corrupts symlinks", &key)
+        .await
+        .unwrap();
+    let pin = |version: &str| LockFile {
+        plugins: vec![LockEntry {
+            name: "local".into(),
+            version: version.into(),
+            ..LockEntry::default()
+        }],
+        ..LockFile::default()
+    };
+    let lock_path = dir.path().join("sat.lock");
+    pin("1.1.0").save(&lock_path).unwrap();
+    let installer = Installer::new(
+        Hub::nats_existing(server.client().await).await.unwrap(),
+        trusted,
+        dir.path().join("cache"),
+    );
+    let mut sat = HubPlugins::start(
+        server.client().await,
+        installer.clone(),
+        serve_config("sat", &["local@^1"], Some(lock_path.clone())),
+    )
+    .await
+    .unwrap();
+    let before = sat.running()[0].clone();
+    assert_eq!(before.version, "1.1.0");
+    // Someone edits the lock back to 1.0.0, or on to the yanked 1.2.0.
+    for (version, why) in [("1.0.0", "lower version"), ("1.2.0", "yanked")] {
+        let outcomes = sat.apply_lock(&pin(version)).await;
+        match &outcomes[..] {
+            [RollOutcome::Refused { kept, error, .. }] => {
+                assert_eq!(kept, "1.1.0");
+                assert_eq!(error.kind(), "downgrade", "{error}");
+                assert!(error.to_string().contains(why), "{error}");
+            }
+            other => panic!("{version}: expected a refusal, got {other:?}"),
+        }
+        assert_eq!(sat.running()[0], before, "the same 1.1.0 process serves");
+    }
+    sat.shutdown().await;
+
+    // A satellite started with --allow-downgrade follows the lock down.
+    let mut config = serve_config("sat-allow", &["local@^1"], Some(lock_path.clone()));
+    config.allow_downgrade = true;
+    let mut sat = HubPlugins::start(server.client().await, installer, config)
+        .await
+        .unwrap();
+    assert_eq!(sat.running()[0].version, "1.1.0");
+    let outcomes = sat.apply_lock(&pin("1.0.0")).await;
+    assert!(
+        matches!(&outcomes[..], [RollOutcome::Rolled { to, .. }] if to == "1.0.0"),
+        "{outcomes:?}"
+    );
+    assert_eq!(sat.running()[0].version, "1.0.0");
+    sat.shutdown().await;
 }

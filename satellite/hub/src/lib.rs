@@ -27,13 +27,15 @@ pub mod lock;
 pub mod manifest;
 pub mod package;
 pub mod store;
+pub mod yank;
 
 pub use client::{Hub, IndexEntry, PublishOutcome};
 pub use install::{Installed, Installer, Requirement};
-pub use keys::{PublisherKey, TrustedKeys};
+pub use keys::{PublisherKey, TrustedKeySpec, TrustedKeys};
 pub use lock::{LockEntry, LockFile};
 pub use manifest::{Artifact, Manifest, SignedManifest};
 pub use package::{Package, PackageOptions};
+pub use yank::{SignedYank, YankStatement};
 
 use std::path::PathBuf;
 
@@ -71,6 +73,18 @@ pub enum HubError {
         key_id: String,
         /// The trusted key ids, comma-separated (or `none`).
         trusted: String,
+    },
+    /// The publisher's key is trusted, but not for this plugin name.
+    #[error("refused {plugin}@{version}: it is signed by key {key_id}, which is trusted only for plugins {allowed}")]
+    KeyNotTrustedForPlugin {
+        /// The plugin.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// The key that signed it.
+        key_id: String,
+        /// The name patterns the key is trusted for, comma-separated.
+        allowed: String,
     },
     /// The signature does not verify: the manifest was altered after
     /// signing, or signed by a different key than it claims.
@@ -162,6 +176,33 @@ pub enum HubError {
         /// The protocol it announced.
         announced_protocol: u16,
     },
+    /// An index entry holds the manifest of another plugin or version than
+    /// its key names (the index was edited: a signed manifest moved under
+    /// another key).
+    #[error("refused {name}@{version}: the hub's index entry {key} holds the manifest of {found}; the index was tampered with")]
+    EntryMismatch {
+        /// The index key.
+        key: String,
+        /// The plugin asked for.
+        name: String,
+        /// The version asked for.
+        version: String,
+        /// `name@version` of the manifest found there.
+        found: String,
+    },
+    /// A lock would move a plugin to a lower or a yanked version, and that
+    /// was not explicitly allowed (`--allow-downgrade`).
+    #[error("refused to move {plugin} from {from} to {to}: {why}; pass --allow-downgrade to do it anyway")]
+    Downgrade {
+        /// The plugin.
+        plugin: String,
+        /// The version pinned (or running) now.
+        from: String,
+        /// The version asked for.
+        to: String,
+        /// `it is a lower version` or `it is yanked (…)`.
+        why: String,
+    },
     /// The hub has no plugin of that name.
     #[error("plugin `{name}` is not on the hub")]
     PluginNotFound {
@@ -240,6 +281,7 @@ impl HubError {
         match self {
             HubError::Unsigned { .. } => "unsigned",
             HubError::UntrustedKey { .. } => "untrusted-key",
+            HubError::KeyNotTrustedForPlugin { .. } => "key-not-trusted-for-plugin",
             HubError::BadSignature { .. } => "bad-signature",
             HubError::ArtifactTampered { .. } => "artifact-tampered",
             HubError::UnsupportedProtocol { .. } => "unsupported-protocol",
@@ -247,6 +289,8 @@ impl HubError {
             HubError::OrreryTooOld { .. } => "orrery-too-old",
             HubError::LockMismatch { .. } => "lock-mismatch",
             HubError::AnnouncementMismatch { .. } => "announcement-mismatch",
+            HubError::EntryMismatch { .. } => "entry-mismatch",
+            HubError::Downgrade { .. } => "downgrade",
             HubError::PluginNotFound { .. } => "plugin-not-found",
             HubError::VersionNotFound { .. } => "version-not-found",
             HubError::NoMatchingVersion { .. } => "no-matching-version",

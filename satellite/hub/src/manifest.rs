@@ -181,10 +181,11 @@ impl SignedManifest {
         Ok(sha256_hex(&signing_bytes(&self.raw)?))
     }
 
-    /// Checks the signature against the operator's trusted keys.
+    /// Checks the signature against the operator's trusted keys: the key
+    /// must be trusted, and trusted for this plugin's name.
     ///
-    /// Refuses with [`HubError::Unsigned`], [`HubError::UntrustedKey`] or
-    /// [`HubError::BadSignature`].
+    /// Refuses with [`HubError::Unsigned`], [`HubError::UntrustedKey`],
+    /// [`HubError::KeyNotTrustedForPlugin`] or [`HubError::BadSignature`].
     pub fn verify(&self, trusted: &TrustedKeys) -> Result<(), HubError> {
         let m = &self.manifest;
         if m.signature.is_empty() {
@@ -201,6 +202,17 @@ impl SignedManifest {
                 trusted: trusted.ids(),
             });
         };
+        if !trusted.allows(&m.publisher.key_id, &m.name) {
+            return Err(HubError::KeyNotTrustedForPlugin {
+                plugin: m.name.clone(),
+                version: m.version.clone(),
+                key_id: m.publisher.key_id.clone(),
+                allowed: trusted
+                    .plugins_of(&m.publisher.key_id)
+                    .unwrap_or_default()
+                    .join(", "),
+            });
+        }
         self.verify_with(key)
     }
 

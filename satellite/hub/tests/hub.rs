@@ -115,7 +115,7 @@ async fn a_directory_hub_mirrored_from_jetstream_serves_an_air_gapped_satellite(
     let p = build(&bin, "1.4.0", Some(&key), &dir.path().join("pkg"), None).await;
     let hub = Hub::nats(server.client().await).await.unwrap();
     hub.publish(&p).await.unwrap();
-    hub.yank("local", "1.4.0", true, "superseded")
+    hub.yank("local", "1.4.0", true, "superseded", &key)
         .await
         .unwrap();
 
@@ -123,7 +123,10 @@ async fn a_directory_hub_mirrored_from_jetstream_serves_an_air_gapped_satellite(
     assert_eq!(hub.mirror_to(&offline).await.unwrap(), 1);
     assert_eq!(hub.mirror_to(&offline).await.unwrap(), 0, "idempotent");
     let entry = offline.entry("local", "1.4.0").await.unwrap();
-    assert!(entry.yanked, "yank state travels with the entry");
+    assert!(
+        entry.is_yanked(&trusted),
+        "the signed yank travels with the entry"
+    );
 
     // Yanked: a fresh resolve refuses, a pin installs (signature intact).
     let installer = Installer::new(offline, trusted, dir.path().join("cache"));
