@@ -905,6 +905,31 @@ async fn a_lock_edited_to_an_older_or_yanked_version_does_not_roll_a_serving_sat
     }
     sat.shutdown().await;
 
+    // Restarted with a requirement the pin no longer satisfies, it would
+    // resolve below the pin: refused too.
+    let sat = HubPlugins::start(
+        server.client().await,
+        installer.clone(),
+        serve_config("sat-narrowed", &["local@<1.1"], Some(lock_path.clone())),
+    )
+    .await
+    .unwrap();
+    match sat.failures() {
+        [(_, error)] => assert_eq!(error.kind(), "downgrade", "{error}"),
+        other => panic!("expected the downgrade to be refused, got {other:?}"),
+    }
+    assert!(sat.running().is_empty());
+    assert_eq!(
+        LockFile::load(&lock_path)
+            .unwrap()
+            .get("local")
+            .unwrap()
+            .version,
+        "1.1.0",
+        "the lock is not rewritten"
+    );
+    sat.shutdown().await;
+
     // A satellite started with --allow-downgrade follows the lock down.
     let mut config = serve_config("sat-allow", &["local@^1"], Some(lock_path.clone()));
     config.allow_downgrade = true;
