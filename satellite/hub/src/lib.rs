@@ -11,11 +11,17 @@
 //! ([`keys`]); operators trust keys explicitly. The **hub** stores
 //! artifacts by SHA-256 in the JetStream object store bucket
 //! [`store::ARTIFACT_BUCKET`] and the index (`name.version` → manifest and
-//! yanked flag) in the key-value bucket [`store::INDEX_BUCKET`]; a directory
+//! signed yank statements, [`yank`]) in the key-value bucket
+//! [`store::INDEX_BUCKET`]; a directory
 //! with the same layout serves the embedded mode and air-gapped sites
 //! ([`store`], [`client`]). Satellites **install** plugins by name and
 //! version requirement: resolve, verify signature and digest, cache by
 //! digest, pin in a **lock file** ([`install`], [`lock`]).
+//!
+//! Trust is explicit and narrow: each trusted key is bound to the plugin
+//! names it may sign ([`keys::TrustedKeySpec`]), yanks count only when
+//! signed by such a key, and a lock never moves to a lower or yanked
+//! version unless allowed ([`lock::check_move`]).
 //!
 //! Every refusal is a distinct [`HubError`] variant whose message names the
 //! check that failed. `docs/hub.md` is the operator's and publisher's guide.

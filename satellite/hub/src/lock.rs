@@ -17,7 +17,9 @@
 //! `sha256` holds one digest per platform that installed the version, so a
 //! lock shared by a mixed fleet pins every platform's bytes. A pinned
 //! version is installed even when yanked; a digest that differs from the
-//! hub's manifest is refused ([`crate::HubError::LockMismatch`]).
+//! hub's manifest is refused ([`crate::HubError::LockMismatch`]). A pin
+//! never *moves* to a lower or a yanked version unless explicitly allowed
+//! ([`check_move`], [`crate::HubError::Downgrade`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
