@@ -147,6 +147,11 @@ def promises(case: str, docs, values: dict) -> None:
     port = next((p["containerPort"] for p in c.get("ports", []) if p.get("name") == "health"), None)
     if not m or port != int(m.group(1)):
         fail(f"{case}: satellite health port {port} differs from satellite.toml health_port")
+    # The satellite binds 127.0.0.1 unless told: probes reach the pod IP.
+    m = re.search(r'^health_addr = "([^"]*)"$', toml, re.M)
+    if not m or m.group(1) not in ("0.0.0.0", "::"):
+        fail(f"{case}: satellite.toml must bind the health port on the pod's addresses for the probes, has {m and m.group(1)}")
+    network_policies(case, docs, values)
     otlp = (values.get("telemetry") or {}).get("otlpEndpoint")
     if otlp:
         pcm = find(docs, "ConfigMap", "-primary")
@@ -192,6 +197,79 @@ def promises(case: str, docs, values: dict) -> None:
         fail(f"{case}: PodDisruptionBudget missing or not selecting the satellites")
 
 
+def network_policies(case: str, docs, values: dict) -> None:
+    """networkPolicy: the primary's API only from labelled clients, the
+    satellites' health port from networkPolicy.metrics.from, the bundled
+    NATS's client port only from this release's pods; probes keep working
+    (named ports the containers have)."""
+    np = values["networkPolicy"]
+    pols = {d["metadata"]["name"]: d for _, d in docs if d.get("kind") == "NetworkPolicy"}
+    if not np["enabled"]:
+        if pols:
+            fail(f"{case}: networkPolicy.enabled is false but {sorted(pols)} rendered")
+        else:
+            ok(f"{case}: networkPolicy disabled, none rendered")
+        return
+    prim = next((d for n, d in pols.items() if n.endswith("-primary")), None)
+    sat = next((d for n, d in pols.items() if n.endswith("-satellite")), None)
+    pdep = find(docs, "StatefulSet", "-primary") or find(docs, "Deployment", "-primary")
+    sdep = find(docs, "Deployment", "-satellite")
+    problems = []
+    if prim is None or sat is None:
+        fail(f"{case}: networkPolicy enabled but primary/satellite policies missing: {sorted(pols)}")
+        return
+    for pol, dep, port in ((prim, pdep, "http"), (sat, sdep, "health")):
+        sel = pol["spec"]["podSelector"]["matchLabels"]
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        if any(labels.get(k) != v for k, v in sel.items()):
+            problems.append(f"{pol['metadata']['name']} does not select {dep['metadata']['name']}'s pods")
+        if pol["spec"].get("policyTypes") != ["Ingress"]:
+            problems.append(f"{pol['metadata']['name']}: policyTypes {pol['spec'].get('policyTypes')} (ingress only)")
+        rules = pol["spec"].get("ingress", [])
+        if len(rules) != 1 or [p.get("port") for p in rules[0].get("ports", [])] != [port]:
+            problems.append(f"{pol['metadata']['name']}: want one rule on port {port}, got {rules}")
+        cports = [p.get("name") for p in dep["spec"]["template"]["spec"]["containers"][0].get("ports", [])]
+        if port not in cports:
+            problems.append(f"{dep['metadata']['name']} has no port named {port}")
+    if not problems:
+        src = prim["spec"]["ingress"][0]["from"]
+        first = src[0]
+        if first.get("podSelector", {}).get("matchLabels") != np["api"]["clientPodLabels"]:
+            problems.append(f"primary API open to {src}, want pods labelled {np['api']['clientPodLabels']}")
+        if any(not peer for peer in src) or any(peer.get("ipBlock", {}).get("cidr") == "0.0.0.0/0" for peer in src):
+            problems.append(f"primary API open to everyone: {src}")
+        if ("namespaceSelector" in first) != isinstance(np["api"]["clientNamespaceSelector"], dict):
+            problems.append(f"primary API clients' namespaceSelector {first.get('namespaceSelector')} "
+                            f"!= networkPolicy.api.clientNamespaceSelector {np['api']['clientNamespaceSelector']}")
+        if sat["spec"]["ingress"][0].get("from") != np["metrics"]["from"]:
+            problems.append(f"satellite health port open to {sat['spec']['ingress'][0].get('from')}, want {np['metrics']['from']}")
+    natspol = next((d for n, d in pols.items() if n.endswith("-nats")), None)
+    if values["nats"]["enabled"] and np["nats"]["enabled"]:
+        if natspol is None:
+            problems.append("bundled NATS without its NetworkPolicy")
+        else:
+            rules = natspol["spec"]["ingress"]
+            client = next((r for r in rules if [p["port"] for p in r.get("ports", [])] == [4222]), None)
+            want = {"app.kubernetes.io/name": sdep["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
+                    "app.kubernetes.io/instance": "orrery"}
+            if client is None or [f.get("podSelector", {}).get("matchLabels") for f in client.get("from", [])] != [want]:
+                problems.append(f"NATS client port not limited to the release's Orrery pods: {client}")
+            for dep in (pdep, sdep):
+                labels = dep["spec"]["template"]["metadata"]["labels"]
+                if any(labels.get(k) != v for k, v in want.items()):
+                    problems.append(f"{dep['metadata']['name']}'s pods would not match the NATS client rule")
+    elif natspol is not None:
+        problems.append("a NATS NetworkPolicy without the bundled NATS")
+    if problems:
+        fail(f"{case}: network policies: " + "; ".join(problems))
+    else:
+        ok(f"{case}: NetworkPolicies: API (port http) only from pods labelled {np['api']['clientPodLabels']}"
+           + (f" in namespaces {np['api']['clientNamespaceSelector']}" if np['api']['clientNamespaceSelector'] is not None else " (release namespace)")
+           + f"; satellite health port from {np['metrics']['from']}"
+           + ("; NATS 4222 only from this release's pods" if natspol else "")
+           + "; probes on the same named ports")
+
+
 CASES_OK = {
     "postgres-existing-secret-no-auth": {
         "nats": {"enabled": False},
@@ -200,6 +278,7 @@ CASES_OK = {
         "satellite": {"podDisruptionBudget": {"enabled": False}, "extraConfig": {"note": "x", "n": 3, "flag": True, "list": ["a", "b"]}},
         "serviceAccount": {"create": False, "name": "orrery-runner"},
     },
+    "no-network-policy": {"networkPolicy": {"enabled": False}},
     "creds-tls-hub": {
         "natsClient": {"auth": {"mode": "creds", "secretName": "site-creds"},
                        "tls": {"enabled": True, "secretName": "nats-ca", "clientCert": False}},
@@ -214,6 +293,11 @@ CASES_REFUSED = {
     "unknown-auth-mode": ({"natsClient": {"auth": {"mode": "password"}}}, "natsClient.auth.mode"),
     "no-nats-no-url": ({"nats": {"enabled": False}}, "natsClient.url"),
     "create-secret-without-seeds": ({"natsClient": {"auth": {"createSecret": True}}}, "createSecret"),
+    # The default NATS satellite user serves orrery-plugin-local only.
+    "satellite-permissions-miss-a-plugin": (
+        {"satellite": {"plugins": ["/usr/local/lib/orrery/plugins/orrery-plugin-local",
+                                   "/usr/local/lib/orrery/plugins/orrery-plugin-testbed"]}},
+        "may not subscribe to orrery.op.testbed.*"),
 }
 
 
@@ -232,6 +316,8 @@ def main() -> int:
     ap.add_argument("--chart", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--accounts-out", type=Path)
+    ap.add_argument("--extra-values", type=Path, help="one more value set to render and validate (gen-nkeys.py --helm-values)")
+    ap.add_argument("--extra-accounts-out", type=Path, help="the NATS accounts of the chart with --extra-values")
     args = ap.parse_args()
     chart_dir = args.chart.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -250,6 +336,10 @@ def main() -> int:
         large_file = chart_dir / "ci" / "values-large.yaml"
         large = yaml.safe_load(large_file.read_text())
         cases: dict[str, dict] = {"default": {}, "values-large": large, **CASES_OK}
+        extra = None
+        if args.extra_values:
+            extra = yaml.safe_load(args.extra_values.read_text())
+            cases[f"extra:{args.extra_values.name}"] = extra
         for case, over in cases.items():
             lint(chart_dir, case, over or None)
             try:
@@ -282,6 +372,9 @@ def main() -> int:
     if args.accounts_out:
         args.accounts_out.write_text(accounts_conf(defaults))
         ok(f"wrote the chart's NATS accounts to {args.accounts_out}")
+    if args.extra_accounts_out and extra is not None:
+        args.extra_accounts_out.write_text(accounts_conf(deep_merge(defaults, extra)))
+        ok(f"wrote the NATS accounts of the chart with {args.extra_values.name} to {args.extra_accounts_out}")
 
     print(f"  chart: {passes} passed, {len(failures)} failed", flush=True)
     return 1 if failures else 0

@@ -4,11 +4,21 @@
 # Sets `root` and `here` and defines:
 #   say, step, die, skip        output (die exits 1; skip records a SKIP line)
 #   ensure_tools                sets nats_server (>= 2.10) and py/venv (the
-#                               pinned packages in .tools/deploy-venv)
-#   fleet_config DIR NAME...    a copy of deploy/nats in DIR whose users.conf
-#                               lists generated per-satellite and per-leaf
-#                               keys (gen-nkeys.py --satellite N --leaf N for
-#                               each NAME; keys in DIR/keys)
+#                               pinned packages in .tools/deploy-venv);
+#                               checks openssl is there
+#   fleet_config DIR NAME[=PLUGIN:TARGET,...]...  a copy of deploy/nats in
+#                               DIR whose users.conf lists generated
+#                               per-satellite and per-leaf keys (gen-nkeys.py
+#                               --satellite SPEC --leaf SPEC for each; a
+#                               SPEC with targets limits both to them; keys
+#                               in DIR/keys, DIR/keys/NAME.nk and
+#                               DIR/keys/leaf-NAME.env), and TLS certificates
+#                               from gen-certs.sh in DIR/tls, which every
+#                               server configuration in DIR points at (the
+#                               one change to the shipped files: their
+#                               /etc/orrery/nats/tls/ becomes DIR/tls/)
+#   tls_copy DIR                the same copy of deploy/nats with certificates,
+#                               its users.conf unchanged (the shipped one)
 #   env_file_args FILE...       prints the KEY=VALUE lines of env files
 #                               (no comments), for `env`
 #   why_no_private_net [netns]  prints why private network namespaces (with
@@ -42,6 +52,7 @@ ensure_tools() {
   fi
   [ -x "$nats_server" ] || die "nats-server not executable: $nats_server"
   say "  nats-server: $nats_server ($("$nats_server" --version))"
+  command -v openssl >/dev/null || die "openssl is needed (deploy/nats/gen-certs.sh makes the test certificates; Debian: apt-get install openssl)"
 
   venv="$root/.tools/deploy-venv"
   py="$venv/bin/python"
@@ -57,12 +68,21 @@ ensure_tools() {
   say "  python venv: $venv ($requirements)"
 }
 
+tls_copy() {
+  local dir=$1 f
+  mkdir -p "$dir"
+  cp -r "$root/deploy/nats/." "$dir/"
+  sh "$root/deploy/nats/gen-certs.sh" --out "$dir/tls" >/dev/null || die "gen-certs.sh --out $dir/tls"
+  for f in "$dir"/single/*.conf "$dir"/cluster/*.conf "$dir"/leaf/*.conf; do
+    sed -i "s|/etc/orrery/nats/tls/|$dir/tls/|g" "$f"
+  done
+}
+
 fleet_config() {
   local dir=$1 name args=()
   shift
   for name in "$@"; do args+=(--satellite "$name" --leaf "$name"); done
-  mkdir -p "$dir"
-  cp -r "$root/deploy/nats/." "$dir/"
+  tls_copy "$dir"
   "$py" "$root/deploy/nats/gen-nkeys.py" --out "$dir/keys" "${args[@]}" >/dev/null \
     || die "gen-nkeys.py ${args[*]}"
   cp "$dir/keys/users.conf" "$dir/users.conf"

@@ -13,10 +13,13 @@
 # Every host runs the shipped configuration: A deploy/nats/single/nats.conf
 # (JetStream's /var/lib redirected to a temporary directory), B and C
 # deploy/nats/leaf/leaf.conf with their own leaf identity, in a copy of
-# deploy/nats whose users.conf lists keys from `gen-nkeys.py --satellite
-# site-b --satellite site-c --leaf site-b --leaf site-c`. Each satellite
-# uses its own nkey, the primary primary.nk (--nats-nkey, and the config
-# file for the second apply).
+# deploy/nats whose users.conf lists per-target keys from `gen-nkeys.py
+# --satellite site-b=testbed:lab,testbed:site-b --leaf site-b=... (and the
+# same for site-c)` and whose TLS paths point at certificates from
+# gen-certs.sh (clients of A and the leaf uplinks use TLS). Each satellite
+# uses its own nkey and serves the shared target lab and its own site's
+# (--target lab --target site-X), the primary primary.nk (--nats-nkey and
+# --tls-ca, and the config file for the second apply).
 #
 # What it proves, each step failing the test if it does not hold:
 #   1. an apply on A of testbed things that take a while each is served by
@@ -27,7 +30,16 @@
 #      resource created, and B serves nothing while it is cut off;
 #   3. with the link back, B's leaf reconnects, its satellite is seen again
 #      from A, and it takes work in a second apply;
-#   4. a client with satellite credentials cannot publish an operation
+#   4. site-b's key cannot take site-c's work: a client on B with site-b's
+#      key, at B's leaf and directly at the core, is refused every
+#      subscription that would deliver orrery.op.testbed.site-c (the subject
+#      itself, in and out of the queue group, testbed.*, orrery.op.>,
+#      _INBOX.>) and a forged reply; a rogue leaf server on B with B's leaf
+#      key and no local policy receives nothing of site-c's either. During
+#      an apply to target site-c none of them receives a request (each
+#      would answer it with a forged result), site-c serves every operation
+#      and the primary records all of them as succeeded with no retry;
+#   5. a client with satellite credentials cannot publish an operation
 #      request (orrery.op.testbed.lab), neither at B's leaf nor at the core:
 #      the client gets a permissions violation and the server logs it.
 # The satellites log every request they relay with their id (debug level of
@@ -55,6 +67,7 @@ ensure_tools
 # timeout (60 s) dominates the run time.
 things=120 delay_ms=1000 concurrency=16
 later_things=40
+site_c_things=12
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/orrery-multihost.XXXXXX")"
 ns="orrery-mh-$$"
@@ -156,8 +169,9 @@ at_least() { [ "$(count "$1" "$2")" -ge "$3" ]; }
 # ----------------------------------------------------------------- NATS ----
 step "NATS: core on A (single/nats.conf), leaf nodes on B and C (leaf/leaf.conf)"
 conf="$work/nats"
-fleet_config "$conf" site-b site-c
+fleet_config "$conf" site-b=testbed:lab,testbed:site-b site-c=testbed:lab,testbed:site-c
 keys="$conf/keys"
+ca="$conf/tls/ca.crt"
 start nats-a a "$nats_server" -c "$conf/single/nats.conf"
 wait_for "core server on A" 15 at_least "$work/nats-a.log" "Server is ready" 1
 for h in b c; do
@@ -172,12 +186,12 @@ step "satellites site-b and site-c (own nkeys), each on its local leaf"
 for h in b c; do
   start "sat-$h" "$h" env RUST_LOG=info,orrery_satellite::relay=debug \
     "$bin/orrery-satellite" --nats-url nats://127.0.0.1:4222 --nats-nkey "$keys/site-$h.nk" \
-    --id "site-$h" --plugin "$bin/orrery-plugin-testbed" --drain-grace-secs 2
+    --target lab --target "site-$h" --id "site-$h" --plugin "$bin/orrery-plugin-testbed" --drain-grace-secs 2
 done
 # fleet_has ID: `orrery satellites` on A (the primary's nkey, from the
 # environment) lists satellite ID.
 fleet_has() {
-  on a env ORRERY_NATS_URL=nats://127.0.0.1:4222 ORRERY_NATS_NKEY="$keys/primary.nk" \
+  on a env ORRERY_NATS_URL=nats://127.0.0.1:4222 ORRERY_NATS_NKEY="$keys/primary.nk" ORRERY_TLS_CA="$ca" \
     "$bin/orrery" satellites --output json 2>/dev/null | grep -q "\"satellite_id\":\"$1\""
 }
 wait_for "satellite site-b seen from A" 30 fleet_has site-b
@@ -187,24 +201,26 @@ say "  ok   orrery satellites on A lists site-b and site-c (through their leaf n
 # ---------------------------------------------------------------- stacks ----
 # polls: 0 because the testbed keeps things in its process's memory: a
 # status poll must not depend on which satellite the create went to.
-write_stack() { # FILE STACK COUNT DELAY_MS
+write_stack() { # FILE STACK COUNT DELAY_MS [TARGET]
+  local target=${5:-lab}
   {
-    printf 'stack: %s\ntargets:\n  - name: lab\n    plugin: testbed\n' "$2"
+    printf 'stack: %s\ntargets:\n  - name: %s\n    plugin: testbed\n' "$2" "$target"
     printf '    config: { polls: 0, delay_ms: %s }\nresources:\n' "$4"
     for i in $(seq -w 1 "$3"); do
-      printf '  - label: thing-%s\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: %s-%s }\n' \
-        "$i" "$2" "$i"
+      printf '  - label: thing-%s\n    type: Testbed::Async::Thing\n    target: %s\n    properties: { name: %s-%s }\n' \
+        "$i" "$target" "$2" "$i"
     done
   } > "$1"
 }
 write_stack "$work/stack1.yaml" multihost "$things" "$delay_ms"
 write_stack "$work/stack2.yaml" multihost-after "$later_things" 100
+write_stack "$work/stack3.yaml" multihost-site-c "$site_c_things" 100 site-c
 
 # ------------------------------------------------------- apply, then cut ----
 step "apply on A: $things testbed things, ${delay_ms} ms each, $concurrency at a time; cut B off mid-apply"
 apply_started=$EPOCHREALTIME
 start apply1 a "$bin/orrery" apply "$work/stack1.yaml" --yes --concurrency "$concurrency" \
-  --data-dir "$work/state" --nats-url nats://127.0.0.1:4222 --nats-nkey "$keys/primary.nk"
+  --data-dir "$work/state" --nats-url nats://127.0.0.1:4222 --nats-nkey "$keys/primary.nk" --tls-ca "$ca"
 apply_pid=${pids[-1]}
 # A satellite never holds more than $concurrency requests at once: past
 # that many, it has answered some.
@@ -258,8 +274,8 @@ restored_at=$EPOCHREALTIME
 wait_for "B's leaf reconnecting to A" 30 at_least "$work/leaf-b.log" "Leafnode connection created" 2
 wait_for "site-b seen from A again" 30 fleet_has site-b
 say "  ok   B rejoined $(since "$restored_at") s after its link came back"
-printf 'nats_url = "nats://127.0.0.1:4222"\nnats_nkey = "%s"\ndata_dir = "%s"\n' \
-  "$keys/primary.nk" "$work/state" > "$work/orrery.toml"
+printf 'nats_url = "nats://127.0.0.1:4222"\nnats_nkey = "%s"\ntls_ca = "%s"\ndata_dir = "%s"\n' \
+  "$keys/primary.nk" "$ca" "$work/state" > "$work/orrery.toml"
 on a "$bin/orrery" apply "$work/stack2.yaml" --yes --concurrency "$concurrency" \
   --config "$work/orrery.toml" > "$work/apply2.log" 2>&1 || die "the second apply failed"
 summary2=$(grep '^Done in' "$work/apply2.log") || die "the second apply printed no summary"
@@ -274,11 +290,154 @@ c_after=$(( $(served c) - c_restore ))
 say "  ok   second apply (NATS settings from orrery.toml): $summary2"
 say "  ok   after the restore site-b served $b_after and site-c $c_after operations"
 
+# ------------------------------------------------- site-b vs site-c's work ----
+step "site-b's key cannot receive or answer site-c's operations (an apply to target site-c)"
+cat > "$work/steal.py" <<'PY'
+"""Try to take SUBJECT's operations as CRED (an nkey seed file, or user:password):
+subscribe to it (in and out of its queue group) and to every wider subject,
+answer whatever arrives with a forged result, and forge a reply to an inbox.
+Prints "ready" once the server has answered every attempt (or after 5 s),
+runs until STOPFILE exists (120 s at most), then prints a JSON report. The
+canary: it also listens (without answering) on orrery.describe.<plugin>,
+which its key may receive; the apply's describe request arriving shows it
+was connected and receiving all along."""
+import asyncio
+import json
+import logging
+import os
+import ssl
+import sys
+import time
+
+import nats
+
+FORGED = b"forged result from site-b"
+
+
+async def main() -> None:
+    url, cred, subject, stopfile, ca = sys.argv[1:6]
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
+    errors: list[str] = []
+    received: list[str] = []
+    canary: list[str] = []
+
+    async def on_error(e: Exception) -> None:
+        errors.append(str(e))
+
+    opts = dict(error_cb=on_error, allow_reconnect=False, connect_timeout=5, name="thief")
+    if url.startswith("tls://"):
+        opts["tls"] = ssl.create_default_context(cafile=ca)
+    if os.path.exists(cred):
+        opts["nkeys_seed"] = cred
+    else:
+        opts["user"], opts["password"] = cred.split(":", 1)
+    nc = await nats.connect(url, **opts)
+
+    async def take(msg) -> None:
+        if msg.subject == "_INBOX.forged" and msg.data == FORGED:
+            return  # its own forgery, looped back by a server without a policy
+        received.append(msg.subject)
+        if msg.reply:
+            await nc.publish(msg.reply, FORGED)
+
+    async def listen(msg) -> None:
+        canary.append(msg.subject)
+
+    plugin = subject.split(".")[2]
+    await nc.subscribe(f"orrery.describe.{plugin}", cb=listen)
+    attempts = [(subject, f"orrery-{plugin}"), (subject, ""), (subject.rsplit(".", 1)[0] + ".*", ""),
+                ("orrery.op.>", ""), ("_INBOX.>", "")]
+    for s, q in attempts:
+        await nc.subscribe(s, queue=q, cb=take)
+    await nc.publish("_INBOX.forged", FORGED)
+    # nats-py's flush() can overtake buffered commands: flush twice.
+    await nc.flush(5)
+    await asyncio.sleep(0.05)
+    await nc.flush(5)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(errors) < len(attempts) + 1:
+        await asyncio.sleep(0.05)
+    print("ready", flush=True)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(stopfile) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    await nc.flush(5)
+    await nc.close()
+    print(json.dumps({"attempts": len(attempts) + 1, "refused": errors, "received": received, "canary": canary}),
+          flush=True)
+
+
+asyncio.run(main())
+PY
+# A rogue leaf server on B: B's leaf key, no policy of its own (anyone may
+# connect and subscribe to anything locally). What reaches it is decided by
+# the core, by the permissions of leaf-site-b alone.
+mapfile -t leaf_env < <(env_file_args "$keys/leaf-site-b.env")
+cat > "$work/rogue-leaf.conf" <<CONF
+server_name: rogue-leaf-b
+listen: 127.0.0.1:4333
+accounts: { ORRERY: { users: [ { user: thief, password: thief } ] } }
+leafnodes {
+  reconnect: "1s"
+  remotes: [ { urls: ["nats-leaf://nats-a:7422"], account: ORRERY, nkey: \$ORRERY_LEAF_NKEY_SEED,
+               tls: { ca_file: "$ca", timeout: 2 } } ]
+}
+CONF
+leaves_before=$(count "$work/nats-a.log" "Leafnode connection created")
+start rogue-leaf-b b env "${leaf_env[@]}" "$nats_server" -c "$work/rogue-leaf.conf"
+wait_for "the rogue leaf on B connecting to A" 20 at_least "$work/nats-a.log" "Leafnode connection created" $((leaves_before + 1))
+stop_file="$work/steal.stop"
+thieves=(thief-leaf-b thief-core-b thief-rogue-leaf-b)
+start thief-leaf-b b "$py" "$work/steal.py" nats://127.0.0.1:4222 "$keys/site-b.nk" orrery.op.testbed.site-c "$stop_file" "$ca"
+start thief-core-b b "$py" "$work/steal.py" tls://nats-a:4222 "$keys/site-b.nk" orrery.op.testbed.site-c "$stop_file" "$ca"
+start thief-rogue-leaf-b b "$py" "$work/steal.py" nats://127.0.0.1:4333 thief:thief orrery.op.testbed.site-c "$stop_file" "$ca"
+for t in "${thieves[@]}"; do wait_for "$t ready" 20 at_least "$work/$t.log" "ready" 1; done
+b_site_c=$(served b)
+c_site_c=$(served c)
+on a "$bin/orrery" apply "$work/stack3.yaml" --yes --concurrency "$concurrency" \
+  --config "$work/orrery.toml" > "$work/apply3.log" 2>&1 || die "the apply to target site-c failed"
+touch "$stop_file"
+for t in "${thieves[@]}"; do wait_for "$t's report" 15 grep -q '^{' "$work/$t.log"; done
+summary3=$(grep '^Done in' "$work/apply3.log") || die "the apply to site-c printed no summary"
+case "$summary3" in
+  *": $site_c_things succeeded, 0 failed"*" 0 retries."*) ;;
+  *) die "the apply to site-c did not record $site_c_things clean successes (a forged or lost answer?): $summary3" ;;
+esac
+b_c=$(( $(served b) - b_site_c ))
+c_c=$(( $(served c) - c_site_c ))
+[ "$b_c" -eq 0 ] || die "site-b's satellite served $b_c operations of target site-c"
+[ "$c_c" -ge "$site_c_things" ] || die "site-c served $c_c of the $site_c_things operations of target site-c"
+# report LOG [refused]: the thief's report says it received nothing (and,
+# with "refused", that every one of its attempts was refused).
+report() {
+  "$py" - "$@" <<'PY'
+import json, sys
+report = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
+if len(sys.argv) > 2:
+    refused = [e for e in report["refused"] if "permissions violation" in e.lower()]
+    assert len(refused) == report["attempts"], f"{len(refused)} of {report['attempts']} attempts refused: {report['refused']}"
+assert not report["received"], f"received {report['received']}"
+assert report["canary"], "never received the apply's describe request: not connected or interest never reached the core"
+PY
+}
+for t in thief-leaf-b thief-core-b; do
+  report "$work/$t.log" refused || die "$t: site-b's key was not refused everything (see $t.log)"
+done
+report "$work/thief-rogue-leaf-b.log" \
+  || die "the rogue leaf with B's leaf key received site-c's operations (see thief-rogue-leaf-b.log)"
+say "  ok   site-b's key at B's leaf and at the core: all 6 attempts refused (5 subscriptions, 1 forged reply),"
+say "       nothing of site-c's received (the apply's orrery.describe.testbed, which site-b may see, was)"
+say "  ok   a rogue leaf server with B's leaf key and no local policy received none of site-c's requests (but the describe)"
+say "  ok   apply to site-c: $summary3"
+say "  ok   site-c served $c_c operations of target site-c, site-b 0; no forged answer was recorded"
+
 # ---------------------------------------------------------- permissions ----
 step "a client with satellite credentials cannot publish an operation request"
 cat > "$work/forge.py" <<'EOF'
 """Publish to SUBJECT as the identity in SEED; print the server's -ERR lines."""
 import asyncio
+import logging
+import ssl
 import sys
 import time
 
@@ -286,14 +445,16 @@ import nats
 
 
 async def main() -> None:
-    url, seed, subject = sys.argv[1:4]
+    url, seed, subject, ca = sys.argv[1:5]
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # "returning true from eof_received()" on TLS closes
     errors: list[str] = []
 
     async def on_error(e: Exception) -> None:
         errors.append(str(e))
 
+    tls = ssl.create_default_context(cafile=ca) if url.startswith("tls://") else None
     nc = await nats.connect(url, nkeys_seed=seed, error_cb=on_error, allow_reconnect=False,
-                            connect_timeout=5, name="forger")
+                            connect_timeout=5, name="forger", tls=tls)
     await nc.publish(subject, b"forged operation request")
     # nats-py's flush() can overtake buffered commands: flush twice.
     await nc.flush(5)
@@ -310,8 +471,9 @@ asyncio.run(main())
 EOF
 subject=orrery.op.testbed.lab
 forge() { # HOST SEED SERVER_LOG WHERE
-  local out
-  out=$(on "$1" "$py" "$work/forge.py" nats://127.0.0.1:4222 "$2" "$subject") || die "forge.py failed on $1: $out"
+  local out url=nats://127.0.0.1:4222
+  [ "$1" = a ] && url=tls://127.0.0.1:4222   # the core requires TLS
+  out=$(on "$1" "$py" "$work/forge.py" "$url" "$2" "$subject" "$ca") || die "forge.py failed on $1: $out"
   case "$out" in
     *"ermissions violation for publish to \"$subject\""*) ;;
     *) die "$4 accepted an operation request from $(basename "$2" .nk) (client saw: ${out:-no error})" ;;
@@ -331,6 +493,7 @@ printf '  %-34s %8s %8s\n' "" site-b site-c
 printf '  %-34s %8s %8s\n' "before the cut (apply 1)" "$b_before" "$c_before"
 printf '  %-34s %8s %8s\n' "during the cut (apply 1 finishes)" "$b_cut" "$c_cut"
 printf '  %-34s %8s %8s\n' "after the restore (apply 2)" "$b_after" "$c_after"
+printf '  %-34s %8s %8s\n' "apply 3 (target site-c)" "$b_c" "$c_c"
 say "  (site-b's first count is taken once its leaf had dropped the link; apply 1 ran"
 say "  $apply_ran_before_cut s before the cut and $apply_ran_after_cut s after it; $resent creates were re-sent from B to C)"
 say ""

@@ -114,9 +114,26 @@ def check_compose(root: Path, plugins: set[str]) -> None:
     conf = re.search(r"-c /etc/orrery/nats/(\S+)", nats_cmd)
     if not conf or not (root / "deploy/nats" / conf.group(1)).exists():
         fail("compose.yaml: nats does not run a configuration from deploy/nats")
+    published = []
+    for name, svc in services.items():
+        for port in svc.get("ports", []):
+            spec = port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port.get('published', '')}:{port.get('target', '')}"
+            published.append(f"{name} {spec}")
+            if not str(spec).startswith("127.0.0.1:"):
+                fail(f"compose.yaml: service {name} publishes {spec} on every interface (bind it to 127.0.0.1)")
+    if any("8222" in p for p in published):
+        fail("compose.yaml: NATS monitoring (8222) must not be published")
+    nats_vols = services["nats"].get("volumes", [])
+    if not any(str(v).split(":")[1:2] == ["/etc/orrery/nats/tls"] for v in nats_vols) or not (root / "deploy/nats/tls").is_dir():
+        fail("compose.yaml: nats needs the certificates at /etc/orrery/nats/tls (a volume over deploy/nats/tls)")
+    for name in ("primary", "satellite"):
+        env = services[name].get("environment", {})
+        if not any(k.endswith("TLS_CA") for k in env):
+            fail(f"compose.yaml: {name} does not verify NATS's certificate (ORRERY_*TLS_CA)")
     if not any(f.startswith("compose.yaml") for f in failures):
         ok(f"compose.yaml: services {sorted(services)}, mounts exist, satellite stop grace {grace}s > drain {drain}s, "
-           f"plugins in the image, nats runs deploy/nats/{conf.group(1)}")
+           f"plugins in the image, nats runs deploy/nats/{conf.group(1)}; published only on 127.0.0.1: {', '.join(published)}; "
+           f"NATS clients verify its certificate")
 
 
 def check_chart_plugins(root: Path, plugins: set[str]) -> None:

@@ -5,7 +5,8 @@
 //! - [`relay`]: serving plugins over NATS as a NATS service, with drain.
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics` over HTTP.
 //! - [`metrics`]: the relay's latency histogram.
-//! - [`hub`]: the plugin hub: packages, signatures, publish, install, lock files.
+//! - [`hub`]: serving plugins installed from the hub (the `orrery-hub`
+//!   crate), and rolling them on a lock change.
 //!
 //! The plugin host, its supervisor and the bus are crate `orrery-bus`.
 

@@ -9,8 +9,9 @@ use anyhow::Context;
 use clap::Parser;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use orrery_hub as hub;
 use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
-use orrery_satellite::hub;
+use orrery_satellite::hub::serve;
 use orrery_satellite::nats_client::{self, NatsClientConfig};
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
@@ -91,11 +92,15 @@ struct Flags {
     #[arg(long, value_parser = telemetry::parse_ratio)]
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_sampling: Option<f64>,
-    /// Serve /healthz, /readyz and /metrics on this port (all interfaces).
-    /// Off unless set.
+    /// Serve /healthz, /readyz and /metrics on this port. Off unless set.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     health_port: Option<u16>,
+    /// Address the health port binds (default 127.0.0.1, this host only;
+    /// 0.0.0.0 or :: for probes and scrapes from other hosts or pods).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health_addr: Option<std::net::IpAddr>,
     /// Install a plugin from the hub and serve it: NAME@REQ, e.g.
     /// local@^1.2 (Cargo requirements; `=1.2.3` is exact); repeat for several.
     #[arg(long = "install", value_name = "NAME@REQ")]
@@ -110,11 +115,13 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     hub_dir: Option<PathBuf>,
-    /// A publisher public key file to trust; repeat for several. Nothing is
-    /// trusted unless given here.
-    #[arg(long = "trusted-key", value_name = "FILE")]
+    /// A publisher public key file to trust, with the plugin names it may
+    /// sign: FILE=local,acme-* (`*` matches any run of characters). A bare
+    /// FILE (the old form) trusts it for every name, with a warning. Repeat
+    /// for several. Nothing is trusted unless given here.
+    #[arg(long = "trusted-key", value_name = "FILE[=PLUGIN,...]")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    trusted_keys: Vec<PathBuf>,
+    trusted_keys: Vec<hub::TrustedKeySpec>,
     /// Where verified plugin binaries are cached, by digest.
     /// Default: $XDG_CACHE_HOME/orrery/plugins or ~/.cache/orrery/plugins.
     #[arg(long)]
@@ -130,6 +137,12 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     lock_poll_secs: Option<u64>,
+    /// Let a lock file change move a plugin to a lower or a yanked version
+    /// (logged at WARN). Without it such a change is refused and the
+    /// running version keeps serving.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_downgrade: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -157,20 +170,27 @@ struct Settings {
     otlp_endpoint: Option<String>,
     trace_sampling: Option<f64>,
     health_port: Option<u16>,
+    #[serde(default = "default_health_addr")]
+    health_addr: std::net::IpAddr,
     #[serde(default)]
     installs: Vec<String>,
     hub_url: Option<String>,
     hub_dir: Option<PathBuf>,
     #[serde(default)]
-    trusted_keys: Vec<PathBuf>,
+    trusted_keys: Vec<hub::TrustedKeySpec>,
     cache_dir: Option<PathBuf>,
     lock_file: Option<PathBuf>,
     #[serde(default = "default_lock_poll")]
     lock_poll_secs: u64,
+    #[serde(default)]
+    allow_downgrade: bool,
 }
 
 fn default_url() -> String {
     "nats://127.0.0.1:4222".into()
+}
+fn default_health_addr() -> std::net::IpAddr {
+    std::net::Ipv4Addr::LOCALHOST.into()
 }
 fn default_in_flight() -> usize {
     256
@@ -236,7 +256,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         .iter()
         .map(|s| s.parse::<hub::Requirement>())
         .collect::<Result<Vec<_>, _>>()?;
-    let trusted = hub::TrustedKeys::load(&settings.trusted_keys)?;
+    let trusted = hub::TrustedKeys::load_specs(&settings.trusted_keys)?;
     if !requirements.is_empty() && trusted.is_empty() {
         tracing::warn!("no --trusted-key given: every hub package will be refused as untrusted");
     }
@@ -252,7 +272,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     }
     let client = connect(&settings).await?;
     if let Some(port) = settings.health_port {
-        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+        let addr = std::net::SocketAddr::new(settings.health_addr, port);
         let (client, hosts) = (client.clone(), hosts.clone());
         tokio::spawn(async move {
             if let Err(e) = orrery_satellite::health::serve(
@@ -338,7 +358,7 @@ async fn start_hub_plugins(
     relay: &RelayConfig,
     requirements: Vec<hub::Requirement>,
     trusted: hub::TrustedKeys,
-) -> anyhow::Result<hub::serve::HubPlugins> {
+) -> anyhow::Result<serve::HubPlugins> {
     let hub = match (&settings.hub_dir, &settings.hub_url) {
         (Some(dir), _) => hub::Hub::dir(dir)?,
         (None, Some(url)) => {
@@ -352,12 +372,13 @@ async fn start_hub_plugins(
     };
     let cache_dir = settings.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let installer = hub::Installer::new(hub, trusted, cache_dir);
-    let mut serve_config = hub::serve::ServeConfig::new(requirements);
+    let mut serve_config = serve::ServeConfig::new(requirements);
     serve_config.lock_file = settings.lock_file.clone();
     serve_config.lock_poll = Duration::from_secs(settings.lock_poll_secs.max(1));
     serve_config.relay = relay.clone();
     serve_config.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
-    Ok(hub::serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
+    serve_config.allow_downgrade = settings.allow_downgrade;
+    Ok(serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
 }
 
 /// `$XDG_CACHE_HOME/orrery/plugins`, else `~/.cache/orrery/plugins`, else

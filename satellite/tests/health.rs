@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
+    get_at("127.0.0.1", port, path).await
+}
+
+async fn get_at(host: &str, port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect((host, port)).await.ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = String::new();
@@ -85,6 +87,72 @@ async fn health_readiness_and_metrics_reflect_the_satellite() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(get(port, "/healthz").await.map(|r| r.0), Some(200));
+    let _ = satellite.kill();
+    let _ = satellite.wait();
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn satellite_with(nats_url: &str, args: &[&str]) -> std::process::Child {
+    Command::new(common::binary("orrery-satellite"))
+        .args(["--nats-url", nats_url])
+        .args(args)
+        .arg("--plugin")
+        .arg(common::binary("orrery-plugin-testbed"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_ready(host: &str, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get_at(host, port, "/readyz").await.map(|r| r.0) != Some(200) {
+        assert!(Instant::now() < deadline, "never ready on {host}:{port}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The health port binds 127.0.0.1 unless --health-addr says otherwise: a
+/// wildcard bind would also answer on 127.0.0.2 (another local address,
+/// standing in for the host's network interfaces), a loopback bind does not.
+#[tokio::test]
+async fn health_port_binds_loopback_unless_told_otherwise() {
+    let server = common::NatsServer::start().await;
+
+    let port = free_port();
+    let mut satellite = satellite_with(&server.url, &["--health-port", &port.to_string()]);
+    wait_ready("127.0.0.1", port).await;
+    assert_eq!(
+        get_at("127.0.0.2", port, "/healthz").await,
+        None,
+        "the default health address answers on an address other than 127.0.0.1"
+    );
+    let _ = satellite.kill();
+    let _ = satellite.wait();
+
+    let port = free_port();
+    let mut satellite = satellite_with(
+        &server.url,
+        &[
+            "--health-port",
+            &port.to_string(),
+            "--health-addr",
+            "0.0.0.0",
+        ],
+    );
+    wait_ready("127.0.0.1", port).await;
+    assert_eq!(
+        get_at("127.0.0.2", port, "/healthz").await.map(|r| r.0),
+        Some(200),
+        "--health-addr 0.0.0.0 does not answer on every address"
+    );
     let _ = satellite.kill();
     let _ = satellite.wait();
 }

@@ -1,6 +1,7 @@
-//! The plugin hub against a real nats-server with JetStream and real plugin
-//! binaries: publish, resolve, verify, install, serve, yank, lock, roll,
-//! refuse.
+//! Serving hub-installed plugins against a real nats-server with JetStream
+//! and real plugin binaries: install, serve, yank, lock, roll, refuse, and
+//! the `orrery` and `orrery-satellite` binaries end to end. (The hub
+//! library alone is tested in `satellite/hub/tests/`.)
 
 mod common;
 
@@ -13,19 +14,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{binary, NatsServer};
+use orrery_hub::manifest::Manifest;
+use orrery_hub::package::{self, Package, PackageOptions};
+use orrery_hub::store::index_key;
+use orrery_hub::{
+    host_platform, Hub, HubError, Installer, LockEntry, LockFile, PublishOutcome, PublisherKey,
+    Requirement, TrustedKeys,
+};
 use orrery_plugin_sdk::schema::{
     CreateRequest, OperationStatus, PropertyMap, Request, Target, Value,
 };
 use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
-use orrery_satellite::hub::manifest::Manifest;
-use orrery_satellite::hub::package::{self, Package, PackageOptions};
 use orrery_satellite::hub::serve::{HubPlugins, RollOutcome, ServeConfig};
-use orrery_satellite::hub::store::index_key;
-use orrery_satellite::hub::{
-    host_platform, Hub, HubError, Installer, LockEntry, LockFile, PublishOutcome, PublisherKey,
-    Requirement, TrustedKeys,
-};
 use orrery_satellite::relay::RelayConfig;
 
 /// A copy of a workspace plugin binary, stripped of debug info (5 MB
@@ -212,7 +213,9 @@ async fn publish_two_versions_install_the_newest_yank_it_and_a_lock_keeps_it() {
     );
 
     // Yank 1.1.0: a fresh satellite picks 1.0.0.
-    hub.yank("local", "1.1.0", true, "broken").await.unwrap();
+    hub.yank("local", "1.1.0", true, "broken", &key)
+        .await
+        .unwrap();
     let fresh = Installer::new(
         Hub::nats_existing(server.client().await).await.unwrap(),
         trusted.clone(),
@@ -454,12 +457,51 @@ async fn every_failed_check_is_refused_with_its_own_error_and_serving_goes_on() 
         .await
         .unwrap();
     assert_eq!(
-        orrery_satellite::hub::file_digest(&again.path)
-            .await
-            .unwrap()
-            .0,
+        orrery_hub::file_digest(&again.path).await.unwrap().0,
         *good_digest
     );
+}
+
+/// Polls `condition` until it holds, failing the test after `within`.
+async fn wait_until(condition: impl Fn() -> bool, within: Duration, what: &str) {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The next outcome a watching satellite reports, within 30 s.
+async fn next_outcome(outcomes: &mut tokio::sync::mpsc::Receiver<RollOutcome>) -> RollOutcome {
+    tokio::time::timeout(Duration::from_secs(30), outcomes.recv())
+        .await
+        .expect("no roll outcome within 30 s")
+        .expect("the satellite stopped reporting")
+}
+
+/// A satellite watching its lock file in a task, until stopped.
+struct Watcher {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<HubPlugins>,
+}
+
+impl Watcher {
+    fn start(mut sat: HubPlugins) -> Watcher {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            sat.watch(async {
+                let _ = stopped.await;
+            })
+            .await;
+            sat
+        });
+        Watcher { stop, task }
+    }
+
+    async fn stop(self) -> HubPlugins {
+        let _ = self.stop.send(());
+        self.task.await.unwrap()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -514,115 +556,89 @@ async fn rolling_to_a_new_version_under_load_drops_no_operation() {
     // Load: 16 workers, each sending one 50 ms operation after another.
     let bus = NatsBus::new(server.client().await);
     let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(Mutex::new(Vec::new()));
     let mut workers = Vec::new();
     for w in 0..16 {
-        let (bus, stop, sent, failed) = (bus.clone(), stop.clone(), sent.clone(), failed.clone());
+        let (bus, stop, done, failed) = (bus.clone(), stop.clone(), done.clone(), failed.clone());
         workers.push(tokio::spawn(async move {
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 let i = w * 1_000_000 + n;
                 n += 1;
-                sent.fetch_add(1, Ordering::Relaxed);
                 let answer = bus
                     .send("testbed", &slow_noop(i), Duration::from_secs(10))
                     .await;
                 match answer {
-                    Ok(Answer::Progress(p)) if p.status == OperationStatus::Success => {}
+                    Ok(Answer::Progress(p)) if p.status == OperationStatus::Success => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
                     other => failed.lock().unwrap().push(format!("{i}: {other:?}")),
                 }
             }
         }));
     }
+    // Waits until `more` operations have succeeded since this call.
+    let flowing = |more: usize, what: &'static str| {
+        let done = done.clone();
+        async move {
+            let target = done.load(Ordering::Relaxed) + more;
+            wait_until(
+                || done.load(Ordering::Relaxed) >= target,
+                Duration::from_secs(30),
+                what,
+            )
+            .await;
+        }
+    };
 
-    // The satellite watches the lock file; an operator edits it.
-    let (stop_watch, watch_stopped) = tokio::sync::oneshot::channel::<()>();
-    let watcher = tokio::spawn(async move {
-        sat.watch(async {
-            let _ = watch_stopped.await;
-        })
-        .await;
-        sat
-    });
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let before_roll = sent.load(Ordering::Relaxed);
+    // The satellite watches the lock file and reports what each change did.
+    let (outcome_tx, mut outcomes) = tokio::sync::mpsc::channel(8);
+    sat.report_outcomes(outcome_tx);
+    flowing(50, "operations before the roll").await;
+
+    // An operator edits the lock: the satellite rolls to 1.1.0.
+    let watcher = Watcher::start(sat);
     pin("1.1.0").save(&lock_path).unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    match next_outcome(&mut outcomes).await {
+        RollOutcome::Rolled { from, to, .. } => assert_eq!((&*from, &*to), ("1.0.0", "1.1.0")),
+        other => panic!("expected the roll to 1.1.0, got {other:?}"),
+    }
+    flowing(50, "operations after the roll").await;
+    let sat = watcher.stop().await;
+    let rolled = sat.running()[0].clone();
+    assert_eq!(rolled.version, "1.1.0");
+    assert_ne!(rolled.pid, first.pid, "a new process serves");
+
+    // Then to the tampered 1.2.0: refused, and 1.1.0's process serves on.
+    let watcher = Watcher::start(sat);
     pin("1.2.0").save(&lock_path).unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let _ = stop_watch.send(());
-    let sat = watcher.await.unwrap();
+    match next_outcome(&mut outcomes).await {
+        RollOutcome::Refused { kept, error, .. } => {
+            assert_eq!(kept, "1.1.0");
+            assert_eq!(error.kind(), "artifact-tampered", "{error}");
+        }
+        other => panic!("expected 1.2.0 to be refused, got {other:?}"),
+    }
+    flowing(50, "operations after the refusal").await;
+    let sat = watcher.stop().await;
     stop.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
     }
-
-    let now = sat.running()[0].clone();
-    assert_eq!(now.version, "1.1.0", "rolled to 1.1.0, refused 1.2.0");
-    assert_ne!(now.pid, first.pid, "a new process serves");
-    let failed = failed.lock().unwrap().clone();
-    let total = sent.load(Ordering::Relaxed);
-    eprintln!(
-        "roll under load: {total} operations ({before_roll} before the roll), {} failed",
-        failed.len()
+    assert_eq!(
+        sat.running()[0],
+        rolled,
+        "the refusal left the 1.1.0 process serving, untouched"
     );
-    assert!(
-        total > before_roll + 100,
-        "load kept flowing: {total} operations"
+    let failed = failed.lock().unwrap().clone();
+    eprintln!(
+        "roll under load: {} operations, {} failed",
+        done.load(Ordering::Relaxed),
+        failed.len()
     );
     assert!(failed.is_empty(), "dropped operations: {failed:?}");
     sat.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_20_mib_artifact_publishes_and_installs_on_two_satellites_at_once() {
-    let server = NatsServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let key = PublisherKey::generate().unwrap();
-    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
-    let bin = plugin_copy(dir.path(), "orrery-plugin-local", "big");
-    let size = 20 * 1024 * 1024;
-    let file = std::fs::OpenOptions::new().write(true).open(&bin).unwrap();
-    assert!(file.metadata().unwrap().len() <= size);
-    file.set_len(size).unwrap();
-    drop(file);
-    let p = build(&bin, "3.0.0", Some(&key), &dir.path().join("pkg"), None).await;
-    assert_eq!(p.manifest.manifest.artifacts[&host_platform()].size, size);
-
-    let hub = Hub::nats(server.client().await).await.unwrap();
-    let started = Instant::now();
-    hub.publish(&p).await.unwrap();
-    let publish = started.elapsed();
-
-    let installer = |n: usize| {
-        let trusted = trusted.clone();
-        let cache = dir.path().join(format!("cache-{n}"));
-        let server = &server;
-        async move {
-            let hub = Hub::nats_existing(server.client().await).await.unwrap();
-            let installer = Installer::new(hub, trusted, cache);
-            let started = Instant::now();
-            let installed = installer
-                .install(&requirement("local@^3"), None)
-                .await
-                .unwrap();
-            (installed, started.elapsed())
-        }
-    };
-    let ((a, ta), (b, tb)) = tokio::join!(installer(1), installer(2));
-    eprintln!("20 MiB: publish {publish:.2?}, two concurrent installs {ta:.2?} and {tb:.2?}");
-    assert_eq!(a.sha256, b.sha256);
-    assert_eq!(std::fs::metadata(&a.path).unwrap().len(), size);
-    assert_eq!(
-        std::fs::read(&a.path).unwrap(),
-        std::fs::read(&b.path).unwrap()
-    );
-    // The installed binary is the real plugin and runs.
-    let announcement = package::read_announcement(&b.path, Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert_eq!(announcement.name, "local");
 }
 
 /// Lines of a child's stderr, collected by a thread.
@@ -728,7 +744,7 @@ async fn the_cli_publishes_and_the_satellite_binary_installs_and_rolls_on_a_lock
         ])
         .args([
             "--trusted-key",
-            &p("pub.key.pub"),
+            &format!("{}=local", p("pub.key.pub")),
             "--cache-dir",
             &p("cache"),
         ])
@@ -749,21 +765,78 @@ async fn the_cli_publishes_and_the_satellite_binary_installs_and_rolls_on_a_lock
     std::fs::create_dir(&root).unwrap();
     assert!(succeeds(&bus, "local", &write_file(1, &root)).await);
 
-    // The operator moves the fleet to 1.1.0 by rewriting the lock.
+    // The operator moves the fleet to 1.1.0 by rewriting the lock (the key
+    // bound to `local` this time).
+    let bound_key = format!("{}=local", p("pub.key.pub"));
+    let lock_to = |req: &str, allow: bool| {
+        let mut args = vec![
+            "hub".to_owned(),
+            "lock".to_owned(),
+            req.to_owned(),
+            "--lock-file".to_owned(),
+            p("fleet.lock"),
+            "--trusted-key".to_owned(),
+            bound_key.clone(),
+        ];
+        if allow {
+            args.push("--allow-downgrade".to_owned());
+        }
+        args
+    };
+    let run = |args: Vec<String>| {
+        Command::new(binary("orrery"))
+            .args(args)
+            .env("ORRERY_NATS_URL", &url)
+            .output()
+            .unwrap()
+    };
+    let out = run(lock_to("local@=1.1.0", false));
+    assert!(out.status.success(), "{out:?}");
+    wait_for_line(&lines, "rolled", Duration::from_secs(20)).await;
+    assert!(succeeds(&bus, "local", &write_file(2, &root)).await);
+
+    // Back to 1.0.0: `orrery hub lock` refuses without --allow-downgrade
+    // and leaves the lock as it was.
+    let out = run(lock_to("local@=1.0.0", false));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refused to move local from 1.1.0 to 1.0.0: it is a lower version"),
+        "{stderr}"
+    );
+    let locked = || LockFile::load(&dir.path().join("fleet.lock")).unwrap();
+    assert_eq!(locked().get("local").unwrap().version, "1.1.0");
+    // With it, the lock moves (warned); this satellite, started without
+    // --allow-downgrade, refuses to follow and 1.1.0 serves on.
+    let out = run(lock_to("local@=1.0.0", true));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: local moves from 1.1.0 to 1.0.0"),
+        "{stderr}"
+    );
+    assert_eq!(locked().get("local").unwrap().version, "1.0.0");
+    wait_for_line(&lines, "downgrade refused", Duration::from_secs(20)).await;
+    assert!(succeeds(&bus, "local", &write_file(3, &root)).await);
+
+    // A signed yank, shown with its signer.
     orrery(
         &[
             "hub",
-            "lock",
-            "local@=1.1.0",
-            "--lock-file",
-            &p("fleet.lock"),
-            "--trusted-key",
-            &p("pub.key.pub"),
+            "yank",
+            "local@1.1.0",
+            "--key",
+            &p("pub.key"),
+            "--reason",
+            "corrupts symlinks",
         ],
         &url,
     );
-    wait_for_line(&lines, "rolled", Duration::from_secs(20)).await;
-    assert!(succeeds(&bus, "local", &write_file(2, &root)).await);
+    let out = orrery(&["hub", "versions", "local"], &url);
+    assert!(
+        out.contains("(yanked: corrupts symlinks (signed by"),
+        "{out}"
+    );
 
     sigterm(satellite.id());
     let status = satellite.wait().unwrap();
@@ -779,41 +852,96 @@ fn sigterm(pid: u32) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_directory_hub_mirrored_from_jetstream_serves_an_air_gapped_satellite() {
+async fn a_lock_edited_to_an_older_or_yanked_version_does_not_roll_a_serving_satellite_back() {
     let server = NatsServer::start().await;
     let dir = tempfile::tempdir().unwrap();
     let key = PublisherKey::generate().unwrap();
     let trusted = TrustedKeys::from_keys([key.verifying_key()]);
-    let bin = plugin_copy(dir.path(), "orrery-plugin-local", "mirror");
-    let p = build(&bin, "1.4.0", Some(&key), &dir.path().join("pkg"), None).await;
     let hub = Hub::nats(server.client().await).await.unwrap();
-    hub.publish(&p).await.unwrap();
-    hub.yank("local", "1.4.0", true, "superseded")
+    for version in ["1.0.0", "1.1.0", "1.2.0"] {
+        let bin = plugin_copy(dir.path(), "orrery-plugin-local", version);
+        let p = build(&bin, version, Some(&key), &dir.path().join(version), None).await;
+        hub.publish(&p).await.unwrap();
+    }
+    hub.yank("local", "1.2.0", true, "corrupts symlinks", &key)
         .await
         .unwrap();
-
-    let offline = Hub::dir(dir.path().join("usb")).unwrap();
-    assert_eq!(hub.mirror_to(&offline).await.unwrap(), 1);
-    assert_eq!(hub.mirror_to(&offline).await.unwrap(), 0, "idempotent");
-    let entry = offline.entry("local", "1.4.0").await.unwrap();
-    assert!(entry.yanked, "yank state travels with the entry");
-
-    // Yanked: a fresh resolve refuses, a pin installs (signature intact).
-    let installer = Installer::new(offline, trusted, dir.path().join("cache"));
-    let e = installer
-        .install(&requirement("local@^1"), None)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), "all-yanked", "{e}");
-    let pin = LockEntry {
-        name: "local".into(),
-        version: "1.4.0".into(),
-        ..LockEntry::default()
+    let pin = |version: &str| LockFile {
+        plugins: vec![LockEntry {
+            name: "local".into(),
+            version: version.into(),
+            ..LockEntry::default()
+        }],
+        ..LockFile::default()
     };
-    let installed = installer
-        .install(&requirement("local@^1"), Some(&pin))
+    let lock_path = dir.path().join("sat.lock");
+    pin("1.1.0").save(&lock_path).unwrap();
+    let installer = Installer::new(
+        Hub::nats_existing(server.client().await).await.unwrap(),
+        trusted,
+        dir.path().join("cache"),
+    );
+    let mut sat = HubPlugins::start(
+        server.client().await,
+        installer.clone(),
+        serve_config("sat", &["local@^1"], Some(lock_path.clone())),
+    )
+    .await
+    .unwrap();
+    let before = sat.running()[0].clone();
+    assert_eq!(before.version, "1.1.0");
+    // Someone edits the lock back to 1.0.0, or on to the yanked 1.2.0.
+    for (version, why) in [("1.0.0", "lower version"), ("1.2.0", "yanked")] {
+        let outcomes = sat.apply_lock(&pin(version)).await;
+        match &outcomes[..] {
+            [RollOutcome::Refused { kept, error, .. }] => {
+                assert_eq!(kept, "1.1.0");
+                assert_eq!(error.kind(), "downgrade", "{error}");
+                assert!(error.to_string().contains(why), "{error}");
+            }
+            other => panic!("{version}: expected a refusal, got {other:?}"),
+        }
+        assert_eq!(sat.running()[0], before, "the same 1.1.0 process serves");
+    }
+    sat.shutdown().await;
+
+    // Restarted with a requirement the pin no longer satisfies, it would
+    // resolve below the pin: refused too.
+    let sat = HubPlugins::start(
+        server.client().await,
+        installer.clone(),
+        serve_config("sat-narrowed", &["local@<1.1"], Some(lock_path.clone())),
+    )
+    .await
+    .unwrap();
+    match sat.failures() {
+        [(_, error)] => assert_eq!(error.kind(), "downgrade", "{error}"),
+        other => panic!("expected the downgrade to be refused, got {other:?}"),
+    }
+    assert!(sat.running().is_empty());
+    assert_eq!(
+        LockFile::load(&lock_path)
+            .unwrap()
+            .get("local")
+            .unwrap()
+            .version,
+        "1.1.0",
+        "the lock is not rewritten"
+    );
+    sat.shutdown().await;
+
+    // A satellite started with --allow-downgrade follows the lock down.
+    let mut config = serve_config("sat-allow", &["local@^1"], Some(lock_path.clone()));
+    config.allow_downgrade = true;
+    let mut sat = HubPlugins::start(server.client().await, installer, config)
         .await
         .unwrap();
-    assert!(installed.yanked);
-    assert_eq!(installed.manifest.version, "1.4.0");
+    assert_eq!(sat.running()[0].version, "1.1.0");
+    let outcomes = sat.apply_lock(&pin("1.0.0")).await;
+    assert!(
+        matches!(&outcomes[..], [RollOutcome::Rolled { to, .. }] if to == "1.0.0"),
+        "{outcomes:?}"
+    );
+    assert_eq!(sat.running()[0].version, "1.0.0");
+    sat.shutdown().await;
 }

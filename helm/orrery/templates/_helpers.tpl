@@ -111,6 +111,40 @@ app.kubernetes.io/component: {{ .component }}
 {{- if not .Values.satellite.plugins -}}
 {{- fail "satellite.plugins must list at least one plugin binary" -}}
 {{- end -}}
+{{- include "orrery.validateSatellitePermissions" . -}}
+{{- end -}}
+
+{{/* The bundled NATS's satellite user must allow what the satellites
+subscribe to: orrery.op.<plugin>.<target> for every plugin (the binary's name
+without "orrery-plugin-") and target (every target: orrery.op.<plugin>.*),
+and orrery.describe.<plugin>. A missing subject would leave satellites
+serving nothing; listing them per plugin and target keeps the key from
+receiving any other operation. */}}
+{{- define "orrery.validateSatellitePermissions" -}}
+{{- $v := .Values -}}
+{{- if and $v.nats.enabled (eq $v.natsClient.auth.mode "nkey") -}}
+{{- $users := list -}}
+{{- with $v.nats.config -}}{{- with .merge -}}{{- with .accounts -}}{{- with .ORRERY -}}{{- $users = .users | default list -}}{{- end -}}{{- end -}}{{- end -}}{{- end -}}
+{{- range $u := $users -}}
+{{- if eq (toString $u.nkey) "<< $ORRERY_NKEY_SATELLITE >>" -}}
+{{- $allow := list -}}
+{{- with $u.permissions -}}{{- with .subscribe -}}{{- $allow = .allow | default list -}}{{- end -}}{{- end -}}
+{{- $targets := $v.satellite.targets | default (list "*") -}}
+{{- range $path := $v.satellite.plugins -}}
+{{- $plugin := base (toString $path) | trimPrefix "orrery-plugin-" -}}
+{{- range $t := $targets -}}
+{{- $subject := printf "orrery.op.%s.%s" $plugin $t -}}
+{{- if not (or (has $subject $allow) (has (printf "orrery.op.%s.*" $plugin) $allow) (has "orrery.op.>" $allow)) -}}
+{{- fail (printf "nats.config.merge: the satellite user may not subscribe to %s, which satellite.plugins and satellite.targets serve: add it to its permissions.subscribe.allow (see values.yaml)" $subject) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (or (has (printf "orrery.describe.%s" $plugin) $allow) (has "orrery.describe.>" $allow)) -}}
+{{- fail (printf "nats.config.merge: the satellite user may not subscribe to orrery.describe.%s: add it to its permissions.subscribe.allow" $plugin) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The name of the PostgreSQL URL Secret and key. */}}

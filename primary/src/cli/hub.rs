@@ -1,16 +1,16 @@
 //! `orrery hub …` and `orrery plugin package`: the plugin hub from the
-//! command line. The work is done by `orrery_satellite::hub`;
+//! command line. The work is done by `orrery_hub`;
 //! this module parses arguments and prints.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use orrery_primary::nats::NatsAuth;
-use orrery_satellite::hub::{
-    self, keys::public_path, package, Hub, IndexEntry, LockFile, PublishOutcome, PublisherKey,
-    Requirement, TrustedKeys,
+use orrery_hub::{
+    self as hub, keys::public_path, lock::check_move, package, Hub, IndexEntry, LockFile,
+    PublishOutcome, PublisherKey, Requirement, TrustedKeySpec, TrustedKeys,
 };
+use orrery_primary::nats::NatsAuth;
 
 /// Where the hub is.
 #[derive(clap::Args, Debug, Clone)]
@@ -62,7 +62,8 @@ pub enum HubCommand {
     Info(InfoArgs),
     /// List a plugin's published versions.
     Versions(VersionsArgs),
-    /// Yank a version: new installs skip it, pinned installs still get it.
+    /// Yank a version with a signed statement: new installs skip it, pinned
+    /// installs still get it.
     Yank(YankArgs),
     /// Resolve requirements against the hub and write a lock file pinning
     /// the versions and every platform's digests, to hand to a fleet.
@@ -134,9 +135,13 @@ pub struct YankArgs {
     /// Why (shown by `info` and `versions`).
     #[arg(long, default_value = "")]
     reason: String,
-    /// Un-yank instead.
+    /// Un-yank instead (a signed un-yank, newer than the yank).
     #[arg(long)]
     undo: bool,
+    /// The publisher's secret key that signs the statement. Satellites
+    /// count it only if they trust this key for the plugin.
+    #[arg(long)]
+    key: PathBuf,
     #[command(flatten)]
     hub: HubLocation,
 }
@@ -149,10 +154,19 @@ pub struct LockArgs {
     /// The lock file to write (entries for other plugins are kept).
     #[arg(long)]
     lock_file: PathBuf,
-    /// Public key files to trust: the resolved versions' signatures are
-    /// checked before they are pinned.
-    #[arg(long = "trusted-key", required = true)]
-    trusted_keys: Vec<PathBuf>,
+    /// Public key files to trust, FILE=PLUGIN,… (or a bare FILE: every
+    /// name, warned): versions signed otherwise are skipped, and yank
+    /// statements count only when signed by a key trusted for the plugin.
+    #[arg(
+        long = "trusted-key",
+        required = true,
+        value_name = "FILE[=PLUGIN,...]"
+    )]
+    trusted_keys: Vec<TrustedKeySpec>,
+    /// Let the lock move a plugin to a lower or a yanked version (logged
+    /// as a warning). Without it such a change is refused.
+    #[arg(long)]
+    allow_downgrade: bool,
     #[command(flatten)]
     hub: HubLocation,
 }
@@ -251,11 +265,28 @@ async fn publish(args: PublishArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The yank state shown by listings, which have no trusted keys: what the
+/// signed statements claim, each checked only against the key it carries.
+fn yank_shown(entry: &IndexEntry) -> (bool, String) {
+    match entry.claimed_yank() {
+        Some(s) => (
+            s.yanked,
+            format!("{} (signed by {})", s.reason, s.publisher.key_id),
+        ),
+        None => (false, String::new()),
+    }
+}
+
 fn entry_json(entry: &IndexEntry) -> serde_json::Value {
+    let (yanked, _) = yank_shown(entry);
+    let claimed = entry.claimed_yank();
     serde_json::json!({
         "manifest": entry.manifest.json(),
-        "yanked": entry.yanked,
-        "yank_reason": entry.yank_reason,
+        "yanked": yanked,
+        "yank_reason": claimed.map(|s| s.reason.clone()).unwrap_or_default(),
+        "yanked_by": claimed.map(|s| s.publisher.key_id.clone()).unwrap_or_default(),
+        "yanks": entry.yanks.iter().map(|y| y.json().clone()).collect::<Vec<_>>(),
+        "unsigned_yanked_flag": entry.legacy_yanked,
         "published_ms": entry.published_ms,
     })
 }
@@ -295,7 +326,7 @@ async fn info(args: InfoArgs) -> anyhow::Result<ExitCode> {
         Some((name, version)) => hub.entry(name, version).await?,
         None => {
             let mut versions = hub.versions(&args.plugin).await?;
-            match versions.iter().rposition(|e| !e.yanked) {
+            match versions.iter().rposition(|e| !e.claims_yanked()) {
                 Some(i) => versions.swap_remove(i),
                 None => versions.pop().context("no versions")?,
             }
@@ -310,14 +341,14 @@ async fn info(args: InfoArgs) -> anyhow::Result<ExitCode> {
     if !m.summary.is_empty() {
         println!("  {}", m.summary);
     }
-    if entry.yanked {
+    let (yanked, reason) = yank_shown(&entry);
+    if yanked {
+        println!("  YANKED: {reason}");
+    }
+    if entry.legacy_yanked != yanked {
         println!(
-            "  YANKED{}",
-            if entry.yank_reason.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", entry.yank_reason)
-            }
+            "  (the entry's unsigned yanked flag says {}; it is ignored)",
+            entry.legacy_yanked
         );
     }
     println!("  namespace      {}", m.namespace);
@@ -385,22 +416,13 @@ async fn versions(args: VersionsArgs) -> anyhow::Result<ExitCode> {
             m.version,
             m.protocol,
             platforms.join(","),
-            if entry.yanked {
-                format!("  (yanked{})", reason_suffix(&entry.yank_reason))
-            } else {
-                String::new()
+            match yank_shown(entry) {
+                (true, reason) => format!("  (yanked: {reason})"),
+                _ => String::new(),
             }
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn reason_suffix(reason: &str) -> String {
-    if reason.is_empty() {
-        String::new()
-    } else {
-        format!(": {reason}")
-    }
 }
 
 async fn yank(args: YankArgs) -> anyhow::Result<ExitCode> {
@@ -408,8 +430,10 @@ async fn yank(args: YankArgs) -> anyhow::Result<ExitCode> {
         .plugin
         .split_once('@')
         .context("expected NAME@VERSION, e.g. local@1.1.0")?;
+    let key = PublisherKey::load(&args.key)?;
     let hub = args.hub.open(false).await?;
-    hub.yank(name, version, !args.undo, &args.reason).await?;
+    hub.yank(name, version, !args.undo, &args.reason, &key)
+        .await?;
     if args.undo {
         println!("{name}@{version} is no longer yanked");
     } else {
@@ -422,14 +446,33 @@ async fn yank(args: YankArgs) -> anyhow::Result<ExitCode> {
 
 async fn lock(args: LockArgs) -> anyhow::Result<ExitCode> {
     let hub = args.hub.open(false).await?;
-    let trusted = TrustedKeys::load(&args.trusted_keys)?;
+    let trusted = TrustedKeys::load_specs(&args.trusted_keys)?;
     let installer = hub::Installer::new(hub, trusted.clone(), std::env::temp_dir());
     let mut lock = LockFile::load(&args.lock_file)?;
     for text in &args.requirements {
         let requirement: Requirement = text.parse()?;
-        let entry = installer.resolve(&requirement).await?;
+        let entry = installer
+            .resolve_with(&requirement, args.allow_downgrade)
+            .await?;
         entry.manifest.verify(&trusted)?;
         let m = &entry.manifest.manifest;
+        let yank = entry.yank_state(&trusted).filter(|s| s.yanked);
+        let pinned = lock.get(&m.name).map(|p| p.version.clone());
+        let downgrade = check_move(
+            &m.name,
+            pinned.as_deref(),
+            &m.version,
+            yank.map(|s| s.reason.as_str()),
+            args.allow_downgrade,
+        )?;
+        if downgrade {
+            eprintln!(
+                "warning: {} moves from {} to {}, a lower or a yanked version (--allow-downgrade)",
+                m.name,
+                pinned.as_deref().unwrap_or_default(),
+                m.version
+            );
+        }
         lock.upsert(hub::LockEntry {
             name: m.name.clone(),
             version: m.version.clone(),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::Value as Json;
 
-use super::HubError;
 use crate::relay::SERVICE_NAME;
+use orrery_hub::HubError;
 
 /// One service instance of a satellite (a satellite runs one per group of
 /// plugins it serves together; hub-installed plugins get one each).

@@ -5,8 +5,10 @@
 //! — its own NATS service instance — so one plugin can be replaced without
 //! touching the others. A roll, triggered by a changed lock entry:
 //!
-//! 1. installs and verifies the pinned version (a refusal leaves the old
-//!    version serving, and is logged with the check that failed);
+//! 1. installs and verifies the pinned version, and refuses a move to a
+//!    lower or a yanked version unless [`ServeConfig::allow_downgrade`] (a
+//!    refusal leaves the old version serving, and is logged with the check
+//!    that failed);
 //! 2. starts the new process and checks its announcement;
 //! 3. starts a second relay for it in the same queue group and waits until
 //!    its endpoints are registered (seen in `$SRV.INFO`), so from then on
@@ -24,10 +26,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use orrery_hub::install::{Installed, Installer, Requirement};
+use orrery_hub::lock::{check_move, LockEntry, LockFile};
+use orrery_hub::HubError;
+
 use super::fleet;
-use super::install::{Installed, Installer, Requirement};
-use super::lock::{LockEntry, LockFile};
-use super::HubError;
 use crate::plugin_host::{PluginHost, PluginSpec};
 use crate::relay::{self, RelayConfig, RelayError};
 
@@ -47,6 +50,9 @@ pub struct ServeConfig {
     pub handshake_timeout: Duration,
     /// How long a new relay may take to register before a roll is given up.
     pub register_timeout: Duration,
+    /// Whether the lock may move a plugin to a lower or a yanked version
+    /// (`--allow-downgrade`). Off: such a roll is refused.
+    pub allow_downgrade: bool,
 }
 
 impl ServeConfig {
@@ -59,6 +65,7 @@ impl ServeConfig {
             relay: RelayConfig::default(),
             handshake_timeout: Duration::from_secs(10),
             register_timeout: Duration::from_secs(10),
+            allow_downgrade: false,
         }
     }
 }
@@ -130,6 +137,7 @@ pub struct HubPlugins {
     slots: Vec<Slot>,
     failures: Vec<(Requirement, HubError)>,
     last_lock: Option<String>,
+    outcomes: Option<tokio::sync::mpsc::Sender<RollOutcome>>,
 }
 
 impl HubPlugins {
@@ -153,6 +161,7 @@ impl HubPlugins {
             slots: Vec::new(),
             failures: Vec::new(),
             last_lock: None,
+            outcomes: None,
         };
         let mut lock_changed = false;
         for requirement in plugins.config.requirements.clone() {
@@ -162,6 +171,16 @@ impl HubPlugins {
                     .installer
                     .install(&requirement, pin.as_ref())
                     .await?;
+                // The pin did not apply (say the requirement changed) and
+                // resolution found another version: the lock would move.
+                let pinned = pin.as_ref().filter(|p| p.name == requirement.name);
+                check_move(
+                    &requirement.name,
+                    pinned.map(|p| p.version.as_str()),
+                    &installed.manifest.version,
+                    installed.yanked.then_some(installed.yank_reason.as_str()),
+                    plugins.config.allow_downgrade,
+                )?;
                 let slot = plugins.start_slot(&requirement, installed).await?;
                 Ok::<Slot, HubError>(slot)
             }
@@ -218,7 +237,7 @@ impl HubPlugins {
     ) -> Result<Slot, HubError> {
         let mut spec = PluginSpec::new(&installed.path);
         spec.handshake_timeout = self.config.handshake_timeout;
-        let host = super::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
+        let host = orrery_hub::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
         let announced = host.announcement();
         if announced.name != installed.manifest.name
             || announced.protocol != installed.manifest.protocol
@@ -346,8 +365,16 @@ impl HubPlugins {
         let from = old.installed.manifest.version.clone();
         let requirement = old.requirement.clone();
         tracing::info!(%plugin, %from, to = %pin.version, "lock changed: rolling");
+        let allow_downgrade = self.config.allow_downgrade;
         let started = async {
             let installed = self.installer.install(&requirement, Some(&pin)).await?;
+            check_move(
+                &plugin,
+                Some(&from),
+                &installed.manifest.version,
+                installed.yanked.then_some(installed.yank_reason.as_str()),
+                allow_downgrade,
+            )?;
             self.start_slot(&requirement, installed).await
         }
         .await;
@@ -370,6 +397,13 @@ impl HubPlugins {
                 }
             }
         }
+    }
+
+    /// Sends what each lock change [`HubPlugins::watch`] applies did to
+    /// `outcomes` as well as logging it (for tests and embedders; an
+    /// outcome that finds the channel full is only logged).
+    pub fn report_outcomes(&mut self, outcomes: tokio::sync::mpsc::Sender<RollOutcome>) {
+        self.outcomes = Some(outcomes);
     }
 
     /// Checks the lock file every `lock_poll` and applies changes, until
@@ -403,6 +437,11 @@ impl HubPlugins {
             };
             for outcome in self.apply_lock(&lock).await {
                 tracing::info!(?outcome, "lock applied");
+                if let Some(tx) = &self.outcomes {
+                    if let Err(e) = tx.try_send(outcome) {
+                        tracing::debug!(error = %e, "roll outcome not reported");
+                    }
+                }
             }
         }
     }

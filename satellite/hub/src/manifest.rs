@@ -21,8 +21,8 @@ use ed25519_dalek::{Signature, Signer, Verifier};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::keys::{PublisherKey, TrustedKeys};
-use super::{sha256_hex, HubError};
+use crate::keys::{PublisherKey, TrustedKeys};
+use crate::{sha256_hex, HubError};
 
 /// The manifest format this build writes.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -181,10 +181,11 @@ impl SignedManifest {
         Ok(sha256_hex(&signing_bytes(&self.raw)?))
     }
 
-    /// Checks the signature against the operator's trusted keys.
+    /// Checks the signature against the operator's trusted keys: the key
+    /// must be trusted, and trusted for this plugin's name.
     ///
-    /// Refuses with [`HubError::Unsigned`], [`HubError::UntrustedKey`] or
-    /// [`HubError::BadSignature`].
+    /// Refuses with [`HubError::Unsigned`], [`HubError::UntrustedKey`],
+    /// [`HubError::KeyNotTrustedForPlugin`] or [`HubError::BadSignature`].
     pub fn verify(&self, trusted: &TrustedKeys) -> Result<(), HubError> {
         let m = &self.manifest;
         if m.signature.is_empty() {
@@ -201,6 +202,17 @@ impl SignedManifest {
                 trusted: trusted.ids(),
             });
         };
+        if !trusted.allows(&m.publisher.key_id, &m.name) {
+            return Err(HubError::KeyNotTrustedForPlugin {
+                plugin: m.name.clone(),
+                version: m.version.clone(),
+                key_id: m.publisher.key_id.clone(),
+                allowed: trusted
+                    .plugins_of(&m.publisher.key_id)
+                    .unwrap_or_default()
+                    .join(", "),
+            });
+        }
         self.verify_with(key)
     }
 
@@ -215,9 +227,9 @@ impl SignedManifest {
                 version: m.version.clone(),
             });
         }
-        let key = super::keys::parse_public_key(&m.publisher.public_key)
+        let key = crate::keys::parse_public_key(&m.publisher.public_key)
             .ok()
-            .filter(|k| super::keys::key_id_of(k) == m.publisher.key_id)
+            .filter(|k| crate::keys::key_id_of(k) == m.publisher.key_id)
             .ok_or_else(|| self.bad_signature())?;
         self.verify_with(&key)
     }

@@ -17,14 +17,16 @@
 //! `sha256` holds one digest per platform that installed the version, so a
 //! lock shared by a mixed fleet pins every platform's bytes. A pinned
 //! version is installed even when yanked; a digest that differs from the
-//! hub's manifest is refused ([`super::HubError::LockMismatch`]).
+//! hub's manifest is refused ([`crate::HubError::LockMismatch`]). A pin
+//! never *moves* to a lower or a yanked version unless explicitly allowed
+//! ([`check_move`], [`crate::HubError::Downgrade`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{write_atomic, HubError};
+use crate::{write_atomic, HubError};
 
 /// The lock format this build writes.
 pub const LOCK_FORMAT: u32 = 1;
@@ -42,6 +44,47 @@ pub struct LockEntry {
     pub requirement: String,
     /// SHA-256 of the binary, per platform.
     pub sha256: BTreeMap<String, String>,
+}
+
+/// Checks that pinning (or running) `to` in place of `from` is not a move
+/// to a lower version, nor to a yanked one (`to_yanked`: its reason), unless
+/// `allow_downgrade`. Allowed downgrades are logged at WARN and return
+/// `Ok(true)`; refused ones are [`HubError::Downgrade`]; anything else is
+/// `Ok(false)`. `from == None` (nothing pinned or running yet) and the
+/// same version are never a downgrade.
+pub fn check_move(
+    plugin: &str,
+    from: Option<&str>,
+    to: &str,
+    to_yanked: Option<&str>,
+    allow_downgrade: bool,
+) -> Result<bool, HubError> {
+    let Some(from) = from.filter(|f| *f != to) else {
+        return Ok(false);
+    };
+    let lower = match (semver::Version::parse(from), semver::Version::parse(to)) {
+        (Ok(f), Ok(t)) => t < f,
+        (Err(_), _) => false, // replacing an invalid pin is no downgrade
+        (_, Err(e)) => return Err(HubError::invalid(format!("version `{to}` of {plugin}"), e)),
+    };
+    let why = match (lower, to_yanked) {
+        (false, None) => return Ok(false),
+        (true, None) => "it is a lower version".to_owned(),
+        (true, Some(r)) => format!("it is a lower version, and yanked ({r})"),
+        (false, Some(r)) => format!("it is yanked ({r})"),
+    };
+    if allow_downgrade {
+        tracing::warn!(%plugin, %from, %to, %why, "downgrade allowed by --allow-downgrade");
+        return Ok(true);
+    }
+    let error = HubError::Downgrade {
+        plugin: plugin.to_owned(),
+        from: from.to_owned(),
+        to: to.to_owned(),
+        why,
+    };
+    tracing::warn!(%plugin, %from, %to, %error, "downgrade refused");
+    Err(error)
 }
 
 /// A lock file.
@@ -155,5 +198,58 @@ mod tests {
         });
         assert_eq!(lock.get("local").unwrap().sha256.len(), 1);
         assert!(LockFile::parse("format = 99").is_err());
+    }
+
+    #[test]
+    fn a_lock_moves_down_or_to_a_yanked_version_only_when_allowed() {
+        let kind = |r: Result<bool, HubError>| r.map_err(|e| e.kind());
+        assert_eq!(
+            kind(check_move("local", None, "1.0.0", None, false)),
+            Ok(false)
+        );
+        assert_eq!(
+            kind(check_move("local", Some("1.0.0"), "1.1.0", None, false)),
+            Ok(false)
+        );
+        assert_eq!(
+            kind(check_move(
+                "local",
+                Some("1.1.0"),
+                "1.1.0",
+                Some("x"),
+                false
+            )),
+            Ok(false)
+        );
+        assert_eq!(
+            kind(check_move("local", Some("1.1.0"), "1.0.0", None, false)),
+            Err("downgrade")
+        );
+        assert_eq!(
+            kind(check_move(
+                "local",
+                Some("1.0.0"),
+                "1.1.0",
+                Some("broken"),
+                false
+            )),
+            Err("downgrade")
+        );
+        assert_eq!(
+            kind(check_move("local", Some("1.1.0"), "1.0.0", None, true)),
+            Ok(true)
+        );
+        assert_eq!(
+            kind(check_move(
+                "local",
+                Some("1.0.0"),
+                "1.1.0",
+                Some("broken"),
+                true
+            )),
+            Ok(true)
+        );
+        let e = check_move("local", Some("1.1.0"), "1.0.0", None, false).unwrap_err();
+        assert!(e.to_string().contains("--allow-downgrade"), "{e}");
     }
 }

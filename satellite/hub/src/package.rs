@@ -15,9 +15,9 @@ use std::time::Duration;
 use orrery_plugin_sdk::process::{spawn_plugin, SpawnConfig};
 use orrery_schema::Announcement;
 
-use super::keys::PublisherKey;
-use super::manifest::{valid_name, Artifact, Manifest, SignedManifest, MANIFEST_FORMAT};
-use super::{binary_name, file_digest, host_platform, write_atomic, HubError};
+use crate::keys::PublisherKey;
+use crate::manifest::{valid_name, Artifact, Manifest, SignedManifest, MANIFEST_FORMAT};
+use crate::{binary_name, file_digest, host_platform, write_atomic, HubError};
 
 /// The manifest's file name inside a package.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -80,7 +80,7 @@ pub async fn read_announcement(
 ) -> Result<Announcement, HubError> {
     let mut config = SpawnConfig::new(binary);
     config.handshake_timeout = handshake_timeout;
-    let mut process = super::retry_text_busy(|| spawn_plugin(&config)).await?;
+    let mut process = crate::retry_text_busy(|| spawn_plugin(&config)).await?;
     let announcement = process.client.announcement().clone();
     let _ = process.child.start_kill();
     let _ = tokio::time::timeout(Duration::from_secs(5), process.child.wait()).await;
@@ -138,7 +138,7 @@ pub async fn build(
     let schema = Artifact {
         file: SCHEMA_FILE.into(),
         size: schema_bytes.len() as u64,
-        sha256: super::sha256_hex(&schema_bytes),
+        sha256: crate::sha256_hex(&schema_bytes),
     };
 
     let mut manifest = Manifest {

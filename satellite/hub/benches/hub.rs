@@ -2,7 +2,7 @@
 //! JetStream, beside the raw JetStream object store moving the same bytes
 //! (put / get, no hashing, no signature, no index) in the same run.
 //!
-//! `cargo bench -p orrery-satellite --bench hub` (needs a nats-server, see
+//! `cargo bench -p orrery-hub --bench hub` (needs a nats-server, see
 //! scripts/ensure-nats.sh, and the workspace binaries built by
 //! `cargo build --workspace --bins`: the artifact is the debug
 //! `orrery-plugin-local`, stripped when `strip` exists, padded to 20 MiB).
@@ -32,8 +32,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{binary, NatsServer};
-use orrery_satellite::hub::package::{self, Package, PackageOptions};
-use orrery_satellite::hub::{Hub, Installer, PublisherKey, Requirement, TrustedKeys};
+use orrery_hub::package::{self, Package, PackageOptions};
+use orrery_hub::{Hub, Installer, PublisherKey, Requirement, TrustedKeys};
 use tokio::io::AsyncReadExt;
 
 const SIZE: u64 = 20 * 1024 * 1024;
@@ -179,7 +179,7 @@ async fn main() {
         let name = format!("raw-{n}");
         let meta = async_nats::jetstream::object_store::ObjectMetadata {
             name: name.clone(),
-            chunk_size: Some(orrery_satellite::hub::store::CHUNK_BYTES),
+            chunk_size: Some(orrery_hub::store::CHUNK_BYTES),
             ..Default::default()
         };
         let started = Instant::now();

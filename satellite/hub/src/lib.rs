@@ -1,37 +1,47 @@
+//! # orrery-hub
+//!
 //! The plugin hub: publish, verify and install plugins across a fleet.
+//! Used by the `orrery` CLI (`orrery hub …`, `orrery plugin package`) and
+//! by the satellite daemon, which serves what it installs (its
+//! `hub::serve` module holds the rolling restart, the one part that needs
+//! the satellite's relay and plugin host).
 //!
 //! A **package** is a signed manifest plus one binary per platform
 //! ([`manifest`], [`package`]). Publishers sign with an Ed25519 key
 //! ([`keys`]); operators trust keys explicitly. The **hub** stores
 //! artifacts by SHA-256 in the JetStream object store bucket
 //! [`store::ARTIFACT_BUCKET`] and the index (`name.version` → manifest and
-//! yanked flag) in the key-value bucket [`store::INDEX_BUCKET`]; a directory
+//! signed yank statements, [`yank`]) in the key-value bucket
+//! [`store::INDEX_BUCKET`]; a directory
 //! with the same layout serves the embedded mode and air-gapped sites
 //! ([`store`], [`client`]). Satellites **install** plugins by name and
 //! version requirement: resolve, verify signature and digest, cache by
-//! digest, pin in a **lock file** ([`install`], [`lock`]), and serve them,
-//! rolling a plugin to a new version when the lock changes ([`serve`]).
-//! [`fleet`] asks the running satellites which plugin versions they serve.
+//! digest, pin in a **lock file** ([`install`], [`lock`]).
+//!
+//! Trust is explicit and narrow: each trusted key is bound to the plugin
+//! names it may sign ([`keys::TrustedKeySpec`]), yanks count only when
+//! signed by such a key, and a lock never moves to a lower or yanked
+//! version unless allowed ([`lock::check_move`]).
 //!
 //! Every refusal is a distinct [`HubError`] variant whose message names the
 //! check that failed. `docs/hub.md` is the operator's and publisher's guide.
 
 pub mod client;
-pub mod fleet;
 pub mod install;
 pub mod keys;
 pub mod lock;
 pub mod manifest;
 pub mod package;
-pub mod serve;
 pub mod store;
+pub mod yank;
 
 pub use client::{Hub, IndexEntry, PublishOutcome};
 pub use install::{Installed, Installer, Requirement};
-pub use keys::{PublisherKey, TrustedKeys};
+pub use keys::{PublisherKey, TrustedKeySpec, TrustedKeys};
 pub use lock::{LockEntry, LockFile};
 pub use manifest::{Artifact, Manifest, SignedManifest};
 pub use package::{Package, PackageOptions};
+pub use yank::{SignedYank, YankStatement};
 
 use std::path::PathBuf;
 
@@ -69,6 +79,18 @@ pub enum HubError {
         key_id: String,
         /// The trusted key ids, comma-separated (or `none`).
         trusted: String,
+    },
+    /// The publisher's key is trusted, but not for this plugin name.
+    #[error("refused {plugin}@{version}: it is signed by key {key_id}, which is trusted only for plugins {allowed}")]
+    KeyNotTrustedForPlugin {
+        /// The plugin.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// The key that signed it.
+        key_id: String,
+        /// The name patterns the key is trusted for, comma-separated.
+        allowed: String,
     },
     /// The signature does not verify: the manifest was altered after
     /// signing, or signed by a different key than it claims.
@@ -160,6 +182,33 @@ pub enum HubError {
         /// The protocol it announced.
         announced_protocol: u16,
     },
+    /// An index entry holds the manifest of another plugin or version than
+    /// its key names (the index was edited: a signed manifest moved under
+    /// another key).
+    #[error("refused {name}@{version}: the hub's index entry {key} holds the manifest of {found}; the index was tampered with")]
+    EntryMismatch {
+        /// The index key.
+        key: String,
+        /// The plugin asked for.
+        name: String,
+        /// The version asked for.
+        version: String,
+        /// `name@version` of the manifest found there.
+        found: String,
+    },
+    /// A lock would move a plugin to a lower or a yanked version, and that
+    /// was not explicitly allowed (`--allow-downgrade`).
+    #[error("refused to move {plugin} from {from} to {to}: {why}; pass --allow-downgrade to do it anyway")]
+    Downgrade {
+        /// The plugin.
+        plugin: String,
+        /// The version pinned (or running) now.
+        from: String,
+        /// The version asked for.
+        to: String,
+        /// `it is a lower version` or `it is yanked (…)`.
+        why: String,
+    },
     /// The hub has no plugin of that name.
     #[error("plugin `{name}` is not on the hub")]
     PluginNotFound {
@@ -238,6 +287,7 @@ impl HubError {
         match self {
             HubError::Unsigned { .. } => "unsigned",
             HubError::UntrustedKey { .. } => "untrusted-key",
+            HubError::KeyNotTrustedForPlugin { .. } => "key-not-trusted-for-plugin",
             HubError::BadSignature { .. } => "bad-signature",
             HubError::ArtifactTampered { .. } => "artifact-tampered",
             HubError::UnsupportedProtocol { .. } => "unsupported-protocol",
@@ -245,6 +295,8 @@ impl HubError {
             HubError::OrreryTooOld { .. } => "orrery-too-old",
             HubError::LockMismatch { .. } => "lock-mismatch",
             HubError::AnnouncementMismatch { .. } => "announcement-mismatch",
+            HubError::EntryMismatch { .. } => "entry-mismatch",
+            HubError::Downgrade { .. } => "downgrade",
             HubError::PluginNotFound { .. } => "plugin-not-found",
             HubError::VersionNotFound { .. } => "version-not-found",
             HubError::NoMatchingVersion { .. } => "no-matching-version",
@@ -269,7 +321,9 @@ impl HubError {
         }
     }
 
-    pub(crate) fn storage(e: impl std::fmt::Display) -> HubError {
+    /// A [`HubError::Storage`] from any displayable error (public for the
+    /// satellite's glue, whose NATS calls fail the same way).
+    pub fn storage(e: impl std::fmt::Display) -> HubError {
         HubError::Storage(e.to_string())
     }
 }
@@ -323,7 +377,8 @@ pub async fn file_digest(path: &std::path::Path) -> Result<(String, u64), HubErr
 /// open for writing in a child that another thread forked and has not yet
 /// exec'd, and `execve` refuses a file open for writing. Each child closes
 /// such descriptors on exec, so the condition passes within milliseconds.
-pub(crate) async fn retry_text_busy<T, F, Fut>(mut start: F) -> Result<T, HubError>
+/// (Public for the satellite, which starts installed binaries.)
+pub async fn retry_text_busy<T, F, Fut>(mut start: F) -> Result<T, HubError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, orrery_plugin_sdk::process::SpawnError>>,

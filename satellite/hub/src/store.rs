@@ -19,7 +19,7 @@ use futures::StreamExt;
 use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{hex, is_digest, temp_path, write_atomic, HubError};
+use crate::{hex, is_digest, temp_path, write_atomic, HubError};
 
 /// The object store bucket holding artifacts by SHA-256.
 pub const ARTIFACT_BUCKET: &str = "orrery-hub-artifacts";
@@ -456,7 +456,7 @@ mod tests {
             .is_err());
         assert_eq!(store.keys().await.unwrap(), vec![key.clone()]);
 
-        let digest = super::super::sha256_hex(b"bytes");
+        let digest = crate::sha256_hex(b"bytes");
         store.put_artifact_bytes(&digest, b"bytes").await.unwrap();
         assert_eq!(store.artifact_size(&digest).await.unwrap(), Some(5));
         let out = dir.path().join("out");

@@ -8,16 +8,22 @@ use orrery_schema::Announcement;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::manifest::{valid_name, Artifact, SignedManifest};
-use super::package::{decode_schema, Package};
-use super::store::{index_key, DirStore, HubStore, NatsStore};
-use super::{temp_path, HubError};
+use crate::keys::{PublisherKey, TrustedKeys};
+use crate::manifest::{valid_name, Artifact, SignedManifest};
+use crate::package::{decode_schema, Package};
+use crate::store::{index_key, DirStore, HubStore, NatsStore};
+use crate::yank::{deciding, SignedYank, YankStatement};
+use crate::{temp_path, HubError};
 
 /// The largest artifact the hub hands out (1 GiB).
 pub const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
 
-/// An index entry as stored: the signed manifest, verbatim, plus the hub's
-/// own (unsigned) bookkeeping.
+/// An index entry as stored: the signed manifest, verbatim, the signed
+/// yank statements made about it, and the hub's own bookkeeping.
+///
+/// `yanked` and `yank_reason` are the unsigned flag of entries written
+/// before yanks were signed. This build still writes them (the state of the
+/// newest statement, for older satellites) but never believes them.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct EntryDoc {
@@ -25,6 +31,8 @@ struct EntryDoc {
     yanked: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     yank_reason: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    yanks: Vec<Json>,
     published_ms: u64,
 }
 
@@ -33,10 +41,14 @@ struct EntryDoc {
 pub struct IndexEntry {
     /// The manifest, as signed by the publisher.
     pub manifest: SignedManifest,
-    /// Not chosen for new installs (a pinned install still gets it).
-    pub yanked: bool,
-    /// Why it was yanked.
-    pub yank_reason: String,
+    /// The signed yank and un-yank statements about this version, as
+    /// stored (unverified: see [`IndexEntry::yank_state`]).
+    pub yanks: Vec<SignedYank>,
+    /// The entry's unsigned `yanked` flag (written by older builds and, for
+    /// them, by this one). Never decides anything; shown when it disagrees.
+    pub legacy_yanked: bool,
+    /// The reason stored with the unsigned flag.
+    pub legacy_yank_reason: String,
     /// When it was published (ms since the Unix epoch).
     pub published_ms: u64,
     /// Its parsed version.
@@ -50,10 +62,19 @@ impl IndexEntry {
             serde_json::from_slice(bytes).map_err(|e| HubError::invalid("index entry", e))?;
         let manifest = SignedManifest::from_json(doc.manifest)?;
         let version = manifest.manifest.semver()?;
+        let mut yanks = Vec::new();
+        for raw in doc.yanks {
+            match SignedYank::from_json(raw) {
+                Ok(y) => yanks.push(y),
+                Err(e) => tracing::warn!(plugin = %manifest.manifest.label(), error = %e,
+                    "unreadable yank statement; ignored"),
+            }
+        }
         Ok(IndexEntry {
             manifest,
-            yanked: doc.yanked,
-            yank_reason: doc.yank_reason,
+            yanks,
+            legacy_yanked: doc.yanked,
+            legacy_yank_reason: doc.yank_reason,
             published_ms: doc.published_ms,
             version,
             revision,
@@ -63,8 +84,9 @@ impl IndexEntry {
     fn to_bytes(&self) -> Result<Vec<u8>, HubError> {
         let doc = EntryDoc {
             manifest: self.manifest.json().clone(),
-            yanked: self.yanked,
-            yank_reason: self.yank_reason.clone(),
+            yanked: self.legacy_yanked,
+            yank_reason: self.legacy_yank_reason.clone(),
+            yanks: self.yanks.iter().map(|y| y.json().clone()).collect(),
             published_ms: self.published_ms,
         };
         serde_json::to_vec(&doc).map_err(|e| HubError::invalid("index entry", e))
@@ -73,6 +95,71 @@ impl IndexEntry {
     /// `name@version`.
     pub fn label(&self) -> String {
         self.manifest.manifest.label()
+    }
+
+    /// The statement that decides whether this version is yanked, for an
+    /// operator trusting `trusted`: the newest statement about exactly this
+    /// name and version signed by a key trusted for the plugin. `None`
+    /// means not yanked. Forged, edited and untrusted statements, and the
+    /// unsigned flag, are ignored (and logged at WARN).
+    pub fn yank_state(&self, trusted: &TrustedKeys) -> Option<&YankStatement> {
+        let m = &self.manifest.manifest;
+        let decided = deciding(&self.yanks, |y| {
+            match y.verify(trusted, &m.name, &m.version) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(plugin = %m.label(), error = %e, "ignoring a yank statement");
+                    false
+                }
+            }
+        })
+        .map(|y| &y.statement);
+        let yanked = decided.is_some_and(|s| s.yanked);
+        if self.legacy_yanked != yanked {
+            tracing::warn!(plugin = %m.label(), unsigned_flag = self.legacy_yanked, signed_state = yanked,
+                "the index entry's unsigned yanked flag disagrees with its signed yank statements; the flag is ignored");
+        }
+        decided
+    }
+
+    /// Whether this version is yanked for an operator trusting `trusted`.
+    pub fn is_yanked(&self, trusted: &TrustedKeys) -> bool {
+        self.yank_state(trusted).is_some_and(|s| s.yanked)
+    }
+
+    /// The yank state as the statements claim it, checking each signature
+    /// only against the key it carries: for listings made without trusted
+    /// keys (`orrery hub info`, `versions`, `search`). Never a basis for
+    /// installing.
+    pub fn claimed_yank(&self) -> Option<&YankStatement> {
+        let m = &self.manifest.manifest;
+        deciding(&self.yanks, |y| {
+            y.statement.name == m.name
+                && y.statement.version == m.version
+                && y.verify_self_consistent().is_ok()
+        })
+        .map(|y| &y.statement)
+    }
+
+    /// Whether the statements claim this version is yanked (see
+    /// [`IndexEntry::claimed_yank`]).
+    pub fn claims_yanked(&self) -> bool {
+        self.claimed_yank().is_some_and(|s| s.yanked)
+    }
+
+    /// Refuses an entry whose manifest is not the one its key names.
+    fn check_key(&self, key: &str, name: &str, version: &str) -> Result<(), HubError> {
+        let m = &self.manifest.manifest;
+        if m.name == name && m.version == version && index_key(&m.name, &m.version) == key {
+            Ok(())
+        } else {
+            Err(HubError::EntryMismatch {
+                key: key.to_owned(),
+                name: name.to_owned(),
+                version: version.to_owned(),
+                found: m.label(),
+            })
+        }
     }
 }
 
@@ -146,9 +233,8 @@ impl Hub {
         }
         let entry = EntryDoc {
             manifest: signed.json().clone(),
-            yanked: false,
-            yank_reason: String::new(),
             published_ms: now_ms(),
+            ..EntryDoc::default()
         };
         let bytes = serde_json::to_vec(&entry).map_err(|e| HubError::invalid("index entry", e))?;
         if self.store.create_entry(&key, &bytes).await? {
@@ -208,8 +294,14 @@ impl Hub {
                 continue;
             };
             match IndexEntry::parse(&stored.bytes, stored.revision) {
-                Ok(entry) if entry.manifest.manifest.name == name => entries.push(entry),
-                Ok(_) => tracing::warn!(%key, "index entry names another plugin; skipped"),
+                Ok(entry)
+                    if entry.manifest.manifest.name == name
+                        && index_key(name, &entry.manifest.manifest.version) == key =>
+                {
+                    entries.push(entry)
+                }
+                Ok(entry) => tracing::warn!(%key, found = %entry.label(),
+                    "index entry holds the manifest of another plugin or version; skipped"),
                 Err(e) => tracing::warn!(%key, error = %e, "unreadable index entry; skipped"),
             }
         }
@@ -222,11 +314,16 @@ impl Hub {
         Ok(entries)
     }
 
-    /// One version.
+    /// One version. Refused with [`HubError::EntryMismatch`] when the
+    /// entry holds the manifest of another plugin or version.
     pub async fn entry(&self, name: &str, version: &str) -> Result<IndexEntry, HubError> {
         let key = index_key(name, version);
         match self.store.get_entry(&key).await? {
-            Some(stored) => IndexEntry::parse(&stored.bytes, stored.revision),
+            Some(stored) => {
+                let entry = IndexEntry::parse(&stored.bytes, stored.revision)?;
+                entry.check_key(&key, name, version)?;
+                Ok(entry)
+            }
             None => {
                 // Tell "no such plugin" from "no such version".
                 self.versions(name).await?;
@@ -240,7 +337,7 @@ impl Hub {
 
     /// The newest version of every plugin whose name, summary, namespace or
     /// resource types contain `text` (case-insensitive; empty matches all).
-    /// The newest non-yanked version is shown when there is one.
+    /// The newest version not claimed yanked is shown when there is one.
     pub async fn search(&self, text: &str) -> Result<Vec<IndexEntry>, HubError> {
         let needle = text.to_lowercase();
         let mut names: Vec<String> = self
@@ -256,7 +353,7 @@ impl Hub {
             let Ok(mut versions) = self.versions(&name).await else {
                 continue;
             };
-            let pick = match versions.iter().rposition(|e| !e.yanked) {
+            let pick = match versions.iter().rposition(|e| !e.claims_yanked()) {
                 Some(i) => versions.swap_remove(i),
                 None => match versions.pop() {
                     Some(e) => e,
@@ -279,18 +376,47 @@ impl Hub {
         Ok(found)
     }
 
-    /// Marks a version yanked (or, with `yanked == false`, not yanked).
+    /// Yanks a version (or, with `yanked == false`, un-yanks it): appends a
+    /// statement signed with `key`, numbered after every statement already
+    /// there whose signature holds, so it is the newest. Whether it counts
+    /// is up to each installer: only keys trusted for the plugin do.
     pub async fn yank(
         &self,
         name: &str,
         version: &str,
         yanked: bool,
         reason: &str,
+        key: &PublisherKey,
     ) -> Result<(), HubError> {
         for _ in 0..5 {
             let mut entry = self.entry(name, version).await?;
-            entry.yanked = yanked;
-            entry.yank_reason = if yanked {
+            let sequence = entry
+                .yanks
+                .iter()
+                .filter(|y| y.verify_self_consistent().is_ok())
+                .map(|y| y.statement.sequence)
+                .max()
+                .unwrap_or(0)
+                .checked_add(1)
+                .ok_or_else(|| {
+                    HubError::invalid(format!("yank of {name}@{version}"), "sequence exhausted")
+                })?;
+            let statement = SignedYank::sign(
+                YankStatement {
+                    name: name.to_owned(),
+                    version: version.to_owned(),
+                    yanked,
+                    reason: reason.to_owned(),
+                    sequence,
+                    issued_ms: now_ms(),
+                    ..YankStatement::default()
+                },
+                key,
+            )?;
+            entry.yanks.push(statement);
+            // The unsigned flag, for satellites older than signed yanks.
+            entry.legacy_yanked = yanked;
+            entry.legacy_yank_reason = if yanked {
                 reason.to_owned()
             } else {
                 String::new()
@@ -368,6 +494,15 @@ impl Hub {
                     continue;
                 }
             };
+            if index_key(
+                &entry.manifest.manifest.name,
+                &entry.manifest.manifest.version,
+            ) != key
+            {
+                tracing::warn!(%key, found = %entry.label(),
+                    "index entry holds the manifest of another plugin or version; not mirrored");
+                continue;
+            }
             let m = &entry.manifest.manifest;
             let mut artifacts: Vec<&Artifact> = m.artifacts.values().collect();
             artifacts.extend(m.schema.as_ref());
@@ -397,16 +532,27 @@ impl Hub {
             if dest.store.create_entry(&key, &stored.bytes).await? {
                 copied += 1;
             } else if let Some(there) = dest.store.get_entry(&key).await? {
-                // Carry yank state across; never replace a manifest.
+                // Carry yank statements across (adding, never removing);
+                // never replace a manifest.
                 if let Ok(mut theirs) = IndexEntry::parse(&there.bytes, there.revision) {
-                    if theirs.manifest.content_digest()? == entry.manifest.content_digest()?
-                        && theirs.yanked != entry.yanked
-                    {
-                        theirs.yanked = entry.yanked;
-                        theirs.yank_reason = entry.yank_reason.clone();
-                        dest.store
-                            .update_entry(&key, &theirs.to_bytes()?, theirs.revision)
-                            .await?;
+                    if theirs.manifest.content_digest()? == entry.manifest.content_digest()? {
+                        let mut changed = false;
+                        for y in &entry.yanks {
+                            if !theirs.yanks.contains(y) {
+                                theirs.yanks.push(y.clone());
+                                changed = true;
+                            }
+                        }
+                        if theirs.legacy_yanked != entry.legacy_yanked {
+                            theirs.legacy_yanked = entry.legacy_yanked;
+                            theirs.legacy_yank_reason = entry.legacy_yank_reason.clone();
+                            changed = true;
+                        }
+                        if changed {
+                            dest.store
+                                .update_entry(&key, &theirs.to_bytes()?, theirs.revision)
+                                .await?;
+                        }
                     }
                 }
             }

@@ -1,9 +1,15 @@
 //! Installing: resolve a requirement, verify, download, cache by digest.
 //!
+//! Resolution picks the highest version matching the requirement that is
+//! signed by a key trusted for the plugin, not yanked by a valid signed
+//! statement ([`crate::yank`]), and suits this satellite; versions that fail
+//! any of these are skipped with a warning, so one bad or untrusted version
+//! (a newer one included) blocks nobody.
+//!
 //! Checks, in order, each with its own [`HubError`]:
 //!
 //! 1. signature against the operator's trusted keys (`Unsigned`,
-//!    `UntrustedKey`, `BadSignature`);
+//!    `UntrustedKey`, `KeyNotTrustedForPlugin`, `BadSignature`);
 //! 2. protocol major (`UnsupportedProtocol`), minimum Orrery version
 //!    (`OrreryTooOld`), a binary for this platform (`PlatformMissing`);
 //! 3. the lock file's digest, when one is pinned (`LockMismatch`);
@@ -18,11 +24,11 @@ use std::str::FromStr;
 
 use semver::VersionReq;
 
-use super::client::{Hub, IndexEntry};
-use super::keys::TrustedKeys;
-use super::lock::LockEntry;
-use super::manifest::{valid_name, Artifact, Manifest};
-use super::{binary_name, file_digest, host_platform, temp_path, HubError};
+use crate::client::{Hub, IndexEntry};
+use crate::keys::TrustedKeys;
+use crate::lock::LockEntry;
+use crate::manifest::{valid_name, Artifact, Manifest};
+use crate::{binary_name, file_digest, host_platform, temp_path, HubError};
 
 /// `name@requirement`, e.g. `local@^1.2`. Requirements are Cargo's: `1.2`
 /// means `^1.2`, `=1.2.3` is exact, `*` (or no `@…`) is any version.
@@ -72,8 +78,11 @@ pub struct Installed {
     pub platform: String,
     /// The cached binary.
     pub path: PathBuf,
-    /// Whether the version is yanked (installed because it was pinned).
+    /// Whether the version is yanked by a valid signed statement
+    /// (installed because it was pinned).
     pub yanked: bool,
+    /// Why, when yanked.
+    pub yank_reason: String,
 }
 
 impl Installed {
@@ -135,11 +144,24 @@ impl Installer {
         &self.platform
     }
 
-    /// The highest version matching `requirement` that is not yanked and
-    /// suits this platform, protocol and Orrery version. When matching,
-    /// non-yanked versions exist but none suits, the newest one's reason is
-    /// the error.
+    /// The highest version matching `requirement` that is signed by a key
+    /// trusted for the plugin, is not yanked (by a valid signed statement),
+    /// and suits this platform, protocol and Orrery version. Versions that
+    /// fail are skipped with a warning. When none is left, the error is the
+    /// newest unsuitable one's reason, else [`HubError::AllYanked`], else
+    /// the newest one's signature refusal.
     pub async fn resolve(&self, requirement: &Requirement) -> Result<IndexEntry, HubError> {
+        self.resolve_with(requirement, false).await
+    }
+
+    /// Like [`Installer::resolve`], but with `include_yanked`, a yanked
+    /// version is chosen when no other is left (for pinning one on purpose:
+    /// `orrery hub lock --allow-downgrade`).
+    pub async fn resolve_with(
+        &self,
+        requirement: &Requirement,
+        include_yanked: bool,
+    ) -> Result<IndexEntry, HubError> {
         let versions = self.hub.versions(&requirement.name).await?;
         let matching: Vec<IndexEntry> = versions
             .iter()
@@ -153,26 +175,47 @@ impl Installer {
                 available: join(versions.iter().map(|e| e.version.to_string())),
             });
         }
-        let (yanked, candidates): (Vec<IndexEntry>, Vec<IndexEntry>) =
-            matching.into_iter().partition(|e| e.yanked);
-        if candidates.is_empty() {
-            return Err(HubError::AllYanked {
-                name: requirement.name.clone(),
-                requirement: requirement.req.to_string(),
-                yanked: join(yanked.iter().map(|e| e.version.to_string())),
-            });
-        }
-        let mut first_error = None;
-        for entry in candidates.into_iter().rev() {
+        let mut unsuitable = None;
+        let mut untrusted = None;
+        let mut yanked = Vec::new();
+        for entry in matching.into_iter().rev() {
+            if let Err(e) = entry.manifest.verify(&self.trusted) {
+                tracing::warn!(plugin = %entry.label(), check = e.kind(), reason = %e,
+                    "skipping a version not signed by a key trusted for it");
+                untrusted.get_or_insert(e);
+                continue;
+            }
+            if entry.is_yanked(&self.trusted) {
+                yanked.push(entry);
+                continue;
+            }
             match self.check_compatible(&entry.manifest.manifest) {
                 Ok(_) => return Ok(entry),
                 Err(e) => {
                     tracing::warn!(plugin = %entry.label(), reason = %e, "skipping an unsuitable version");
-                    first_error.get_or_insert(e);
+                    unsuitable.get_or_insert(e);
                 }
             }
         }
-        Err(first_error.unwrap_or_else(|| HubError::PluginNotFound {
+        if let Some(e) = unsuitable {
+            return Err(e);
+        }
+        if include_yanked {
+            if let Some(entry) = yanked
+                .iter()
+                .find(|e| self.check_compatible(&e.manifest.manifest).is_ok())
+            {
+                return Ok(entry.clone());
+            }
+        }
+        if !yanked.is_empty() {
+            return Err(HubError::AllYanked {
+                name: requirement.name.clone(),
+                requirement: requirement.req.to_string(),
+                yanked: join(yanked.iter().rev().map(|e| e.version.to_string())),
+            });
+        }
+        Err(untrusted.unwrap_or_else(|| HubError::PluginNotFound {
             name: requirement.name.clone(),
         }))
     }
@@ -264,7 +307,7 @@ impl Installer {
             ));
         }
         let artifact = self.check_compatible(manifest)?;
-        if !super::is_digest(&artifact.sha256) {
+        if !crate::is_digest(&artifact.sha256) {
             return Err(HubError::invalid(
                 manifest.label(),
                 format!("artifact digest `{}` is not a SHA-256", artifact.sha256),
@@ -291,12 +334,14 @@ impl Installer {
         };
         let dir = self.cache_dir.join(&artifact.sha256);
         let path = dir.join(binary_name(&manifest.name));
+        let yank = entry.yank_state(&self.trusted).filter(|s| s.yanked);
         let installed = Installed {
             manifest: manifest.clone(),
             sha256: artifact.sha256.clone(),
             platform: self.platform.clone(),
             path: path.clone(),
-            yanked: entry.yanked,
+            yanked: yank.is_some(),
+            yank_reason: yank.map(|s| s.reason.clone()).unwrap_or_default(),
         };
         if path.exists() {
             let (sha256, size) = file_digest(&path).await?;
