@@ -118,6 +118,22 @@ impl Prepared {
     }
 }
 
+/// An unknown plugin's error, with why it could not be provided.
+fn with_reason(
+    mut e: stack::StackError,
+    unavailable: &std::collections::BTreeMap<String, String>,
+) -> stack::StackError {
+    if let stack::Problem::UnknownPlugin(plugin) = &e.problem {
+        if let Some(reason) = unavailable.get(plugin) {
+            e.problem = stack::Problem::PluginUnavailable {
+                plugin: plugin.clone(),
+                reason: reason.clone(),
+            };
+        }
+    }
+    e
+}
+
 /// Runs store calls off the async worker threads.
 async fn on_store<T, F>(store: &Store, f: F) -> Result<T, ServiceError>
 where
@@ -171,10 +187,16 @@ impl Service {
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();
+        let unavailable = plugins.unavailable.clone();
         let (stack, graph) =
             tokio::task::spawn_blocking(move || match stack::validate(&stack, &catalog) {
                 Ok(graph) => Ok((stack, graph)),
-                Err(errors) => Err(ServiceError::InvalidStack(errors)),
+                Err(errors) => Err(ServiceError::InvalidStack(
+                    errors
+                        .into_iter()
+                        .map(|e| with_reason(e, &unavailable))
+                        .collect(),
+                )),
             })
             .await??;
         Ok(Prepared {

@@ -112,6 +112,9 @@ pub struct Plugins {
     pub transport: Arc<dyn Transport>,
     /// Their announcements.
     pub catalog: Catalog,
+    /// Plugins asked for that could not be found or described, with why:
+    /// stack validation names them at the targets that use them.
+    pub unavailable: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Default)]
@@ -167,18 +170,23 @@ impl PluginPool {
         names: &BTreeSet<String>,
     ) -> Result<Plugins, PluginError> {
         let mut catalog = Catalog::new();
+        let mut unavailable = BTreeMap::new();
         for name in names {
-            let announcement = orrery_bus::describe::describe(client, name, DESCRIBE_TIMEOUT)
-                .await
-                .map_err(|source| PluginError::Describe {
-                    name: name.clone(),
-                    source,
-                })?;
-            catalog.insert(announcement);
+            match orrery_bus::describe::describe(client, name, DESCRIBE_TIMEOUT).await {
+                Ok(announcement) => catalog.insert(announcement),
+                Err(source) => {
+                    let e = PluginError::Describe {
+                        name: name.clone(),
+                        source,
+                    };
+                    unavailable.insert(name.clone(), e.to_string());
+                }
+            }
         }
         Ok(Plugins {
             transport: Arc::new(orrery_bus::bus::NatsBus::new(client.clone())),
             catalog,
+            unavailable,
         })
     }
 
@@ -190,8 +198,8 @@ impl PluginPool {
     }
 
     /// Makes sure the named plugins run (restarting any that gave up as
-    /// unhealthy) and returns every running plugin; fails naming the first
-    /// plugin that cannot be provided.
+    /// unhealthy) and returns every running plugin, naming those that could
+    /// not be found or described; fails when one is found but does not start.
     pub async fn ensure(&self, names: &BTreeSet<String>) -> Result<Plugins, PluginError> {
         if let Some(client) = &self.nats {
             return Self::described(client, names).await;
@@ -212,9 +220,15 @@ impl PluginPool {
             started?;
         }
         let snap = self.snapshot();
+        let unavailable = names
+            .iter()
+            .filter(|n| !snap.hosts.contains_key(*n))
+            .filter_map(|n| find_plugin(n, &self.search).err().map(|e| (n.clone(), e.to_string())))
+            .collect();
         Ok(Plugins {
             transport: Arc::new(LocalBus::new(snap.hosts.values().cloned())),
             catalog: snap.catalog.clone(),
+            unavailable,
         })
     }
 
@@ -233,7 +247,10 @@ impl PluginPool {
                 host.stop(STOP_GRACE).await;
                 next.hosts.remove(name);
             }
-            let path = find_plugin(name, &self.search)?;
+            // Not found: left out, and validation names it.
+            let Ok(path) = find_plugin(name, &self.search) else {
+                continue;
+            };
             let host = PluginHost::start(PluginSpec::new(&path))
                 .await
                 .map_err(|source| PluginError::Spawn {

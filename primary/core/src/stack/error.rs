@@ -15,6 +15,13 @@ pub enum Problem {
     UnknownTarget(String),
     /// The target names a plugin no satellite or embedded host announced.
     UnknownPlugin(String),
+    /// The target's plugin could not be provided, for this reason.
+    PluginUnavailable {
+        /// The plugin.
+        plugin: String,
+        /// Why (names the plugin).
+        reason: String,
+    },
     /// The plugin does not announce the type.
     UnknownType {
         /// The type.
@@ -78,6 +85,7 @@ impl fmt::Display for StackError {
                 f,
                 "no plugin `{p}` is available (is a satellite serving it?)"
             ),
+            Problem::PluginUnavailable { reason, .. } => write!(f, "{reason}"),
             Problem::UnknownType {
                 resource_type,
                 plugin,
