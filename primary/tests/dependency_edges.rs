@@ -145,7 +145,11 @@ fn an_added_forbidden_edge_is_reported() {
     let cases: &[(&str, &str, &str)] = &[
         ("orrery-core", "tokio", "orrery-core reaches tokio"),
         // Transitively: core → state → rusqlite.
-        ("orrery-core", "orrery-state", "orrery-core reaches rusqlite"),
+        (
+            "orrery-core",
+            "orrery-state",
+            "orrery-core reaches rusqlite",
+        ),
         (
             "orrery-primary",
             "orrery-satellite",
@@ -164,10 +168,7 @@ fn an_added_forbidden_edge_is_reported() {
     ];
     for (from, to, expected) in cases {
         let mut graph = clean.clone();
-        graph
-            .get_mut(*from)
-            .unwrap()
-            .insert((*to).to_owned());
+        graph.get_mut(*from).unwrap().insert((*to).to_owned());
         let found = violations(&graph, &workspace);
         assert!(
             found.iter().any(|v| v == expected),

@@ -208,7 +208,7 @@ async fn lost_create_answers_are_verified_before_sending_again() {
     assert_eq!(b.native_id, "box-b");
     assert_eq!(b.properties.get("size"), Some(&Value::from(1u64)));
     let command = store.command(Some("c1")).unwrap().unwrap();
-    assert_eq!(command.status, "completed");
+    assert_eq!(command.status.as_str(), "completed");
     let op_b = command.operations.iter().find(|o| o.label == "b").unwrap();
     assert_eq!((op_b.status.as_str(), op_b.attempts), ("succeeded", 2));
 }

@@ -6,6 +6,7 @@
 //! no async runtime, database driver, HTTP server or NATS client (the
 //! workspace's `tests/dependency_edges.rs` and `clippy.toml` enforce it).
 //!
+//! - [`answer`]: what a plugin's answer means (one classification).
 //! - [`stack`]: stack documents, validation, the dependency graph.
 //! - [`plan`]: the planner.
 //! - [`tasks`]: a plan turned into scheduler tasks (deletes in reverse order).
@@ -16,6 +17,7 @@
 //! - [`keys`]: key-only views of records, for work in bounded memory.
 //! - [`lease`]: command lease records and expiry rules.
 
+pub mod answer;
 pub mod discovery;
 pub mod keys;
 pub mod lease;

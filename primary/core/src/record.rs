@@ -37,9 +37,11 @@ pub struct StoredResource {
 }
 
 /// How a command ended (or that it has not).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CommandStatus {
     /// Still running (or interrupted: the primary stopped mid-command).
+    #[default]
     Running,
     /// Every operation succeeded.
     Completed,
@@ -71,8 +73,72 @@ impl CommandStatus {
     }
 }
 
+impl std::fmt::Display for CommandStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an operation of a command stands, as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpStatus {
+    /// Recorded before it is sent; its outcome is unknown until answered.
+    #[default]
+    Running,
+    /// The plugin answered `InProgress`: polled with `status`.
+    InProgress,
+    /// It took effect.
+    Succeeded,
+    /// It failed.
+    Failed,
+    /// Not attempted: something it depends on failed.
+    DependencyFailed,
+    /// Not started: the command was canceled.
+    Canceled,
+}
+
+impl OpStatus {
+    /// Every status, in the order above.
+    pub const ALL: [OpStatus; 6] = [
+        OpStatus::Running,
+        OpStatus::InProgress,
+        OpStatus::Succeeded,
+        OpStatus::Failed,
+        OpStatus::DependencyFailed,
+        OpStatus::Canceled,
+    ];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpStatus::Running => "running",
+            OpStatus::InProgress => "in_progress",
+            OpStatus::Succeeded => "succeeded",
+            OpStatus::Failed => "failed",
+            OpStatus::DependencyFailed => "dependency_failed",
+            OpStatus::Canceled => "canceled",
+        }
+    }
+
+    /// Parses the stored name; an unknown name (a newer release's) reads
+    /// as `Failed`, which is planned again rather than trusted.
+    pub fn parse(s: &str) -> Self {
+        OpStatus::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .unwrap_or(OpStatus::Failed)
+    }
+}
+
+impl std::fmt::Display for OpStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One operation of a command, as recorded.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct OperationRecord {
     /// The resource's label.
     pub label: String,
@@ -80,8 +146,8 @@ pub struct OperationRecord {
     pub operation: String,
     /// The idempotency key sent to the plugin.
     pub request_id: String,
-    /// `running`, `in_progress`, `succeeded`, `failed`, `dependency_failed`, `canceled`.
-    pub status: String,
+    /// Where it stands.
+    pub status: OpStatus,
     /// Attempts made.
     pub attempts: i64,
     /// The error code of a failure.
@@ -109,8 +175,8 @@ pub struct CommandRecord {
     pub stack: String,
     /// `apply` or `destroy`.
     pub kind: String,
-    /// `running`, `completed`, `failed`, `canceled`.
-    pub status: String,
+    /// Where it stands.
+    pub status: CommandStatus,
     /// Unix milliseconds.
     pub started_ms: i64,
     /// Unix milliseconds, once finished.
@@ -129,8 +195,8 @@ pub struct CommandHead {
     pub stack: String,
     /// `apply` or `destroy`.
     pub kind: String,
-    /// `running`, `completed`, `failed`, `canceled`.
-    pub status: String,
+    /// Where it stands.
+    pub status: CommandStatus,
     /// Unix milliseconds.
     pub started_ms: i64,
     /// Unix milliseconds, once finished.

@@ -193,3 +193,24 @@ pub fn bucket(catalog: &Catalog, plugin: &str, target: &str) -> String {
         .map_or(plugin, |a| a.namespace.as_str());
     format!("{namespace}/{target}")
 }
+
+/// The rate limit of bucket `key` (see [`bucket`]) of `plugin`: the
+/// operator's override, else what the plugin announces. Commands, resuming
+/// and discovery all pace by this.
+pub fn bucket_limit(
+    catalog: &Catalog,
+    overrides: &std::collections::HashMap<String, crate::scheduler::BucketLimit>,
+    plugin: &str,
+    key: &str,
+) -> crate::scheduler::BucketLimit {
+    overrides.get(key).copied().unwrap_or_else(|| {
+        let rl = catalog
+            .plugin(plugin)
+            .map(|a| a.rate_limit.clone())
+            .unwrap_or_default();
+        crate::scheduler::BucketLimit {
+            rate_per_sec: rl.requests_per_second,
+            burst: rl.burst.max(1),
+        }
+    })
+}

@@ -4,6 +4,7 @@
 //! the I/O edge.
 
 use orrery_core::tasks as ops;
+mod pace;
 mod resume;
 mod trace;
 
@@ -23,6 +24,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 pub use ops::{bucket, Op, OpKind};
+pub use pace::Pacer;
 pub use resume::{ResumeError, Resumed};
 
 use crate::plan::{Plan, SecretHasher};
@@ -30,7 +32,7 @@ use crate::scheduler::{
     Action as Step, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, TaskState,
 };
 use crate::stack::{Catalog, Graph, Reference, Stack};
-use crate::state::{CommandStatus, OperationRecord, Store, StoreError, StoredResource};
+use crate::state::{CommandStatus, OpStatus, OperationRecord, Store, StoreError, StoredResource};
 
 /// How a command runs.
 #[derive(Clone, Debug)]
@@ -47,6 +49,20 @@ pub struct Options {
     pub rate_overrides: HashMap<String, BucketLimit>,
     /// Seed of the scheduler's jitter.
     pub seed: u64,
+}
+
+impl Options {
+    /// The scheduler's configuration for these options: the one retry and
+    /// polling policy, used by commands and by resuming alike.
+    pub fn scheduler_config(&self) -> Config {
+        Config {
+            max_concurrency: self.max_concurrency,
+            retry: self.retry.clone(),
+            poll_timeout: self.poll_timeout,
+            default_poll_interval: Duration::from_millis(500),
+            seed: self.seed,
+        }
+    }
 }
 
 impl Default for Options {
@@ -217,7 +233,7 @@ impl Executor {
         let continuing = self
             .store
             .command(Some(command_id))?
-            .is_some_and(|c| CommandStatus::parse(&c.status) == CommandStatus::Running);
+            .is_some_and(|c| c.status == CommandStatus::Running);
         if !continuing {
             self.store.begin_command(command_id, stack_name, kind)?;
         }
@@ -228,31 +244,15 @@ impl Executor {
         let mut limits = HashMap::new();
         for op in &ops {
             let key = bucket(&self.catalog, &op.plugin, &op.target);
-            let limit = self
-                .options
-                .rate_overrides
-                .get(&key)
-                .copied()
-                .unwrap_or_else(|| {
-                    let rl = self
-                        .catalog
-                        .plugin(&op.plugin)
-                        .map(|a| a.rate_limit.clone())
-                        .unwrap_or_default();
-                    BucketLimit {
-                        rate_per_sec: rl.requests_per_second,
-                        burst: rl.burst.max(1),
-                    }
-                });
+            let limit = orrery_core::tasks::bucket_limit(
+                &self.catalog,
+                &self.options.rate_overrides,
+                &op.plugin,
+                &key,
+            );
             limits.insert(key, limit);
         }
-        let config = Config {
-            max_concurrency: self.options.max_concurrency,
-            retry: self.options.retry.clone(),
-            poll_timeout: self.options.poll_timeout,
-            default_poll_interval: Duration::from_millis(500),
-            seed: self.options.seed,
-        };
+        let config = self.options.scheduler_config();
         let mut scheduler = match Scheduler::new(tasks, limits, config, Instant::now()) {
             Ok(s) => s,
             Err(e) => {
@@ -337,7 +337,7 @@ impl Executor {
                                 command_id,
                                 op,
                                 &request_ids[task],
-                                "failed",
+                                OpStatus::Failed,
                                 attempts[task],
                                 Some("InvalidRequest"),
                                 Some(&message),
@@ -357,7 +357,11 @@ impl Executor {
                 };
                 // Written before the request is sent: a restarted primary
                 // knows this request id may have taken effect.
-                let status = if polled { "in_progress" } else { "running" };
+                let status = if polled {
+                    OpStatus::InProgress
+                } else {
+                    OpStatus::Running
+                };
                 self.record(
                     command_id,
                     op,
@@ -474,7 +478,7 @@ impl Executor {
                         command_id,
                         op,
                         &request_ids[task],
-                        "dependency_failed",
+                        OpStatus::DependencyFailed,
                         0,
                         Some("DependencyFailure"),
                         Some(&message),
@@ -488,7 +492,7 @@ impl Executor {
                         command_id,
                         op,
                         &request_ids[task],
-                        "canceled",
+                        OpStatus::Canceled,
                         0,
                         Some("Canceled"),
                         None,
@@ -617,7 +621,7 @@ impl Executor {
         command_id: &str,
         op: &Op,
         request_id: &str,
-        status: &str,
+        status: OpStatus,
         attempts: u32,
         code: Option<&str>,
         message: Option<&str>,
@@ -635,7 +639,7 @@ impl Executor {
                 label: op.label.clone(),
                 operation: op.kind.name().to_owned(),
                 request_id: request_id.to_owned(),
-                status: status.to_owned(),
+                status,
                 attempts: attempts as i64,
                 error_code: code.map(str::to_owned),
                 message: message.map(str::to_owned),
@@ -691,7 +695,7 @@ impl Executor {
                     command_id,
                     op,
                     request_id,
-                    "succeeded",
+                    OpStatus::Succeeded,
                     attempts,
                     None,
                     None,
@@ -714,7 +718,7 @@ impl Executor {
                     command_id,
                     op,
                     request_id,
-                    "in_progress",
+                    OpStatus::InProgress,
                     attempts,
                     None,
                     event.message.as_deref(),
@@ -737,7 +741,7 @@ impl Executor {
                         command_id,
                         op,
                         request_id,
-                        "succeeded",
+                        OpStatus::Succeeded,
                         attempts,
                         None,
                         Some("already gone"),
@@ -756,7 +760,7 @@ impl Executor {
                         command_id,
                         op,
                         request_id,
-                        "in_progress",
+                        OpStatus::InProgress,
                         attempts,
                         Some(code.as_str()),
                         Some(&message),
@@ -772,7 +776,7 @@ impl Executor {
                     command_id,
                     op,
                     request_id,
-                    "failed",
+                    OpStatus::Failed,
                     attempts,
                     Some(code.as_str()),
                     Some(&message),

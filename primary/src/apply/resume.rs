@@ -27,7 +27,7 @@
 //! `AlreadyExists` (the lost attempt landed after all).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
@@ -38,19 +38,18 @@ use orrery_schema::{
     Request, ResourceSchema, StatusRequest, Target,
 };
 
+use super::pace::{self, Pacer};
 use super::{operation_of, Executor, Op, OpKind};
+use crate::scheduler::Jitter;
 use crate::stack::{Graph, Stack, TargetDecl};
-use crate::state::{CommandStatus, OperationRecord, StoreError, StoredResource};
+use crate::state::{CommandStatus, OpStatus, OperationRecord, StoreError, StoredResource};
+use orrery_core::answer::{self, Expect, Reply, Verdict};
 
 /// Page size asked of `list` when looking for a resource.
 const LIST_PAGE_SIZE: u32 = 500;
 
 /// Most pages read in one lookup (a plugin whose tokens loop stops here).
 const MAX_LIST_PAGES: usize = 100_000;
-
-/// Retryable failures of `status` polls or lists tolerated while resuming,
-/// per operation, before giving up (the command then stays `running`).
-const MAX_TRANSIENT_FAILURES: u32 = 8;
 
 /// What resuming an interrupted command did.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -131,6 +130,7 @@ impl Lookup {
         &self,
         transport: &dyn Transport,
         timeout: Duration,
+        pacer: Option<&Pacer>,
     ) -> Result<Option<ListedResource>, (ErrorCode, String)> {
         if self.identity.is_empty() {
             return Ok(None);
@@ -144,6 +144,9 @@ impl Lookup {
                 page_size: LIST_PAGE_SIZE,
                 page_token: token.take(),
             });
+            if let Some(pacer) = pacer {
+                pacer.acquire(&self.plugin, &self.target.name).await;
+            }
             let page = match transport.send(&self.plugin, &request, timeout).await {
                 Ok(Answer::List(page)) => page,
                 Ok(Answer::Error(e)) => return Err((e.code, e.message)),
@@ -226,7 +229,7 @@ pub(super) async fn send_create(
         .map(|l| l.plugin.clone())
         .unwrap_or_default();
     if let (Some(lookup), true) = (&lookup, verify_first) {
-        match lookup.find(&*transport, timeout).await {
+        match lookup.find(&*transport, timeout, None).await {
             Ok(Some(found)) => return Ok(adopted(&resource_type, &request_id, found)),
             Ok(None) => {}
             // The check failed (say, no satellite): that is this attempt's
@@ -244,7 +247,7 @@ pub(super) async fn send_create(
     }
     let answer = transport.send(&plugin, &request, timeout).await;
     if let (Some(lookup), true) = (&lookup, already_exists(&answer)) {
-        if let Ok(Some(found)) = lookup.find(&*transport, timeout).await {
+        if let Ok(Some(found)) = lookup.find(&*transport, timeout, None).await {
             return Ok(adopted(&resource_type, &request_id, found));
         }
     }
@@ -277,7 +280,7 @@ impl Executor {
         let Some(command) = self.store.latest_command_of(&stack.name)? else {
             return Ok(None);
         };
-        if CommandStatus::parse(&command.status) != CommandStatus::Running {
+        if command.status != CommandStatus::Running {
             return Ok(None);
         }
         let command_id = command.id.clone();
@@ -310,13 +313,13 @@ impl Executor {
         let mut polls = Vec::new();
         let mut finds = Vec::new();
         for record in &command.operations {
-            let ambiguous_failure = record.status == "failed"
+            let ambiguous_failure = record.status == OpStatus::Failed
                 && record
                     .error_code
                     .as_deref()
                     .is_some_and(|c| ErrorCode::from_wire(c).is_ambiguous());
-            let in_progress = record.status == "in_progress";
-            if !(in_progress || record.status == "running" || ambiguous_failure) {
+            let in_progress = record.status == OpStatus::InProgress;
+            if !(in_progress || record.status == OpStatus::Running || ambiguous_failure) {
                 continue;
             }
             let op = match record.operation.as_str() {
@@ -457,7 +460,7 @@ impl Executor {
                 self.store.put_operation(
                     &command_id,
                     &OperationRecord {
-                        status: "failed".into(),
+                        status: OpStatus::Failed,
                         error_code: Some(ErrorCode::NotFound.to_string()),
                         message: Some(
                             "not found after the primary restarted: it did not take effect and is planned again"
@@ -484,10 +487,13 @@ impl Executor {
         pending: Vec<Pending>,
         targets: &HashMap<String, TargetDecl>,
     ) -> Vec<Result<(Op, OperationRecord, Answer), ResumeError>> {
+        let pacer = Pacer::new(&self.catalog, &self.options.rate_overrides);
+        let jitter = Mutex::new(Jitter::new(self.options.seed));
+        let (pacer, jitter) = (&pacer, &jitter);
         stream::iter(
             pending
                 .into_iter()
-                .map(|p| self.settle(command_id, p, targets)),
+                .map(|p| self.settle(command_id, p, targets, pacer, jitter)),
         )
         .buffer_unordered(self.options.max_concurrency.max(1))
         .collect()
@@ -499,9 +505,19 @@ impl Executor {
         command_id: &str,
         pending: Pending,
         targets: &HashMap<String, TargetDecl>,
+        pacer: &Pacer,
+        jitter: &Mutex<Jitter>,
     ) -> Result<(Op, OperationRecord, Answer), ResumeError> {
         let started = Instant::now();
+        let policy = self.options.scheduler_config();
         let mut transient = 0u32;
+        // The policy's retry decision, after failure number `transient`.
+        let retry_delay = |transient: u32, code: &ErrorCode, retry_after: Option<Duration>| {
+            let mut jitter = jitter.lock().unwrap_or_else(|p| p.into_inner());
+            policy
+                .retry
+                .retry_after_failure(transient, code, retry_after, &mut jitter)
+        };
         let unresolved = |op: &Op, code: ErrorCode, message: String, record: &OperationRecord| {
             ResumeError::Unresolved {
                 command_id: command_id.to_owned(),
@@ -529,69 +545,82 @@ impl Executor {
                         native_id: record.native_id.clone().unwrap_or_default(),
                         context: record.context.clone(),
                     });
+                    pacer.acquire(&op.plugin, &op.target).await;
                     let answer = self
                         .transport
                         .send(&op.plugin, &request, self.options.request_timeout)
                         .await;
-                    let (code, message, retry_after) = match answer {
-                        Ok(Answer::Progress(p)) if p.status.is_terminal() => {
-                            let code = p.error_code.clone();
-                            match code {
-                                Some(c)
-                                    if p.status != OperationStatus::Success && c.is_retryable() =>
-                                {
-                                    (c, p.message.unwrap_or_default(), p.retry_after_ms)
-                                }
-                                _ => return Ok((op, record, Answer::Progress(p))),
-                            }
-                        }
-                        Ok(Answer::Progress(p)) => {
+                    let verdict = match &answer {
+                        Ok(a) => answer::classify(pace::reply(a), Expect::Progress),
+                        Err(e) => answer::classify(
+                            Reply::Transport {
+                                code: &e.code(),
+                                message: &e.to_string(),
+                            },
+                            Expect::Progress,
+                        ),
+                    };
+                    let (code, message, retry_after) = match (verdict, answer) {
+                        (Verdict::Succeeded, Ok(a)) => return Ok((op, record, a)),
+                        (Verdict::InProgress { retry_after }, Ok(Answer::Progress(p))) => {
                             // Still in progress: keep its latest context, so
                             // another restart polls from here.
                             if p.native_id.is_some() {
                                 record.native_id = p.native_id.clone();
                             }
                             record.context = p.context.clone();
-                            record.status = "in_progress".into();
+                            record.status = OpStatus::InProgress;
                             record.error_code = None;
                             record.message = p.message.clone();
                             self.store.put_operation(command_id, &record)?;
-                            if started.elapsed() > self.options.poll_timeout {
-                                return Ok((
-                                    op.clone(),
-                                    record.clone(),
-                                    failure(
-                                        &op,
-                                        &record,
-                                        ErrorCode::NotStabilized,
-                                        "still in progress after the poll timeout",
-                                    ),
-                                ));
+                            if started.elapsed() > policy.poll_timeout {
+                                let f = failure(
+                                    &op,
+                                    &record,
+                                    ErrorCode::NotStabilized,
+                                    "still in progress after the poll timeout",
+                                );
+                                return Ok((op, record, f));
                             }
-                            tokio::time::sleep(poll_delay(p.retry_after_ms)).await;
+                            tokio::time::sleep(policy.poll_delay(retry_after)).await;
                             continue;
                         }
-                        Ok(Answer::Error(e)) if !e.code.is_retryable() => {
-                            let f = failure(&op, &record, e.code, &e.message);
+                        // Nothing came back: the outcome is still unknown.
+                        (Verdict::Terminal { code, message }, Err(_)) => {
+                            return Err(unresolved(&op, code, message, &record))
+                        }
+                        // A failed operation's own answer is what is recorded.
+                        (Verdict::Terminal { .. }, Ok(a @ Answer::Progress(_))) => {
+                            return Ok((op, record, a))
+                        }
+                        (Verdict::Terminal { code, message }, Ok(_)) => {
+                            let f = failure(&op, &record, code, &message);
                             return Ok((op, record, f));
                         }
-                        Ok(Answer::Error(e)) => (e.code, e.message, None),
-                        Ok(Answer::List(_)) => {
+                        (
+                            Verdict::Retryable {
+                                code,
+                                message,
+                                retry_after,
+                            },
+                            _,
+                        ) => (code, message, retry_after),
+                        // Classification never gives these; a bug, not an answer.
+                        (Verdict::Succeeded | Verdict::InProgress { .. }, _) => {
                             let f = failure(
                                 &op,
                                 &record,
                                 ErrorCode::InternalFailure,
-                                "plugin answered a status poll with a list page",
+                                "the answer contradicts its classification",
                             );
                             return Ok((op, record, f));
                         }
-                        Err(e) => (e.code(), e.to_string(), None),
                     };
                     transient += 1;
-                    if transient > MAX_TRANSIENT_FAILURES {
-                        return Err(unresolved(&op, code, message, &record));
+                    match retry_delay(transient, &code, retry_after) {
+                        Some(delay) => tokio::time::sleep(delay).await,
+                        None => return Err(unresolved(&op, code, message, &record)),
                     }
-                    tokio::time::sleep(backoff(transient, retry_after)).await;
                 }
             }
             Pending::Find { op, record, lookup } => {
@@ -603,7 +632,7 @@ impl Executor {
                 };
                 loop {
                     match lookup
-                        .find(&*self.transport, self.options.request_timeout)
+                        .find(&*self.transport, self.options.request_timeout, Some(pacer))
                         .await
                     {
                         Ok(Some(found)) => {
@@ -616,10 +645,10 @@ impl Executor {
                         }
                         Err((code, message)) => {
                             transient += 1;
-                            if !code.is_retryable() || transient > MAX_TRANSIENT_FAILURES {
-                                return Err(unresolved(&op, code, message, &record));
+                            match retry_delay(transient, &code, None) {
+                                Some(delay) => tokio::time::sleep(delay).await,
+                                None => return Err(unresolved(&op, code, message, &record)),
                             }
-                            tokio::time::sleep(backoff(transient, None)).await;
                         }
                     }
                 }
@@ -636,14 +665,4 @@ fn failure(op: &Op, record: &OperationRecord, code: ErrorCode, message: &str) ->
         code,
         message,
     ))
-}
-
-fn poll_delay(retry_after_ms: Option<u64>) -> Duration {
-    Duration::from_millis(retry_after_ms.unwrap_or(500).clamp(10, 30_000))
-}
-
-fn backoff(n: u32, retry_after_ms: Option<u64>) -> Duration {
-    let exp = Duration::from_millis(100u64.saturating_mul(1 << n.min(8)));
-    exp.max(Duration::from_millis(retry_after_ms.unwrap_or(0)))
-        .min(Duration::from_secs(10))
 }

@@ -84,8 +84,10 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     if targets.is_empty() {
         bail!("no target to discover: name a stack document, or apply a stack first");
     }
-    let plugins =
-        args.common.start_plugins(targets.iter().map(|t| t.decl.plugin.clone())).await?;
+    let plugins = args
+        .common
+        .start_plugins(targets.iter().map(|t| t.decl.plugin.clone()))
+        .await?;
     let options = Options {
         page_size: args.page_size,
         rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
-use orrery_primary::service::plugin_search_path;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
 use orrery_primary::lease::LeaseConfig;
 use orrery_primary::nats::{connect, NatsAuth};
+use orrery_primary::service::plugin_search_path;
 
 use super::duration::parse_duration;
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use orrery_bus::transport::Transport;
 use orrery_primary::apply::{Event, Options, Report, Resumed};
 use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
@@ -13,12 +14,11 @@ use orrery_primary::plan::{Action, Mode};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::service::view::{mode_name, PlanView, ReportView};
 use orrery_primary::service::{
-    plugin_search_path, Command, Engine, PluginPool, Planned, Plugins, Service, ServiceConfig,
+    plugin_search_path, Command, Engine, Planned, PluginPool, Plugins, Service, ServiceConfig,
     ServiceError,
 };
 use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
-use orrery_bus::transport::Transport;
 use tokio::sync::mpsc;
 
 use super::Output;

@@ -40,13 +40,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use orrery_bus::transport::Transport;
 use orrery_plugin_sdk::Answer;
-use orrery_schema::{
-    ErrorCode, ListRequest, OperationStatus, PropertyMap, ReadRequest, Request, Target,
-};
+use orrery_schema::{ErrorCode, ListRequest, PropertyMap, ReadRequest, Request, Target};
 use serde::Serialize;
 
-use crate::apply::bucket;
-use crate::scheduler::{BucketLimit, TokenBucket};
+use crate::apply::Pacer;
+use crate::scheduler::{BucketLimit, Jitter, RetryPolicy};
 use crate::stack::{Catalog, TargetDecl};
 use crate::state::{StateStore, StoreError, StoredResource};
 
@@ -69,8 +67,11 @@ pub struct Options {
     /// Most reads in flight at once during drift sync (the plugin's
     /// `max_in_flight` caps it further).
     pub max_in_flight: usize,
-    /// Attempts for a request failing with a retryable error.
-    pub attempts: u32,
+    /// How requests failing with a retryable error are retried (the
+    /// scheduler's policy).
+    pub retry: RetryPolicy,
+    /// Seed of the retries' jitter.
+    pub seed: u64,
 }
 
 impl Default for Options {
@@ -80,7 +81,8 @@ impl Default for Options {
             rate_overrides: HashMap::new(),
             timeout: Duration::from_secs(60),
             max_in_flight: 16,
-            attempts: 5,
+            retry: RetryPolicy::default(),
+            seed: 0x5eed,
         }
     }
 }
@@ -196,101 +198,6 @@ impl DriftReport {
     }
 }
 
-/// Paces requests with one token bucket per `namespace/target`.
-struct Limiter {
-    catalog: Catalog,
-    overrides: HashMap<String, BucketLimit>,
-    buckets: Mutex<HashMap<String, TokenBucket>>,
-    waited: Mutex<Duration>,
-}
-
-impl Limiter {
-    fn new(catalog: &Catalog, overrides: &HashMap<String, BucketLimit>) -> Limiter {
-        Limiter {
-            catalog: catalog.clone(),
-            overrides: overrides.clone(),
-            buckets: Mutex::new(HashMap::new()),
-            waited: Mutex::new(Duration::ZERO),
-        }
-    }
-
-    fn limit(&self, plugin: &str, key: &str) -> BucketLimit {
-        self.overrides.get(key).copied().unwrap_or_else(|| {
-            let rl = self
-                .catalog
-                .plugin(plugin)
-                .map(|a| a.rate_limit.clone())
-                .unwrap_or_default();
-            BucketLimit {
-                rate_per_sec: rl.requests_per_second,
-                burst: rl.burst.max(1),
-            }
-        })
-    }
-
-    /// Waits for a token of `plugin` on `target`.
-    async fn acquire(&self, plugin: &str, target: &str) {
-        let key = bucket(&self.catalog, plugin, target);
-        let started = Instant::now();
-        loop {
-            let wait = {
-                let now = Instant::now();
-                let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-                let b = buckets
-                    .entry(key.clone())
-                    .or_insert_with(|| TokenBucket::new(self.limit(plugin, &key), now));
-                match b.try_take(now, 1) {
-                    Ok(()) => break,
-                    Err(at) => at,
-                }
-            };
-            tokio::time::sleep_until(wait.into()).await;
-        }
-        *self.waited.lock().unwrap_or_else(|p| p.into_inner()) += started.elapsed();
-    }
-
-    fn waited(&self) -> Duration {
-        *self.waited.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Sends `request` within the rate limit, retrying retryable failures.
-/// Returns the answer, or the last failure's code and message.
-async fn call(
-    transport: &dyn Transport,
-    limiter: &Limiter,
-    plugin: &str,
-    request: &Request,
-    options: &Options,
-) -> Result<Answer, (ErrorCode, String)> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        limiter.acquire(plugin, &request.target().name).await;
-        let (code, message, retry_after) =
-            match transport.send(plugin, request, options.timeout).await {
-                Ok(Answer::List(page)) if page.status != OperationStatus::Success => (
-                    page.error_code.unwrap_or(ErrorCode::InternalFailure),
-                    page.message.unwrap_or_default(),
-                    None,
-                ),
-                Ok(Answer::Progress(e)) if !matches!(e.status, OperationStatus::Success) => (
-                    e.error_code.unwrap_or(ErrorCode::InternalFailure),
-                    e.message.unwrap_or_default(),
-                    e.retry_after_ms.map(Duration::from_millis),
-                ),
-                Ok(Answer::Error(e)) => (e.code, e.message, None),
-                Ok(answer) => return Ok(answer),
-                Err(e) => (e.code(), e.to_string(), None),
-            };
-        if !code.is_retryable() || attempt >= options.attempts.max(1) {
-            return Err((code, message));
-        }
-        let backoff = Duration::from_millis(100 << attempt.min(6));
-        tokio::time::sleep(retry_after.unwrap_or(backoff).max(backoff)).await;
-    }
-}
-
 /// The targets of `stack` (every stack with records when `None`), merged
 /// with identical declarations of other stacks. `document` supplies a
 /// stack's targets in place of the recorded ones.
@@ -334,7 +241,8 @@ pub async fn discover(
     options: &Options,
 ) -> Result<DiscoverReport, StoreError> {
     let started = Instant::now();
-    let limiter = Limiter::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let jitter = Mutex::new(Jitter::new(options.seed));
     let mut report = DiscoverReport {
         targets: targets.len(),
         ..Default::default()
@@ -377,25 +285,34 @@ pub async fn discover(
                     page_size: options.page_size,
                     page_token: token.take(),
                 });
-                let page =
-                    match call(transport, &limiter, &announcement.name, &request, options).await {
-                        Ok(Answer::List(page)) => page,
-                        Ok(_) => {
-                            report.failures.push(failure(
-                                target,
-                                &schema.type_name,
-                                ErrorCode::InternalFailure,
-                                "the plugin did not answer `list` with a list page".into(),
-                            ));
-                            break false;
-                        }
-                        Err((code, message)) => {
-                            report
-                                .failures
-                                .push(failure(target, &schema.type_name, code, message));
-                            break false;
-                        }
-                    };
+                let page = match pacer
+                    .call(
+                        transport,
+                        &announcement.name,
+                        &request,
+                        options.timeout,
+                        &options.retry,
+                        &jitter,
+                    )
+                    .await
+                {
+                    Ok(Answer::List(page)) => page,
+                    Ok(_) => {
+                        report.failures.push(failure(
+                            target,
+                            &schema.type_name,
+                            ErrorCode::InternalFailure,
+                            "the plugin did not answer `list` with a list page".into(),
+                        ));
+                        break false;
+                    }
+                    Err((code, message)) => {
+                        report
+                            .failures
+                            .push(failure(target, &schema.type_name, code, message));
+                        break false;
+                    }
+                };
                 report.pages += 1;
                 report.largest_page = report.largest_page.max(page.resources.len());
                 for listed in page.resources {
@@ -450,7 +367,7 @@ pub async fn discover(
             }
         }
     }
-    report.rate_limited_ms = limiter.waited().as_millis() as u64;
+    report.rate_limited_ms = pacer.waited().as_millis() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
 }
@@ -476,7 +393,8 @@ pub async fn sync_drift(
     options: &Options,
 ) -> Result<DriftReport, StoreError> {
     let started = Instant::now();
-    let limiter = Limiter::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let jitter = Mutex::new(Jitter::new(options.seed));
     let mut report = DriftReport::default();
     let resources: Vec<StoredResource> = store
         .resources(stack)?
@@ -512,7 +430,7 @@ pub async fn sync_drift(
             .and_then(|ts| ts.iter().find(|t| t.name == r.target))
             .map(|t| t.config.clone())
             .unwrap_or_default();
-        let limiter = &limiter;
+        let (pacer, jitter) = (&pacer, &jitter);
         async move {
             let request = Request::Read(ReadRequest {
                 request_id: uuid::Uuid::now_v7().to_string(),
@@ -524,7 +442,16 @@ pub async fn sync_drift(
                 native_id: r.native_id.clone(),
                 properties: r.properties.clone(),
             });
-            let answer = call(transport, limiter, &r.plugin, &request, options).await;
+            let answer = pacer
+                .call(
+                    transport,
+                    &r.plugin,
+                    &request,
+                    options.timeout,
+                    &options.retry,
+                    jitter,
+                )
+                .await;
             (r, answer)
         }
     }))
@@ -698,7 +625,8 @@ pub async fn import(
         )));
     }
     drop(all);
-    let limiter = Limiter::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let jitter = Mutex::new(Jitter::new(options.seed));
     let request = Request::Read(ReadRequest {
         request_id: uuid::Uuid::now_v7().to_string(),
         resource_type: spec.resource_type.clone(),
@@ -709,7 +637,17 @@ pub async fn import(
         native_id: spec.native_id.clone(),
         properties: PropertyMap::new(),
     });
-    let event = match call(transport, &limiter, plugin, &request, options).await {
+    let event = match pacer
+        .call(
+            transport,
+            plugin,
+            &request,
+            options.timeout,
+            &options.retry,
+            &jitter,
+        )
+        .await
+    {
         Ok(Answer::Progress(event)) => event,
         Ok(_) => {
             return Err(DiscoveryError::Plugin {

@@ -348,6 +348,9 @@ mod tests {
             Outcome::Error("canceled".into())
         });
         assert_eq!(commands.shutdown(Duration::from_secs(5)).await, 0);
-        assert!(matches!(commands.reserve("t"), Err(ServiceError::ShuttingDown)));
+        assert!(matches!(
+            commands.reserve("t"),
+            Err(ServiceError::ShuttingDown)
+        ));
     }
 }

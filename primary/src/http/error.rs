@@ -109,10 +109,12 @@ impl From<ServiceError> for ApiError {
                 "errors",
                 Value::Array(errors.iter().map(super::views::stack_error).collect()),
             ),
-            ServiceError::Plugin(e @ (PluginError::NotFound { .. } | PluginError::Misnamed { .. })) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            ServiceError::Plugin(
+                e @ (PluginError::NotFound { .. } | PluginError::Misnamed { .. }),
+            ) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+            ServiceError::Plugin(e) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
             }
-            ServiceError::Plugin(e) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             ServiceError::Busy { ref command_id, .. } => {
                 let id = command_id.clone();
                 ApiError::conflict(e.to_string()).with("command_id", json!(id))

@@ -199,10 +199,7 @@ fn accepted(command: &Command, plan: &PlanView) -> Response {
 /// Starts `command` in the background as `reservation` and answers 202
 /// with its plan (a preview for a resumed command, which plans again once
 /// settled).
-async fn start(
-    mut reservation: Reservation,
-    command: Command,
-) -> ApiResult<Response> {
+async fn start(mut reservation: Reservation, command: Command) -> ApiResult<Response> {
     if command.id() != reservation.id {
         reservation.rename(command.id());
     }
@@ -220,10 +217,7 @@ pub async fn apply_handler(
 ) -> ApiResult<Response> {
     let prepared = state.service.prepare(document(&state, req)?).await?;
     let reservation = state.commands.reserve(&prepared.stack.name)?;
-    let command = state
-        .service
-        .begin_apply(prepared, &reservation.id)
-        .await?;
+    let command = state.service.begin_apply(prepared, &reservation.id).await?;
     start(reservation, command).await
 }
 
@@ -373,7 +367,7 @@ pub async fn cancel_handler(
             let record = blocking(move || Ok(store.command(Some(&lookup))?)).await?;
             match record {
                 None => Err(ApiError::not_found(format!("no command `{id}`"))),
-                Some(r) if r.status == CommandStatus::Running.as_str() => Err(ApiError::conflict(format!(
+                Some(r) if r.status == CommandStatus::Running => Err(ApiError::conflict(format!(
                     "command `{id}` is not running in this server (it was interrupted)"
                 ))
                 .with("status", json!(r.status))),

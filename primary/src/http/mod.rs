@@ -111,7 +111,10 @@ impl Primary {
         };
         let (plugins, engine) = match &config.nats {
             Some(client) => (PluginPool::distributed(client.clone()), Engine::Nats),
-            None => (PluginPool::new(config.plugin_search.clone()), Engine::Embedded),
+            None => (
+                PluginPool::new(config.plugin_search.clone()),
+                Engine::Embedded,
+            ),
         };
         let service = Service::new(
             store.clone(),

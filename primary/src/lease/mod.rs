@@ -135,9 +135,7 @@ pub fn claim(
         limit: 1,
     })?;
     let claim = match latest.into_iter().next() {
-        Some(head) if CommandStatus::parse(&head.status) == CommandStatus::Running => {
-            Claim::Interrupted(head.id)
-        }
+        Some(head) if head.status == CommandStatus::Running => Claim::Interrupted(head.id),
         _ => Claim::New(new_id.to_owned()),
     };
     acquire(store, claim.command_id(), config)?;

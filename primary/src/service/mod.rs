@@ -483,7 +483,10 @@ impl Command {
     ) -> Result<Report, ServiceError> {
         if let Some(document) = self.document.clone() {
             let id = self.id().to_owned();
-            on_store(&self.store, move |s| Ok(s.put_command_document(&id, &document)?)).await?;
+            on_store(&self.store, move |s| {
+                Ok(s.put_command_document(&id, &document)?)
+            })
+            .await?;
         }
         let mut executor = self
             .executor()

@@ -223,7 +223,11 @@ impl PluginPool {
         let unavailable = names
             .iter()
             .filter(|n| !snap.hosts.contains_key(*n))
-            .filter_map(|n| find_plugin(n, &self.search).err().map(|e| (n.clone(), e.to_string())))
+            .filter_map(|n| {
+                find_plugin(n, &self.search)
+                    .err()
+                    .map(|e| (n.clone(), e.to_string()))
+            })
             .collect();
         Ok(Plugins {
             transport: Arc::new(LocalBus::new(snap.hosts.values().cloned())),

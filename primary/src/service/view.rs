@@ -186,7 +186,12 @@ mod tests {
         let report = Report {
             command_id: "c1".into(),
             succeeded: 2,
-            failed: vec![("a".into(), "create".into(), "Throttling".into(), "slow".into())],
+            failed: vec![(
+                "a".into(),
+                "create".into(),
+                "Throttling".into(),
+                "slow".into(),
+            )],
             ..Report::default()
         };
         let v = serde_json::to_value(ReportView::new(&report)).unwrap();

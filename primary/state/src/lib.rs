@@ -19,8 +19,8 @@ pub use error::StoreError;
 pub use orrery_core::keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
 pub use orrery_core::lease::{expiry, Lease, LeaseGrant};
 pub use orrery_core::record::{
-    CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, OperationRecord,
-    StoredResource, RECORD_FORMAT,
+    CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, OpStatus,
+    OperationRecord, StoredResource, RECORD_FORMAT,
 };
 pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sqlite::SqliteStore;

@@ -26,7 +26,7 @@ use orrery_core::stack::TargetDecl;
 use orrery_schema::{PropertyMap, Value};
 use orrery_state::{
     CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
-    OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError, StoredResource,
+    OpStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError, StoredResource,
     MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
 };
 
@@ -233,7 +233,7 @@ fn op(label: &str, operation: &str, status: &str) -> OperationRecord {
         label: label.into(),
         operation: operation.into(),
         request_id: format!("req-{label}-{operation}"),
-        status: status.into(),
+        status: OpStatus::parse(status),
         attempts: 1,
         error_code: None,
         message: None,
@@ -588,8 +588,8 @@ fn begin_command_records_it_running(f: &Fixture) {
     assert_eq!(c.id, "c1");
     assert_eq!(c.stack, "web");
     assert_eq!(c.kind, "apply");
-    assert_eq!(c.status, "running");
-    assert_eq!(CommandStatus::parse(&c.status), CommandStatus::Running);
+    assert_eq!(c.status.as_str(), "running");
+    assert_eq!(c.status, CommandStatus::Running);
     // The database's clock may be another host's: allow some skew.
     assert!(
         c.started_ms >= before - 60_000 && c.started_ms <= after + 60_000,
@@ -660,8 +660,8 @@ fn finish_command_records_status_and_time(f: &Fixture) {
         f.store.begin_command(&id, "web", "apply").unwrap();
         f.store.finish_command(&id, status).unwrap();
         let c = f.store.command(Some(&id)).unwrap().unwrap();
-        assert_eq!(c.status, status.as_str());
-        assert_eq!(&CommandStatus::parse(&c.status), status);
+        assert_eq!(c.status.as_str(), status.as_str());
+        assert_eq!(&c.status, status);
         let finished = c.finished_ms.expect("finished_ms set");
         assert!(finished >= c.started_ms);
     }
@@ -671,7 +671,7 @@ fn finish_command_records_status_and_time(f: &Fixture) {
         .unwrap();
     assert_eq!(
         f.store.command(Some("c0")).unwrap().unwrap().status,
-        "failed"
+        CommandStatus::Failed
     );
     f.store
         .finish_command("nope", &CommandStatus::Completed)
@@ -689,7 +689,7 @@ fn operations_upsert_by_label_and_operation(f: &Fixture) {
 
     let failed = OperationRecord {
         request_id: "req-2".into(),
-        status: "failed".into(),
+        status: OpStatus::Failed,
         attempts: 3,
         error_code: Some("Throttling".into()),
         message: Some("slow down".into()),
@@ -702,7 +702,7 @@ fn operations_upsert_by_label_and_operation(f: &Fixture) {
         vec![failed]
     );
     let succeeded = OperationRecord {
-        status: "succeeded".into(),
+        status: OpStatus::Succeeded,
         attempts: 4,
         ..running.clone()
     };

@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use orrery_schema::ErrorCode;
 
 pub use retry::RetryPolicy;
-use retry::SplitMix64;
+pub use retry::{Jitter, SplitMix64};
 pub use token_bucket::TokenBucket;
 
 /// A task's index in the vector given to [`Scheduler::new`].
@@ -114,6 +114,14 @@ impl Default for Config {
             default_poll_interval: Duration::from_secs(2),
             seed: 0,
         }
+    }
+}
+
+impl Config {
+    /// How long to wait before polling an operation still in progress:
+    /// the plugin's `retry_after`, else the default interval.
+    pub fn poll_delay(&self, retry_after: Option<Duration>) -> Duration {
+        retry_after.unwrap_or(self.default_poll_interval)
     }
 }
 
@@ -874,7 +882,7 @@ impl Scheduler {
             self.fail(task, ErrorCode::NotStabilized);
             return;
         }
-        let interval = retry_after.unwrap_or(self.config.default_poll_interval);
+        let interval = self.config.poll_delay(retry_after);
         let next_poll = later(now, interval).min(deadline);
         self.set_state(task, TaskState::InProgress { next_poll });
         self.arm_task(task, next_poll, true);
@@ -897,16 +905,18 @@ impl Scheduler {
             return;
         }
         let attempt = self.nodes[task].attempt;
-        let max_attempts = self.config.retry.max_attempts.max(1);
-        if self.canceled || !code.is_retryable() || attempt >= max_attempts {
+        let delay = match self.canceled {
+            true => None,
+            false => {
+                self.config
+                    .retry
+                    .retry_after_failure(attempt, &code, retry_after, &mut self.rng)
+            }
+        };
+        let Some(delay) = delay else {
             self.fail(task, code);
             return;
-        }
-        let unit = self.rng.next_unit();
-        let delay = self
-            .config
-            .retry
-            .backoff(attempt, throttled, retry_after, unit);
+        };
         let until = later(now, delay);
         let node = &mut self.nodes[task];
         node.verify_first |= code.is_ambiguous();

@@ -39,6 +39,24 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// Whether failed attempt number `failed_attempt` (1-based) with `code`
+    /// is tried again, and after how long: `None` when the code is not
+    /// retryable or the attempts are used up. Every retry of every path
+    /// (commands, resuming, discovery) is decided here.
+    pub fn retry_after_failure(
+        &self,
+        failed_attempt: u32,
+        code: &orrery_schema::ErrorCode,
+        retry_after: Option<Duration>,
+        jitter: &mut Jitter,
+    ) -> Option<Duration> {
+        if !code.is_retryable() || failed_attempt >= self.max_attempts.max(1) {
+            return None;
+        }
+        let throttled = *code == orrery_schema::ErrorCode::Throttling;
+        Some(self.backoff(failed_attempt, throttled, retry_after, jitter.next_unit()))
+    }
+
     /// The delay before the attempt that follows failed attempt number
     /// `failed_attempt` (1-based): `base * 2^(failed_attempt - 1)` capped at
     /// `max`, times `throttle_factor` if `throttled`, jittered with `unit`
@@ -80,14 +98,19 @@ impl RetryPolicy {
 /// A small deterministic generator (SplitMix64): the same seed gives the
 /// same jitter, so a schedule can be replayed exactly.
 #[derive(Clone, Debug)]
-pub(crate) struct SplitMix64(u64);
+pub struct SplitMix64(u64);
+
+/// The jitter source of retries: seeded, so a run can be replayed.
+pub type Jitter = SplitMix64;
 
 impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> SplitMix64 {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64(seed)
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    /// The next draw.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -96,7 +119,7 @@ impl SplitMix64 {
     }
 
     /// A uniform draw from `[0, 1)`.
-    pub(crate) fn next_unit(&mut self) -> f64 {
+    pub fn next_unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use postgres::Client;
 
 use super::StoreError;
-use crate::{CommandDocument, CommandFilter, CommandHead};
+use crate::{CommandDocument, CommandFilter, CommandHead, CommandStatus};
 
 pub(super) fn commands(
     c: &mut Client,
@@ -30,7 +30,7 @@ pub(super) fn head(r: &postgres::Row) -> CommandHead {
         id: r.get(0),
         stack: r.get(1),
         kind: r.get(2),
-        status: r.get(3),
+        status: CommandStatus::parse(r.get(3)),
         started_ms: r.get(4),
         finished_ms: r.get(5),
     }

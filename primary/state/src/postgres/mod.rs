@@ -33,7 +33,9 @@ use postgres::{Client, Config, NoTls};
 use super::StateStore;
 use crate::codec::{decode_context, encode_context, encode_resource};
 use crate::StoreError;
-use crate::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+use crate::{
+    CommandRecord, CommandStatus, OpStatus, OperationRecord, StoredResource, RECORD_FORMAT,
+};
 use orrery_core::stack::TargetDecl;
 
 /// A migration: its version, name and SQL.
@@ -567,7 +569,7 @@ impl StateStore for PgStore {
                     &op.label,
                     &op.operation,
                     &op.request_id,
-                    &op.status,
+                    &op.status.as_str(),
                     &op.attempts,
                     &op.error_code,
                     &op.message,
@@ -632,7 +634,7 @@ impl StateStore for PgStore {
                         label,
                         operation: r.get(1),
                         request_id: r.get(2),
-                        status: r.get(3),
+                        status: OpStatus::parse(r.get(3)),
                         attempts: r.get(4),
                         error_code: r.get(5),
                         message: r.get(6),

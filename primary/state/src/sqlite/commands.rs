@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::StoreError;
-use crate::{CommandDocument, CommandFilter, CommandHead};
+use crate::{CommandDocument, CommandFilter, CommandHead, CommandStatus};
 
 pub(super) fn commands(
     conn: &Connection,
@@ -28,7 +28,7 @@ pub(super) fn head(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandHead> {
         id: r.get(0)?,
         stack: r.get(1)?,
         kind: r.get(2)?,
-        status: r.get(3)?,
+        status: CommandStatus::parse(&r.get::<_, String>(3)?),
         started_ms: r.get(4)?,
         finished_ms: r.get(5)?,
     })

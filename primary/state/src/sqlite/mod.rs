@@ -15,7 +15,9 @@ use orrery_schema::PropertyMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::codec::{decode_context, encode_context, encode_resource};
-use crate::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+use crate::{
+    CommandRecord, CommandStatus, OpStatus, OperationRecord, StoredResource, RECORD_FORMAT,
+};
 use crate::{StateStore, StoreError};
 
 /// The embedded SQLite store. Cheap to clone.
@@ -495,7 +497,7 @@ impl StateStore for SqliteStore {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
              ON CONFLICT (command_id, label, operation) DO UPDATE SET request_id = ?4, status = ?5, attempts = ?6,
                error_code = ?7, message = ?8, updated_ms = ?9, native_id = ?10, context = ?11",
-            params![command_id, op.label, op.operation, op.request_id, op.status, op.attempts, op.error_code, op.message, now_ms(), op.native_id, context],
+            params![command_id, op.label, op.operation, op.request_id, op.status.as_str(), op.attempts, op.error_code, op.message, now_ms(), op.native_id, context],
         )?;
         Ok(())
     }
@@ -550,7 +552,7 @@ impl StateStore for SqliteStore {
                         label: r.get(0)?,
                         operation: r.get(1)?,
                         request_id: r.get(2)?,
-                        status: r.get(3)?,
+                        status: OpStatus::parse(&r.get::<_, String>(3)?),
                         attempts: r.get(4)?,
                         error_code: r.get(5)?,
                         message: r.get(6)?,
