@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use orrery_schema::{ResourceSchema, UpdateMethod, Value};
 
-use crate::stack::{Catalog, Graph, Reference, Stack};
 use crate::record::StoredResource;
+use crate::stack::{Catalog, Graph, Reference, Stack};
 
 pub use secrets::{declares_secrets, SecretHasher};
 
@@ -277,3 +277,6 @@ pub fn secret_fields(schema: &ResourceSchema) -> BTreeMap<String, ()> {
         .map(|f| (f.name.clone(), ()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
