@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use orrery_schema::EdgeKind;
 
 use crate::plan::{Action, Plan};
+use crate::record::StoredResource;
 use crate::scheduler::Task;
 use crate::stack::{Catalog, Graph, Stack};
-use crate::record::StoredResource;
 
 /// What one task does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,6 +175,31 @@ pub fn build(
             }
         }
     }
+    // The old resource of a create-before-delete replacement goes only once
+    // what references it has moved to the new one (unless the stored
+    // dependencies run the other way: then that edge would close a cycle).
+    if let Some((stack, graph)) = stack {
+        for (i, op) in ops.iter().enumerate() {
+            if matches!(op.kind, OpKind::Delete { .. }) {
+                continue;
+            }
+            let Some(index) = op.index else { continue };
+            for (dep, kind) in &graph.deps[index] {
+                if *kind == EdgeKind::RuntimeDependency {
+                    continue;
+                }
+                let Some(&d) = deleter.get(&stack.resources[*dep].label) else {
+                    continue;
+                };
+                if ops[d].kind == (OpKind::Delete { keep_record: true })
+                    && !deps[d].contains(&i)
+                    && !waits_for(&deps, i, d)
+                {
+                    deps[d].push(i);
+                }
+            }
+        }
+    }
     let tasks = ops
         .iter()
         .zip(deps)
@@ -184,6 +209,21 @@ pub fn build(
         })
         .collect();
     (ops, tasks)
+}
+
+/// Whether task `from` waits, directly or not, for task `to`.
+fn waits_for(deps: &[Vec<usize>], from: usize, to: usize) -> bool {
+    let mut seen = vec![false; deps.len()];
+    let mut stack = vec![from];
+    while let Some(i) = stack.pop() {
+        if i == to {
+            return true;
+        }
+        if !std::mem::replace(&mut seen[i], true) {
+            stack.extend(deps[i].iter().copied());
+        }
+    }
+    false
 }
 
 /// The rate-limit key of a plugin namespace on a target.
