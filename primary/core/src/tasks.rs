@@ -233,3 +233,6 @@ pub fn bucket(catalog: &Catalog, plugin: &str, target: &str) -> String {
         .map_or(plugin, |a| a.namespace.as_str());
     format!("{namespace}/{target}")
 }
+
+#[cfg(test)]
+mod tests;
