@@ -200,6 +200,24 @@ pub fn build(
             }
         }
     }
+    // A resource is deleted only after the update of a resource whose
+    // record referenced it (which stops referencing it), where that closes
+    // no cycle (a delete-before-create replacement of what it references).
+    for s in stored {
+        let Some(&update) = producer.get(&s.label) else {
+            continue;
+        };
+        if ops[update].kind != OpKind::Update {
+            continue;
+        }
+        for referenced in &s.deps {
+            if let Some(&d) = deleter.get(referenced) {
+                if !deps[d].contains(&update) && !waits_for(&deps, update, d) {
+                    deps[d].push(update);
+                }
+            }
+        }
+    }
     let tasks = ops
         .iter()
         .zip(deps)
