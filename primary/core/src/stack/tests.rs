@@ -174,6 +174,21 @@ fn duplicate_labels_are_reported_on_the_duplicate() {
 }
 
 #[test]
+fn a_label_key_inside_properties_is_not_a_declaration() {
+    let text = doc(&[
+        "  - label: a\n    type: File\n    target: t\n    properties:\n      path: x\n      content: c\n      dir:\n        label: b\n".to_owned(),
+        res("b", "Dir", "t", "path: b, colour: red"),
+    ]);
+    // FIXME: `b` is declared on line 14, but `label_lines` (parsing code,
+    // left alone) takes any line starting `label:` for a declaration, so
+    // the nested property `label: b` on line 13 is reported instead.
+    assert_eq!(
+        problems(&text),
+        ["s.yaml:13: resource `b`: unknown field `colour` for type `Dir`"]
+    );
+}
+
+#[test]
 fn each_target_problem_names_the_file_and_the_target() {
     let a = || res("a", "Dir", "t", DIR_A);
     // (what, targets, resources, messages)
