@@ -2,6 +2,8 @@
 //! exact message and the file:line it reports; cycles; the graph.
 
 use orrery_plugin_sdk::{field, resource};
+use std::collections::BTreeMap;
+
 use orrery_schema::{EdgeKind, Value};
 
 use super::*;
@@ -496,4 +498,138 @@ fn errors_without_line_or_resource_print_only_what_is_known() {
         ..e
     };
     assert_eq!(e.to_string(), "f: resource `r`: unknown target `x`");
+}
+
+fn r(resource: &str, property: &str) -> Reference {
+    Reference {
+        resource: resource.into(),
+        property: property.into(),
+    }
+}
+
+#[test]
+fn templates_parse_into_literals_references_and_parts() {
+    let vars = BTreeMap::from([("stack_dir".to_owned(), "/srv".to_owned())]);
+    let text = |t: &str| Part::Text(t.into());
+    // (template, expression)
+    let cases: Vec<(&str, Expr)> = vec![
+        ("plain", Expr::Literal(Value::from("plain"))),
+        ("a } alone", Expr::Literal(Value::from("a } alone"))),
+        ("", Expr::Literal(Value::from(""))),
+        ("${stack_dir}", Expr::Literal(Value::from("/srv"))),
+        (
+            "${stack_dir}/x/${stack_dir}",
+            Expr::Literal(Value::from("/srv/x//srv")),
+        ),
+        ("${a.b}", Expr::Ref(r("a", "b"))),
+        ("${ a.b }", Expr::Ref(r("a", "b"))),
+        ("${a.b.c}", Expr::Ref(r("a", "b.c"))),
+        (
+            "x${a.b}",
+            Expr::Template(vec![text("x"), Part::Ref(r("a", "b"))]),
+        ),
+        (
+            "${stack_dir}/${a.b}${c.d}!",
+            Expr::Template(vec![
+                text("/srv/"),
+                Part::Ref(r("a", "b")),
+                Part::Ref(r("c", "d")),
+                text("!"),
+            ]),
+        ),
+    ];
+    for (template, expected) in cases {
+        assert_eq!(
+            Expr::from_value(Value::from(template), &vars),
+            Ok(expected),
+            "{template:?}"
+        );
+    }
+    for (template, message) in [
+        ("${nope}", "`${nope}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
+        ("${}", "`${}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
+        ("${.b}", "`${.b}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
+        ("${a.}", "`${a.}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
+        ("${a.b} ${c", "unclosed `${` in \"${a.b} ${c\""),
+    ] {
+        let e = Expr::from_value(Value::from(template), &vars).expect_err(template);
+        assert_eq!(e.0, message, "{template:?}");
+    }
+}
+
+#[test]
+fn containers_keep_their_references_and_resolve_as_a_whole() {
+    let vars = BTreeMap::new();
+    let value = Value::List(vec![
+        Value::from("${a.n}"),
+        Value::Map(
+            [
+                ("k".to_owned(), Value::from("v-${b.s}")),
+                ("lit".to_owned(), Value::Int(1)),
+            ]
+            .into_iter()
+            .collect(),
+        ),
+    ]);
+    let e = Expr::from_value(value, &vars).unwrap();
+    assert!(matches!(e, Expr::List(_)), "{e:?}");
+    let mut refs = Vec::new();
+    e.references(&mut refs);
+    assert_eq!(refs, [r("a", "n"), r("b", "s")]);
+    let outputs = |reference: &Reference| match reference.resource.as_str() {
+        "a" => Some(Value::Int(7)),
+        "b" => Some(Value::from("x")),
+        _ => None,
+    };
+    assert_eq!(
+        e.resolve(&outputs),
+        Some(Value::List(vec![
+            Value::Int(7),
+            Value::Map(
+                [
+                    ("k".to_owned(), Value::from("v-x")),
+                    ("lit".to_owned(), Value::Int(1)),
+                ]
+                .into_iter()
+                .collect()
+            ),
+        ]))
+    );
+    // One unknown reference anywhere makes the whole value unknown.
+    let only_a = |reference: &Reference| (reference.resource == "a").then_some(Value::Int(7));
+    assert_eq!(e.resolve(&only_a), None);
+    // Containers without references are literals.
+    let lit = Expr::from_value(
+        Value::List(vec![Value::from("x"), Value::Bool(true)]),
+        &vars,
+    )
+    .unwrap();
+    assert_eq!(
+        lit,
+        Expr::Literal(Value::List(vec![Value::from("x"), Value::Bool(true)]))
+    );
+    assert_eq!(
+        literal(&lit),
+        Some(&Value::List(vec![Value::from("x"), Value::Bool(true)]))
+    );
+}
+
+#[test]
+fn referenced_values_become_text_inside_templates() {
+    let e = Expr::from_value(Value::from("<${a.v}>"), &BTreeMap::new()).unwrap();
+    for (value, text) in [
+        (Value::from("s"), "<s>"),
+        (Value::Int(-3), "<-3>"),
+        (Value::UInt(u64::MAX), "<18446744073709551615>"),
+        (Value::Float(1.5), "<1.5>"),
+        (Value::Bool(false), "<false>"),
+        (Value::Null, "<>"),
+    ] {
+        let v = value.clone();
+        assert_eq!(
+            e.resolve(&|_| Some(v.clone())),
+            Some(Value::from(text)),
+            "{value:?}"
+        );
+    }
 }

@@ -63,8 +63,19 @@ fn edges(ops: &[Op], tasks: &[Task]) -> Vec<String> {
 }
 
 /// The order one worker would run the tasks in: the lowest-numbered ready
-/// task first. Panics on a cycle (the scheduler would refuse it).
+/// task first. Panics on a cycle, after checking the scheduler agrees.
 fn sequence(ops: &[Op], tasks: &[Task]) -> Vec<String> {
+    let accepted = crate::scheduler::Scheduler::new(
+        tasks.to_vec(),
+        std::collections::HashMap::new(),
+        crate::scheduler::Config::default(),
+        crate::test_clock::epoch(),
+    );
+    assert!(
+        accepted.is_ok(),
+        "the scheduler refuses: {:?}",
+        edges(ops, tasks)
+    );
     let mut done = vec![false; tasks.len()];
     let mut out = Vec::new();
     while out.len() < tasks.len() {
