@@ -55,7 +55,10 @@ pub struct Op {
 }
 
 /// Builds the operations of `plan` and their dependencies: creates and
-/// updates after what they reference; deletes before what they referenced.
+/// updates after what they reference; deletes before what they referenced,
+/// and after the updates of resources that referenced them and the
+/// dependents of a create-before-delete replacement have moved off the old
+/// resource (each where that closes no cycle).
 pub fn build(
     stack: Option<(&Stack, &Graph)>,
     catalog: &Catalog,
