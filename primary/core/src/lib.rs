@@ -28,6 +28,9 @@ pub mod stack;
 pub mod tasks;
 pub mod timetable;
 
+#[cfg(test)]
+mod test_support;
+
 /// The tests' time origin: the one clock read in this crate, test-only.
 #[cfg(test)]
 mod test_clock {

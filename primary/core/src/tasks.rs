@@ -55,7 +55,10 @@ pub struct Op {
 }
 
 /// Builds the operations of `plan` and their dependencies: creates and
-/// updates after what they reference; deletes before what they referenced.
+/// updates after what they reference; deletes before what they referenced,
+/// and after the updates of resources that referenced them and the
+/// dependents of a create-before-delete replacement have moved off the old
+/// resource (each where that closes no cycle).
 pub fn build(
     stack: Option<(&Stack, &Graph)>,
     catalog: &Catalog,
@@ -175,6 +178,49 @@ pub fn build(
             }
         }
     }
+    // The old resource of a create-before-delete replacement goes only once
+    // what references it has moved to the new one (unless the stored
+    // dependencies run the other way: then that edge would close a cycle).
+    if let Some((stack, graph)) = stack {
+        for (i, op) in ops.iter().enumerate() {
+            if matches!(op.kind, OpKind::Delete { .. }) {
+                continue;
+            }
+            let Some(index) = op.index else { continue };
+            for (dep, kind) in &graph.deps[index] {
+                if *kind == EdgeKind::RuntimeDependency {
+                    continue;
+                }
+                let Some(&d) = deleter.get(&stack.resources[*dep].label) else {
+                    continue;
+                };
+                if ops[d].kind == (OpKind::Delete { keep_record: true })
+                    && !deps[d].contains(&i)
+                    && !waits_for(&deps, i, d)
+                {
+                    deps[d].push(i);
+                }
+            }
+        }
+    }
+    // A resource is deleted only after the update of a resource whose
+    // record referenced it (which stops referencing it), where that closes
+    // no cycle (a delete-before-create replacement of what it references).
+    for s in stored {
+        let Some(&update) = producer.get(&s.label) else {
+            continue;
+        };
+        if ops[update].kind != OpKind::Update {
+            continue;
+        }
+        for referenced in &s.deps {
+            if let Some(&d) = deleter.get(referenced) {
+                if !deps[d].contains(&update) && !waits_for(&deps, update, d) {
+                    deps[d].push(update);
+                }
+            }
+        }
+    }
     let tasks = ops
         .iter()
         .zip(deps)
@@ -184,6 +230,21 @@ pub fn build(
         })
         .collect();
     (ops, tasks)
+}
+
+/// Whether task `from` waits, directly or not, for task `to`.
+fn waits_for(deps: &[Vec<usize>], from: usize, to: usize) -> bool {
+    let mut seen = vec![false; deps.len()];
+    let mut stack = vec![from];
+    while let Some(i) = stack.pop() {
+        if i == to {
+            return true;
+        }
+        if !std::mem::replace(&mut seen[i], true) {
+            stack.extend(deps[i].iter().copied());
+        }
+    }
+    false
 }
 
 /// The rate-limit key of a plugin namespace on a target.
@@ -214,3 +275,6 @@ pub fn bucket_limit(
         }
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -277,3 +277,6 @@ pub fn secret_fields(schema: &ResourceSchema) -> BTreeMap<String, ()> {
         .map(|f| (f.name.clone(), ()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -140,8 +140,13 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
                         continue;
                     }
                 }
-                if !deps[i].iter().any(|(d, _)| *d == j) {
-                    deps[i].push((j, field.hints.edge_kind.clone()));
+                // One edge per referenced resource; a runtime-only
+                // reference does not weaken one that orders operations.
+                let kind = &field.hints.edge_kind;
+                match deps[i].iter_mut().find(|(d, _)| *d == j) {
+                    None => deps[i].push((j, kind.clone())),
+                    Some((_, k)) if *k == EdgeKind::RuntimeDependency => *k = kind.clone(),
+                    Some(_) => {}
                 }
             }
         }

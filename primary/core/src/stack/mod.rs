@@ -224,3 +224,6 @@ pub fn literal(expr: &Expr) -> Option<&Value> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;
