@@ -119,7 +119,7 @@ struct ResourceDoc {
 /// JSON is accepted too (it is YAML). `stack_dir` is the value of the
 /// built-in variable `${stack_dir}`.
 pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackError> {
-    let doc: Document = serde_yaml::from_str(text).map_err(|e| StackError {
+    let doc: Document = serde_norway::from_str(text).map_err(|e| StackError {
         file: source.to_owned(),
         line: e.location().map(|l| l.line()),
         resource: None,
