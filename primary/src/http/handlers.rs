@@ -23,7 +23,7 @@ use crate::apply::{Event, Executor};
 use crate::discovery::UNMANAGED_STACK;
 use crate::lease::{self, Claim, Keeper};
 use crate::plan::{self, Mode, Plan, SecretHasher};
-use crate::stack::{self, Catalog, Graph, Stack, StackError};
+use crate::stack::{self, Catalog, Graph, Problem, Stack, StackError};
 use crate::state::{CommandDocument, CommandFilter, CommandStatus, Store, StoredResource};
 
 type AppState = State<Arc<Shared>>;
@@ -164,6 +164,19 @@ fn invalid(errors: &[StackError]) -> ApiError {
     )
 }
 
+/// A document past the parser's limits (`stack::limits`) is too large
+/// (413); any other parse error makes the stack invalid (422).
+fn unparsable(e: StackError) -> ApiError {
+    match e.problem {
+        Problem::TooLarge(_) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the stack document is too large; nothing was changed",
+        )
+        .with("errors", Value::Array(vec![views::stack_error(&e)])),
+        _ => invalid(std::slice::from_ref(&e)),
+    }
+}
+
 pub(super) async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prepared> {
     let text = match req.document {
         Some(Value::String(text)) => text,
@@ -204,10 +217,8 @@ pub(super) async fn prepare(state: &Shared, req: StackRequest) -> ApiResult<Prep
         stack_dir: stack_dir.clone(),
         text: text.clone(),
     };
-    let stack = blocking(move || {
-        stack::parse(&source, &text, &stack_dir).map_err(|e| invalid(std::slice::from_ref(&e)))
-    })
-    .await?;
+    let stack =
+        blocking(move || stack::parse(&source, &text, &stack_dir).map_err(unparsable)).await?;
     let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
     let plugins = state.plugins.ensure(&names).await?;
     let catalog = plugins.catalog.clone();
