@@ -12,14 +12,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use orrery_bus::bus::NatsBus;
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
 use orrery_primary::apply::{Executor, Options};
 use orrery_primary::plan::{self, Mode, SecretHasher};
 use orrery_primary::stack::{self, Catalog};
 use orrery_primary::state;
-use orrery_bus::bus::NatsBus;
-use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
-use orrery_bus::transport::{LocalBus, Transport};
 
 #[derive(Clone, Copy)]
 enum Shape {

@@ -27,13 +27,13 @@ mod common;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
 use orrery_plugin_sdk::Answer;
 use orrery_primary::discovery::{self, Options, TargetRef};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{Catalog, TargetDecl};
 use orrery_primary::state::{self, StoredResource};
-use orrery_bus::plugin_host::{PluginHost, PluginSpec};
-use orrery_bus::transport::{LocalBus, Transport};
 use orrery_schema::{CreateRequest, ListRequest, ListedResource, PropertyMap, Request, Target};
 
 const THING: &str = "Testbed::Noop::Thing";

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use common::crash::{kill_when, Killed, Seen};
 use futures::StreamExt;
-use orrery_plugin_sdk::Answer;
 use orrery_bus::bus::NatsBus;
+use orrery_plugin_sdk::Answer;
 use orrery_schema::{ListRequest, PropertyMap, Request, Target, Value};
 
 const RESOURCES: usize = 100;

@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{root, Scratch};
+use orrery_bus::plugin_host::{PluginHost, PluginSpec};
+use orrery_bus::transport::{LocalBus, Transport};
 use orrery_primary::discovery::{self, Options, TargetRef};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::stack::{Catalog, TargetDecl};
 use orrery_primary::state;
-use orrery_bus::plugin_host::{PluginHost, PluginSpec};
-use orrery_bus::transport::{LocalBus, Transport};
 use orrery_schema::{CreateRequest, PropertyMap, Request, Target, Value};
 
 const STACK: &str = r#"

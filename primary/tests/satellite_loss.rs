@@ -10,14 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use orrery_bus::bus::BusError;
+use orrery_bus::transport::{SendFuture, Transport};
 use orrery_plugin_sdk::{field, resource, Answer};
 use orrery_primary::apply::{Executor, Options};
 use orrery_primary::plan::{self, Mode, SecretHasher};
 use orrery_primary::scheduler::RetryPolicy;
 use orrery_primary::stack::{self, Catalog};
 use orrery_primary::state::{SqliteStore, Store};
-use orrery_bus::bus::BusError;
-use orrery_bus::transport::{SendFuture, Transport};
 use orrery_schema::{
     Announcement, ErrorCode, ListResult, ListedResource, Operation, OperationStatus, ProgressEvent,
     PropertyMap, Request, Value,

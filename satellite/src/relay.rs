@@ -20,8 +20,8 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
 
 use crate::metrics::{Outcome, RelayMetrics};
-use orrery_bus::answer::protocol_error;
 pub use orrery_bus::answer::failure_answer;
+use orrery_bus::answer::protocol_error;
 use orrery_bus::plugin_host::{stopped, PluginHost};
 pub use orrery_bus::subjects::{operation_subject, queue_group, SERVICE_NAME, SUBJECT_PREFIX};
 

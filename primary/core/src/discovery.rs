@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use orrery_schema::{Condition, DiscoveryFilter, MatchOp, PropertyMap, ResourceSchema, Value};
 
-use crate::stack::TargetDecl;
 use crate::keys::ManagedKey;
 use crate::record::StoredResource;
+use crate::stack::TargetDecl;
 
 /// The `stack` of a discovered, unmanaged resource.
 pub const UNMANAGED_STACK: &str = "";

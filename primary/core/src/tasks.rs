@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use orrery_schema::EdgeKind;
 
 use crate::plan::{Action, Plan};
+use crate::record::StoredResource;
 use crate::scheduler::Task;
 use crate::stack::{Catalog, Graph, Stack};
-use crate::record::StoredResource;
 
 /// What one task does.
 #[derive(Clone, Debug, PartialEq, Eq)]

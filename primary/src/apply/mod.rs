@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use orrery_plugin_sdk::Answer;
 use orrery_bus::transport::Transport;
+use orrery_plugin_sdk::Answer;
 use orrery_schema::{
     CreateRequest, DeleteRequest, ErrorCode, Operation, OperationStatus, ProgressEvent,
     PropertyMap, Request, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use orrery_plugin_sdk::Answer;
 use orrery_bus::transport::Transport;
+use orrery_plugin_sdk::Answer;
 use orrery_schema::{
     ErrorCode, ListRequest, ListedResource, Operation, OperationStatus, ProgressEvent, PropertyMap,
     Request, ResourceSchema, StatusRequest, Target,

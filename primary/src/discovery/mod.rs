@@ -38,8 +38,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use orrery_plugin_sdk::Answer;
 use orrery_bus::transport::Transport;
+use orrery_plugin_sdk::Answer;
 use orrery_schema::{
     ErrorCode, ListRequest, OperationStatus, PropertyMap, ReadRequest, Request, Target,
 };

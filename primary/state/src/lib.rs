@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use error::StoreError;
 pub use orrery_core::keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
 pub use orrery_core::lease::{expiry, Lease, LeaseGrant};
 pub use orrery_core::record::{
@@ -22,7 +23,6 @@ pub use orrery_core::record::{
     StoredResource, RECORD_FORMAT,
 };
 pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
-pub use error::StoreError;
 pub use sqlite::SqliteStore;
 
 use orrery_core::stack::TargetDecl;

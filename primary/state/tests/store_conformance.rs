@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use orrery_core::stack::TargetDecl;
-use orrery_state::{
-    CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant,
-    ManagedKey, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError,
-    StoredResource, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
-};
 use orrery_schema::{PropertyMap, Value};
+use orrery_state::{
+    CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
+    OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError, StoredResource,
+    MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
+};
 
 // ---------------------------------------------------------------------------
 // Backends
@@ -1901,7 +1901,9 @@ fn pg_unreachable_server_fails_fast_without_the_password() {
         .port();
     let url = format!("postgres://orrery:hunter2@127.0.0.1:{port}/orrery?connect_timeout=5");
     let started = Instant::now();
-    let err = orrery_state::open(&url).err().expect("nothing listens there");
+    let err = orrery_state::open(&url)
+        .err()
+        .expect("nothing listens there");
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
     let text = err.to_string();

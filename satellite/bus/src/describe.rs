@@ -8,9 +8,9 @@ use futures::StreamExt;
 use orrery_schema::{Announcement, Envelope, MessageKind};
 
 use crate::bus::BusError;
-pub use crate::subjects::describe_subject;
-use crate::subjects::describe_queue_group;
 use crate::plugin_host::PluginHost;
+use crate::subjects::describe_queue_group;
+pub use crate::subjects::describe_subject;
 
 /// Answers describe requests for every plugin until `shutdown` resolves.
 pub async fn serve_describe(

@@ -11,9 +11,9 @@ use orrery_plugin_sdk::client::{deadline_ms, decode_answer};
 use orrery_plugin_sdk::Answer;
 use orrery_schema::Request;
 
+use crate::answer::failure_answer;
 use crate::bus::{BusError, NatsBus};
 use crate::plugin_host::PluginHost;
-use crate::answer::failure_answer;
 
 /// The future a transport returns.
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<Answer, BusError>> + Send + 'a>>;

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use orrery_schema::{ResourceSchema, UpdateMethod, Value};
 
-use crate::stack::{Catalog, Graph, Reference, Stack};
 use crate::record::StoredResource;
+use crate::stack::{Catalog, Graph, Reference, Stack};
 
 pub use secrets::{declares_secrets, SecretHasher};
 

@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 use orrery_schema::PropertyMap;
 use postgres::{Client, Config, NoTls};
 
-use crate::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
+use super::StateStore;
 use crate::codec::{decode_context, encode_context, encode_resource};
 use crate::StoreError;
-use super::StateStore;
+use crate::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
 use orrery_core::stack::TargetDecl;
 
 /// A migration: its version, name and SQL.
