@@ -18,6 +18,11 @@
 //!
 //! The SDK knows nothing of NATS: it speaks only the stdio link.
 
+// Plugin authors read these docs: every public item has one, and an item
+// marked `pub` is one they can reach. (The workspace's [lints] table cannot
+// be added to per crate, hence here.)
+#![deny(missing_docs, unreachable_pub)]
+
 pub mod client;
 pub mod conformance;
 pub mod frame_io;

@@ -369,7 +369,7 @@ mod tests {
             max_aliases: 100,
             ..limits()
         };
-        let items = vec!["x"; 9].join(", ");
+        let items = ["x"; 9].join(", ");
         let mut at = format!("- &a [{items}]\n");
         for _ in 0..8 {
             at.push_str("- *a\n");
