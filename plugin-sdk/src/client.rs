@@ -95,6 +95,15 @@ pub struct PluginClient {
 impl PluginClient {
     /// Reads the plugin's announcement (within `timeout`), checks its
     /// protocol major and starts correlating answers.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Timeout`] when no frame arrives within `timeout`;
+    /// [`ConnectError::Closed`] when the stream ends or fails first;
+    /// [`ConnectError::BadAnnouncement`] when the first frame is not an
+    /// announcement (often a stray print on the plugin's stdout);
+    /// [`ConnectError::UnsupportedProtocol`] when the plugin speaks another
+    /// protocol major.
     pub async fn connect<R, W>(
         reader: R,
         writer: W,
@@ -192,6 +201,12 @@ impl PluginClient {
 
     /// Sends an envelope and waits for the envelope that answers it, at most
     /// `timeout`. On timeout a `cancel` is sent to the plugin.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::LinkClosed`] when the link is or becomes closed before the
+    /// answer; [`CallError::DeadlineExceeded`] when `timeout` passes (a cancel
+    /// has been sent).
     pub async fn call(&self, envelope: Envelope, timeout: Duration) -> Result<Envelope, CallError> {
         let id = envelope.id;
         let (tx, rx) = oneshot::channel();
@@ -242,6 +257,11 @@ impl PluginClient {
     }
 
     /// Sends a typed request and decodes the answer.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Encode`] when the request cannot be encoded (over the
+    /// message limit); then as [`PluginClient::call`] and [`decode_answer`].
     pub async fn request(&self, request: &Request, timeout: Duration) -> Result<Answer, CallError> {
         let envelope = request
             .to_envelope()
@@ -252,6 +272,11 @@ impl PluginClient {
     }
 
     /// Sends `ping` and waits for `pong`.
+    ///
+    /// # Errors
+    ///
+    /// As [`PluginClient::call`]; [`CallError::UnexpectedAnswer`] when the
+    /// answer is not `pong`.
     pub async fn ping(&self, timeout: Duration) -> Result<(), CallError> {
         let ping =
             Envelope::new(MessageKind::Ping, &()).map_err(|e| CallError::Encode(e.to_string()))?;
@@ -264,6 +289,12 @@ impl PluginClient {
 }
 
 /// Decodes an answer envelope.
+///
+/// # Errors
+///
+/// [`CallError::UnexpectedAnswer`] for a kind other than `progress`,
+/// `list_result` or `error`; [`CallError::LinkClosed`] when the body does not
+/// decode (a plugin that sends garbage is treated as a broken link).
 pub fn decode_answer(answer: &Envelope) -> Result<Answer, CallError> {
     let bad = |e: orrery_schema::DecodeError| {
         CallError::LinkClosed(format!(

@@ -43,6 +43,11 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// Writes envelopes from `rx` as frames, flushing whenever the queue runs
 /// dry so that bursts share one write. Returns when every sender is gone or
 /// the stream fails.
+///
+/// # Errors
+///
+/// The first I/O error of `writer` (the link is broken). An envelope that
+/// cannot be encoded is logged and dropped, not an error.
 pub async fn write_frames<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: mpsc::Receiver<Envelope>,

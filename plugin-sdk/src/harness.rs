@@ -13,6 +13,12 @@ const PIPE_BYTES: usize = 1 << 20;
 
 /// Serves `plugin` on in-memory pipes and returns a connected client.
 /// The plugin stops when every clone of the client is dropped.
+///
+/// # Errors
+///
+/// As [`PluginClient::connect`]; in practice only when the plugin's
+/// announcement cannot be encoded (e.g. its schemas are over the message
+/// limit).
 pub async fn start<P: ResourcePlugin>(plugin: P) -> Result<PluginClient, ConnectError> {
     let (host_side, plugin_side) = tokio::io::duplex(PIPE_BYTES);
     let (plugin_read, plugin_write) = tokio::io::split(plugin_side);

@@ -18,6 +18,12 @@
 //!
 //! The SDK knows nothing of NATS: it speaks only the stdio link.
 
+// Plugin authors read these docs: every public item has one, says how it
+// fails (and panics), and an item marked `pub` is one they can reach. (The
+// workspace's [lints] table cannot be added to per crate, hence here.)
+#![deny(missing_docs, unreachable_pub)]
+#![deny(clippy::missing_errors_doc, clippy::missing_panics_doc)]
+
 pub mod client;
 pub mod conformance;
 pub mod frame_io;

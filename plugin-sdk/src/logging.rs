@@ -9,7 +9,7 @@ pub const LOG_FORMAT_ENV: &str = "ORRERY_PLUGIN_LOG_FORMAT";
 /// Sets up the plugin's telemetry as `orrery-plugin-<name>`. A broken
 /// telemetry setting is reported on stderr and leaves the plugin running
 /// without export: observability never stops a plugin from serving.
-pub fn init(name: &str) -> Option<Telemetry> {
+pub(crate) fn init(name: &str) -> Option<Telemetry> {
     let mut config = match TelemetryConfig::from_env(&format!("orrery-plugin-{name}")) {
         Ok(config) => config,
         Err(e) => {

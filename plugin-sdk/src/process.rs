@@ -74,6 +74,12 @@ impl SpawnConfig {
 /// The child runs in its own process group, is killed when its handle is
 /// dropped, and receives SIGKILL if the host dies (`PR_SET_PDEATHSIG`), so no
 /// plugin process outlives its host.
+///
+/// # Errors
+///
+/// [`SpawnError::Exec`] when the binary cannot be started;
+/// [`SpawnError::Handshake`] when it starts but does not announce itself
+/// correctly within `handshake_timeout` (see [`PluginClient::connect`]).
 pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnError> {
     let mut command = Command::new(&config.path);
     command

@@ -9,11 +9,20 @@ use crate::result::PluginError;
 
 /// Reads properties into a typed struct. Missing required fields or values
 /// of the wrong kind become an `InvalidRequest` error naming the problem.
+///
+/// # Errors
+///
+/// An `InvalidRequest` [`PluginError`] naming the problem: a required field
+/// missing, a value of the wrong kind.
 pub fn from_properties<T: DeserializeOwned>(properties: &PropertyMap) -> Result<T, PluginError> {
     from_value(&Value::Map(properties.clone()))
 }
 
 /// Reads any value into a typed one; errors are `InvalidRequest`.
+///
+/// # Errors
+///
+/// An `InvalidRequest` [`PluginError`] when the value is not a `T`.
 pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, PluginError> {
     let bytes = orrery_schema::encode(value)
         .map_err(|e| PluginError::invalid(format!("invalid properties: {e}")))?;
@@ -27,6 +36,11 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, PluginError> 
 
 /// Writes a typed struct as properties. Fields serialized as `None` are
 /// dropped, so absent stays absent.
+///
+/// # Errors
+///
+/// An `InternalFailure` [`PluginError`] when `value` does not serialize as a
+/// map, or as [`to_value`].
 pub fn to_properties<T: Serialize>(value: &T) -> Result<PropertyMap, PluginError> {
     match to_value(value)? {
         Value::Map(mut map) => {
@@ -44,6 +58,11 @@ pub fn to_properties<T: Serialize>(value: &T) -> Result<PropertyMap, PluginError
 }
 
 /// Writes any serde value as a [`Value`].
+///
+/// # Errors
+///
+/// An `InternalFailure` [`PluginError`] when `value` cannot be serialized or
+/// is over the message limit.
 pub fn to_value<T: Serialize>(value: &T) -> Result<Value, PluginError> {
     let bytes = orrery_schema::encode(value)
         .map_err(|e| PluginError::new(orrery_schema::ErrorCode::InternalFailure, e.to_string()))?;

@@ -69,6 +69,11 @@ impl From<std::io::Error> for PluginError {
 }
 
 /// A finished operation: the resource's native id and current properties.
+///
+/// # Errors
+///
+/// Never: always `Ok`. The [`OpResult`] lets a handler end with
+/// `return done(id, properties);`.
 pub fn done(native_id: impl Into<String>, properties: PropertyMap) -> OpResult {
     Ok(ProgressEvent {
         status: OperationStatus::Success,
@@ -79,6 +84,10 @@ pub fn done(native_id: impl Into<String>, properties: PropertyMap) -> OpResult {
 }
 
 /// A deleted resource: success without properties.
+///
+/// # Errors
+///
+/// Never: always `Ok` (see [`done`]).
 pub fn deleted(native_id: impl Into<String>) -> OpResult {
     Ok(ProgressEvent {
         status: OperationStatus::Success,
@@ -89,6 +98,10 @@ pub fn deleted(native_id: impl Into<String>) -> OpResult {
 
 /// An operation still running: the runtime polls `status` after
 /// `retry_after_ms`, handing `context` back.
+///
+/// # Errors
+///
+/// Never: always `Ok` (see [`done`]).
 pub fn in_progress(native_id: impl Into<String>, context: Value, retry_after_ms: u64) -> OpResult {
     Ok(ProgressEvent {
         status: OperationStatus::InProgress,

@@ -160,6 +160,12 @@ type InFlight = Arc<Mutex<HashMap<Uuid, oneshot::Sender<()>>>>;
 
 /// Serves `plugin` over any pair of byte streams until the reader ends or
 /// `shutdown` completes; in-flight requests get [`SHUTDOWN_GRACE`] to finish.
+///
+/// # Errors
+///
+/// When the announcement cannot be encoded (the plugin's schemas are over
+/// the message limit), or the writer's first I/O error (the link broke).
+/// A reader that ends or fails ends serving without an error.
 pub async fn serve_io<P, R, W>(
     plugin: Arc<P>,
     reader: R,

@@ -5,7 +5,7 @@ use std::os::fd::FromRawFd;
 
 /// Duplicates stdout into a new descriptor reserved for frames, then points
 /// descriptor 1 at stderr so that stray prints become log lines.
-pub fn take_stdout_for_frames() -> std::io::Result<File> {
+pub(crate) fn take_stdout_for_frames() -> std::io::Result<File> {
     // SAFETY: dup/dup2 on the process's own standard descriptors; the new
     // descriptor is owned by the returned File and by nothing else.
     unsafe {

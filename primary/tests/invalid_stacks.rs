@@ -3,25 +3,29 @@
 
 mod common;
 
-use common::Scratch;
+use common::{Run, Scratch};
 
 const HEAD: &str = "stack: bad\ntargets:\n  - name: home\n    plugin: local\n    config: { root: \"${stack_dir}/site\", create_root: true }\nresources:\n";
 
+/// What `orrery apply` printed from its `error: ` line on, the scratch
+/// directory left out of paths (`bad.yaml:7`, not `/tmp/…/bad.yaml:7`).
+fn error_lines(run: &Run, scratch: &Scratch) -> Vec<String> {
+    let dir = format!("{}/", scratch.path().display());
+    run.stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("error: "))
+        .map(|l| l.replace(&dir, ""))
+        .collect()
+}
+
+/// Applies the stack with `resources` and checks that it failed with
+/// exactly `expected` as the error lines, having touched nothing.
 fn check(resources: &str, expected: &[&str]) {
     let scratch = Scratch::new();
     let file = scratch.write("bad.yaml", &format!("{HEAD}{resources}"));
     let run = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
     assert_eq!(run.code, 1, "{run:?}");
-    for needle in expected {
-        assert!(
-            run.stderr.contains(needle),
-            "expected {needle:?} in {run:?}"
-        );
-    }
-    assert!(
-        run.stderr.contains("nothing was changed") || run.stderr.contains("error"),
-        "{run:?}"
-    );
+    assert_eq!(error_lines(&run, &scratch), expected, "{run:?}");
     let site = scratch.path().join("site");
     let touched = std::fs::read_dir(&site).map(|d| d.count()).unwrap_or(0);
     assert_eq!(touched, 0, "no resource was created");
@@ -34,11 +38,17 @@ fn check(resources: &str, expected: &[&str]) {
     );
 }
 
+/// A stack that does not validate: one line per problem under the header.
+const INVALID: &str = "error: the stack is invalid; nothing was changed:";
+
 #[test]
 fn unknown_type() {
     check(
         "  - label: x\n    type: Local::Fs::Socket\n    target: home\n    properties: { path: a }\n",
-        &["bad.yaml:7: resource `x`: unknown type `Local::Fs::Socket`: plugin `local` does not announce it"],
+        &[
+            INVALID,
+            "  bad.yaml:7: resource `x`: unknown type `Local::Fs::Socket`: plugin `local` does not announce it",
+        ],
     );
 }
 
@@ -46,7 +56,7 @@ fn unknown_type() {
 fn missing_required_field() {
     check(
         "  - label: d\n    type: Local::Fs::Directory\n    target: home\n    properties: { mode: 493 }\n",
-        &["resource `d`: missing required field `path`"],
+        &[INVALID, "  bad.yaml:7: resource `d`: missing required field `path`"],
     );
 }
 
@@ -54,7 +64,10 @@ fn missing_required_field() {
 fn unknown_field() {
     check(
         "  - label: d\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: a, colour: blue }\n",
-        &["resource `d`: unknown field `colour` for type `Local::Fs::Directory`"],
+        &[
+            INVALID,
+            "  bad.yaml:7: resource `d`: unknown field `colour` for type `Local::Fs::Directory`",
+        ],
     );
 }
 
@@ -63,8 +76,9 @@ fn reference_to_missing_resource_and_property() {
     check(
         "  - label: d\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${nope.path}\" }\n  - label: e\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${d.size}\" }\n",
         &[
-            "resource `d`: references resource `nope`, which the stack does not declare",
-            "resource `e`: references `d.size`, but that resource's type has no property `size`",
+            INVALID,
+            "  bad.yaml:7: resource `d`: references resource `nope`, which the stack does not declare",
+            "  bad.yaml:11: resource `e`: references `d.size`, but that resource's type has no property `size`",
         ],
     );
 }
@@ -73,13 +87,33 @@ fn reference_to_missing_resource_and_property() {
 fn dependency_cycle_names_every_member() {
     check(
         "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${c.path}/a\" }\n  - label: b\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${a.path}/b\" }\n  - label: c\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${b.path}/c\" }\n",
-        &["dependency cycle:", "a", "b", "c"],
+        &[
+            INVALID,
+            "  bad.yaml:11: resource `b`: dependency cycle: b -> c -> a -> b",
+        ],
     );
 }
 
 #[test]
 fn syntax_errors_name_the_line() {
-    check("  - label: [unclosed\n", &["bad.yaml:7"]);
+    // Found where the parser meets it: a stray `:` on its line, an
+    // unclosed list where the text ends.
+    check(
+        "  - label: a\n    type: Local::Fs::Directory: x\n    target: home\n",
+        &["error: bad.yaml:8: mapping values are not allowed in this context at line 8 column 31"],
+    );
+    check(
+        "  - label: [unclosed\n",
+        &["error: bad.yaml:8: while parsing a flow sequence, expected ',' or ']' at line 8 column 1"],
+    );
+}
+
+#[test]
+fn shape_errors_name_the_line() {
+    check(
+        "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    colour: blue\n",
+        &["error: bad.yaml:10: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties` at line 10 column 5"],
+    );
 }
 
 #[test]
@@ -90,6 +124,11 @@ fn unknown_target_and_plugin() {
         "stack: bad\ntargets:\n  - name: far\n    plugin: nosuch\nresources: []\n",
     );
     let run = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
-    assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("plugin `nosuch` not found"), "{run:?}");
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines = error_lines(&run, &scratch);
+    assert_eq!(lines.len(), 1, "{run:?}");
+    assert!(
+        lines[0].starts_with("error: plugin `nosuch` not found"),
+        "{run:?}"
+    );
 }

@@ -54,6 +54,12 @@ pub enum DecodeError {
 }
 
 /// Encodes a message as a MessagePack map keyed by field name.
+///
+/// # Errors
+///
+/// [`EncodeError::TooLarge`] when the encoded message is over
+/// [`MAX_MESSAGE_BYTES`]; [`EncodeError::Serialize`] when the value's
+/// `Serialize` implementation fails (e.g. a custom one returning an error).
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> {
     let bytes = rmp_serde::to_vec_named(value)?;
     if bytes.len() > MAX_MESSAGE_BYTES {
@@ -69,6 +75,13 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
 ///
 /// Unknown fields are ignored, missing fields take their defaults, unknown
 /// enum values decode into the enum's `Unknown` variant.
+///
+/// # Errors
+///
+/// [`DecodeError::TooLarge`] when `bytes` is over [`MAX_MESSAGE_BYTES`]
+/// (nothing is parsed); [`DecodeError::Malformed`] when the bytes are not
+/// MessagePack of `T`'s shape or nest deeper than [`MAX_DEPTH`];
+/// [`DecodeError::TrailingBytes`] when bytes follow one whole message.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(DecodeError::TooLarge {

@@ -91,6 +91,11 @@ pub struct Envelope {
 
 impl Envelope {
     /// A new message of `kind` carrying `body`, with a fresh UUID v7.
+    ///
+    /// # Errors
+    ///
+    /// As [`codec::encode`] of `body`: it is over the
+    /// message limit, or cannot be serialized.
     pub fn new<T: Serialize>(kind: MessageKind, body: &T) -> Result<Self, EncodeError> {
         Ok(Envelope {
             protocol: PROTOCOL_MAJOR,
@@ -104,6 +109,10 @@ impl Envelope {
     }
 
     /// An answer to this message: correlated to its id, same trace.
+    ///
+    /// # Errors
+    ///
+    /// As [`Envelope::new`].
     pub fn reply<T: Serialize>(&self, kind: MessageKind, body: &T) -> Result<Self, EncodeError> {
         let mut reply = Envelope::new(kind, body)?;
         reply.correlation = Some(self.id);
@@ -124,16 +133,31 @@ impl Envelope {
     }
 
     /// Decodes the body as `T`.
+    ///
+    /// # Errors
+    ///
+    /// As [`codec::decode`]: the body is not a `T`, is
+    /// over the message limit, or has bytes after the message.
     pub fn body<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
         codec::decode(&self.body)
     }
 
     /// Encodes the whole envelope.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError::TooLarge`] when the envelope, body included, encodes to
+    /// more than [`MAX_MESSAGE_BYTES`](crate::codec::MAX_MESSAGE_BYTES).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         codec::encode(self)
     }
 
     /// Decodes a whole envelope from untrusted bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`codec::decode`]: not an envelope, over the
+    /// message limit, or bytes after it.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         codec::decode(bytes)
     }

@@ -30,6 +30,10 @@ pub enum FrameError {
 }
 
 /// Encodes an envelope as one frame.
+///
+/// # Errors
+///
+/// As [`encode_frame_into`].
 pub fn encode_frame(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
     let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + 64 + envelope.body.len());
     encode_frame_into(envelope, &mut out)?;
@@ -40,6 +44,12 @@ pub fn encode_frame(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
 /// [`encode_frame`], encoded in place behind the length prefix (no second
 /// buffer, no copy), so a writer can batch frames in one reused buffer.
 /// On error `out` is left as it was.
+///
+/// # Errors
+///
+/// [`EncodeError::TooLarge`] when the encoded envelope is over
+/// [`MAX_MESSAGE_BYTES`];
+/// [`EncodeError::Serialize`] when it cannot be serialized.
 pub fn encode_frame_into(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let start = out.len();
     out.put_u32(0);
@@ -87,6 +97,12 @@ impl FrameDecoder {
     ///
     /// `Ok(None)` means more bytes are needed. After `Err(TooLarge)` keep
     /// calling: the decoder discards the oversized payload as it arrives.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::TooLarge`] when the next length prefix announces more than
+    /// the decoder's limit. The prefix is consumed and the payload is discarded
+    /// as it arrives; the frames after it decode normally.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
         if self.skipping > 0 {
             let n = self.skipping.min(buf.len());

@@ -21,6 +21,12 @@
 //! unknown enum values decode into `Unknown`; fixtures under
 //! `schema/tests/fixtures/` are only ever added.
 
+// Plugin authors read these docs: every public item has one, says how it
+// fails (and panics), and an item marked `pub` is one they can reach. (The
+// workspace's [lints] table cannot be added to per crate, hence here.)
+#![deny(missing_docs, unreachable_pub)]
+#![deny(clippy::missing_errors_doc, clippy::missing_panics_doc)]
+
 mod open_enum;
 
 pub mod announce;

@@ -271,6 +271,10 @@ impl Request {
     }
 
     /// Wraps the request in a new envelope.
+    ///
+    /// # Errors
+    ///
+    /// As [`Envelope::new`]: the request is over the message limit.
     pub fn to_envelope(&self) -> Result<Envelope, crate::codec::EncodeError> {
         match self {
             Request::Create(r) => Envelope::new(self.kind(), r),
@@ -283,6 +287,12 @@ impl Request {
     }
 
     /// Decodes the request an envelope carries.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::NotARequest`] when the envelope's kind is not one of the
+    /// six operation requests; [`RequestError::Body`] when its body does not
+    /// decode as that request.
     pub fn from_envelope(envelope: &Envelope) -> Result<Request, RequestError> {
         let body = |e: DecodeError| RequestError::Body {
             kind: envelope.kind.clone(),

@@ -66,6 +66,12 @@ pub enum FixtureError {
 }
 
 /// Loads every `*.json` fixture in `dir`, sorted by file name.
+///
+/// # Errors
+///
+/// [`FixtureError::Read`] when `dir` or a file in it cannot be read;
+/// [`FixtureError::Parse`] when a file is not a valid fixture;
+/// [`FixtureError::Empty`] when `dir` holds no `*.json` file.
 pub fn load_fixtures(dir: &Path) -> Result<Vec<Fixture>, FixtureError> {
     let read = |path: &Path, source| FixtureError::Read {
         path: path.to_owned(),

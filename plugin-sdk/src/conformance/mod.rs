@@ -64,6 +64,11 @@ pub async fn run(client: &PluginClient, fixtures: &[Fixture], options: &Options)
 /// // orrery_plugin_sdk::conformance::assert_conformant(MyPlugin::default(), "conformance").await;
 /// # }
 /// ```
+///
+/// # Panics
+///
+/// When the fixtures cannot be loaded, when the plugin does not start
+/// in-process, or when any check fails (the message is the report).
 pub async fn assert_conformant<P: ResourcePlugin>(
     plugin: P,
     fixtures_dir: impl AsRef<Path>,

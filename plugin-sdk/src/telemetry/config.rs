@@ -35,11 +35,21 @@ impl TelemetryConfig {
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_TRACES_SAMPLER` and
     /// `OTEL_TRACES_SAMPLER_ARG`. Unset variables keep the defaults: no
     /// export, every trace sampled, text logs at `info`.
+    ///
+    /// # Errors
+    ///
+    /// [`SamplingError::UnknownSampler`] when `OTEL_TRACES_SAMPLER` names a
+    /// sampler Orrery does not offer; [`SamplingError::BadRatio`] when
+    /// `OTEL_TRACES_SAMPLER_ARG` is not a number between 0 and 1.
     pub fn from_env(service_name: &str) -> Result<Self, SamplingError> {
         Self::from_vars(service_name, |k| std::env::var(k).ok())
     }
 
     /// [`Self::from_env`] over any variable source, for tests.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::from_env`].
     pub fn from_vars(
         service_name: &str,
         var: impl Fn(&str) -> Option<String>,
@@ -80,6 +90,10 @@ impl TelemetryConfig {
 }
 
 /// Parses a ratio given on a command line or in a config file.
+///
+/// # Errors
+///
+/// [`SamplingError::BadRatio`] when `text` is not a number between 0 and 1.
 pub fn parse_ratio(text: &str) -> Result<f64, SamplingError> {
     match text.trim().parse::<f64>() {
         Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),

@@ -39,6 +39,12 @@ pub struct Telemetry {
 /// tracing costs next to nothing. Metrics are always readable through
 /// [`Telemetry::prometheus_text`] and pushed over OTLP when exporting. A
 /// second call in one process (tests) keeps the first subscriber.
+///
+/// # Errors
+///
+/// When an OTLP endpoint is configured and its span or metric exporter
+/// cannot be built (e.g. the HTTP client cannot be created). Without an
+/// endpoint it does not fail.
 pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::ExporterBuildError> {
     let resource = Resource::builder()
         .with_service_name(config.service_name.clone())

@@ -10,7 +10,7 @@ use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 /// Renders every metric of `metrics`.
-pub fn render(metrics: &ResourceMetrics) -> String {
+pub(crate) fn render(metrics: &ResourceMetrics) -> String {
     let mut out = String::new();
     for scope in metrics.scope_metrics() {
         for metric in scope.metrics() {

@@ -101,14 +101,28 @@ impl From<LeaseError> for ApiError {
 impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> Self {
         match e {
-            ServiceError::InvalidStack(errors) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "the stack is invalid; nothing was changed",
-            )
-            .with(
-                "errors",
-                Value::Array(errors.iter().map(super::views::stack_error).collect()),
-            ),
+            // A document past the parser's limits (`stack::limits`) is
+            // too large (413); any other problem makes it invalid (422).
+            ServiceError::InvalidStack(errors) => {
+                let too_large = errors
+                    .iter()
+                    .any(|e| matches!(e.problem, crate::stack::Problem::TooLarge(_)));
+                let (status, message) = if too_large {
+                    (
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "the stack document is too large; nothing was changed",
+                    )
+                } else {
+                    (
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "the stack is invalid; nothing was changed",
+                    )
+                };
+                ApiError::new(status, message).with(
+                    "errors",
+                    Value::Array(errors.iter().map(super::views::stack_error).collect()),
+                )
+            }
             ServiceError::Plugin(
                 e @ (PluginError::NotFound { .. } | PluginError::Misnamed { .. }),
             ) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),

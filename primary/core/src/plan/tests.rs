@@ -535,7 +535,7 @@ fn references_unknown_until_applied_count_as_changes() {
         &'a [&'a str],
     );
     // (what, a desired, a stored, b desired, b stored, a's action, b's action, b's fields)
-    let cases: Vec<Case> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "a created: b's input unknown",
             &a_same,

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::limits::Limit;
+
 /// What is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
@@ -51,6 +53,10 @@ pub enum Problem {
     Cycle(Vec<String>),
     /// A target name that cannot be a NATS subject token.
     BadTargetName(String),
+    /// The document is longer, deeper, or expands (through its aliases)
+    /// to more than the parser's limits allow (`stack::limits`). Nothing
+    /// was built.
+    TooLarge(Limit),
 }
 
 /// One problem in a stack document.
@@ -113,6 +119,7 @@ impl fmt::Display for StackError {
             Problem::BadTargetName(t) => {
                 write!(f, "target name `{t}` must be letters, digits, `-` or `_` (it is a NATS subject token)")
             }
+            Problem::TooLarge(limit) => write!(f, "{limit}"),
         }
     }
 }

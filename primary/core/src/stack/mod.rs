@@ -24,6 +24,7 @@
 mod error;
 mod expr;
 mod graph;
+pub mod limits;
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,7 @@ use serde::Deserialize;
 pub use error::{Problem, StackError};
 pub use expr::{Expr, Part, Reference};
 pub use graph::{validate, Catalog, Graph};
+pub use limits::{Limit, Limits};
 
 /// A target: a plugin and its configuration for one place resources live.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,8 +120,35 @@ struct ResourceDoc {
 /// Parses a stack document. `source` names it in errors (a file path);
 /// JSON is accepted too (it is YAML). `stack_dir` is the value of the
 /// built-in variable `${stack_dir}`.
+///
+/// The document is first held to the default [`Limits`] (16 MiB of text,
+/// 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and 32 MiB of
+/// scalars once aliases are expanded; see [`limits`]): past one, the error
+/// is [`Problem::TooLarge`] naming the line, and nothing was built.
 pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackError> {
-    let doc: Document = serde_yaml::from_str(text).map_err(|e| StackError {
+    parse_with_limits(source, text, stack_dir, &Limits::default())
+}
+
+/// [`parse`] with other limits.
+pub fn parse_with_limits(
+    source: &str,
+    text: &str,
+    stack_dir: &str,
+    limits: &Limits,
+) -> Result<Stack, StackError> {
+    limits::check(text, limits).map_err(|refusal| {
+        let (line, problem) = match refusal {
+            limits::Refusal::Limit { line, limit } => (line, Problem::TooLarge(limit)),
+            limits::Refusal::Syntax { line, message } => (Some(line), Problem::Syntax(message)),
+        };
+        StackError {
+            file: source.to_owned(),
+            line,
+            resource: None,
+            problem,
+        }
+    })?;
+    let doc: Document = serde_norway::from_str(text).map_err(|e| StackError {
         file: source.to_owned(),
         line: e.location().map(|l| l.line()),
         resource: None,
@@ -227,3 +256,88 @@ pub fn literal(expr: &Expr) -> Option<&Value> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod alias_tests {
+    use super::*;
+
+    const HEAD: &str = "stack: s\ntargets:\n  - name: home\n    plugin: local\nresources:\n";
+
+    /// Issue #14's shape: one anchored list aliased 200 times, and that
+    /// list of copies aliased again, in a ~600 KB document.
+    fn bomb() -> String {
+        let seed = vec!["x"; 150_000].join(", ");
+        let copies = vec!["*a"; 200].join(", ");
+        let again = vec!["*b"; 200].join(", ");
+        format!(
+            "{HEAD}  - label: bomb\n    type: T\n    target: home\n    properties:\n      seed: &a [{seed}]\n      copies: &b [{copies}]\n      again: [{again}]\n"
+        )
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_on_the_line_that_passes_the_limit() {
+        let text = bomb();
+        assert!(text.len() > 450_000, "{}", text.len());
+        let e = parse("bomb.yaml", &text, "/").unwrap_err();
+        assert_eq!(
+            e.problem,
+            Problem::TooLarge(Limit::Nodes {
+                max: limits::MAX_NODES
+            })
+        );
+        assert_eq!(e.line, Some(11), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "bomb.yaml:11: the document expands to more than 1000000 nodes once its aliases are resolved"
+        );
+    }
+
+    #[test]
+    fn a_few_aliases_still_parse() {
+        let text = format!(
+            "{HEAD}  - label: a\n    type: T\n    target: home\n    properties: &p {{ path: a, tags: &t [x, y] }}\n  - label: b\n    type: T\n    target: home\n    properties: {{ path: b, tags: *t }}\n"
+        );
+        let stack = parse("s.yaml", &text, "/").unwrap();
+        assert_eq!(
+            stack.resources[1].properties["tags"],
+            stack.resources[0].properties["tags"]
+        );
+        assert_eq!(stack.resources[1].line, Some(10));
+    }
+
+    #[test]
+    fn limits_are_applied_as_given() {
+        let text = format!("{HEAD}  - label: a\n    type: T\n    target: home\n");
+        let tight = Limits {
+            max_nodes: 5,
+            ..Limits::default()
+        };
+        let e = parse_with_limits("s.yaml", &text, "/", &tight).unwrap_err();
+        assert_eq!(e.problem, Problem::TooLarge(Limit::Nodes { max: 5 }));
+        assert_eq!(e.line, Some(3));
+        assert!(parse("s.yaml", &text, "/").is_ok());
+    }
+
+    #[test]
+    fn syntax_errors_name_the_file_and_line() {
+        let text = format!("{HEAD}  - label: a\n    type: T: U\n    target: home\n");
+        let e = parse("bad.yaml", &text, "/").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad.yaml:7: mapping values are not allowed in this context at line 7 column 12"
+        );
+        // An unclosed list is found where the text ends.
+        let text = format!("{HEAD}  - label: [unclosed\n");
+        let e = parse("bad.yaml", &text, "/").unwrap_err();
+        assert!(matches!(e.problem, Problem::Syntax(_)), "{e:?}");
+        assert_eq!(e.line, Some(7), "{e}");
+    }
+
+    #[test]
+    fn shape_errors_from_the_deserializer_name_the_line() {
+        let text = format!("{HEAD}  - label: a\n    type: T\n    target: home\n    colour: blue\n");
+        let e = parse("bad.yaml", &text, "/").unwrap_err();
+        assert_eq!(e.line, Some(9), "{e}");
+        assert!(e.to_string().contains("unknown field `colour`"), "{e}");
+    }
+}
