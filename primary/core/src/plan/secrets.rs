@@ -57,7 +57,7 @@ pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
             Some(schema) => r.properties.keys().any(|k| {
                 schema
                     .field(k)
-                    .is_none_or(|f| f.hints.write_only || f.hints.opaque)
+                    .is_none_or(|f| f.hints.is_secret())
             }),
             None => !r.properties.is_empty(),
         }
