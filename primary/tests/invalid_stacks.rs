@@ -100,11 +100,17 @@ fn syntax_errors_name_the_line() {
     // unclosed list where the text ends.
     check(
         "  - label: a\n    type: Local::Fs::Directory: x\n    target: home\n",
-        &[INVALID, "  bad.yaml:8: mapping values are not allowed in this context at line 8 column 31"],
+        &[
+            INVALID,
+            "  bad.yaml:8: mapping values are not allowed in this context at line 8 column 31",
+        ],
     );
     check(
         "  - label: [unclosed\n",
-        &[INVALID, "  bad.yaml:8: while parsing a flow sequence, expected ',' or ']' at line 8 column 1"],
+        &[
+            INVALID,
+            "  bad.yaml:8: while parsing a flow sequence, expected ',' or ']' at line 8 column 1",
+        ],
     );
 }
 
@@ -129,7 +135,9 @@ fn unknown_target_and_plugin() {
     assert_eq!(lines.len(), 2, "{run:?}");
     assert_eq!(lines[0], INVALID, "{run:?}");
     assert!(
-        lines[1].starts_with("  bad.yaml: plugin `nosuch` not found: looked for `orrery-plugin-nosuch` in "),
+        lines[1].starts_with(
+            "  bad.yaml: plugin `nosuch` not found: looked for `orrery-plugin-nosuch` in "
+        ),
         "{run:?}"
     );
 }

@@ -59,11 +59,7 @@ pub fn excluded(
 /// Drops write-only and opaque fields (plugins should never return them).
 pub fn strip_secrets(schema: Option<&ResourceSchema>, properties: &mut PropertyMap) {
     if let Some(schema) = schema {
-        properties.retain(|k, _| {
-            !schema
-                .field(k)
-                .is_some_and(|f| f.hints.is_secret())
-        });
+        properties.retain(|k, _| !schema.field(k).is_some_and(|f| f.hints.is_secret()));
     }
 }
 
