@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use orrery_schema::PropertyMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use crate::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
 use crate::codec::{decode_context, encode_context, encode_resource};
+use crate::{CommandRecord, CommandStatus, OperationRecord, StoredResource, RECORD_FORMAT};
 use crate::{StateStore, StoreError};
 
 /// The embedded SQLite store. Cheap to clone.
