@@ -15,14 +15,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use error::StoreError;
 pub use orrery_core::keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
 pub use orrery_core::lease::{expiry, Lease, LeaseGrant};
 pub use orrery_core::record::{
     CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, OperationRecord,
     StoredResource, RECORD_FORMAT,
 };
-pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
-pub use error::StoreError;
+#[doc(hidden)]
+pub use postgres::connect_config as pg_connect_config;
+pub use postgres::{
+    Migration, PgPool, PgStore, TlsMode, DEFAULT_POOL_SIZE, MIGRATIONS, PG_SCHEMA_VERSION,
+};
 pub use sqlite::SqliteStore;
 
 use orrery_core::stack::TargetDecl;
