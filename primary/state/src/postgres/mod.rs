@@ -567,16 +567,15 @@ impl PgPool {
         &self,
         stack: &str,
     ) -> Result<Option<CommandRecord>, StoreError> {
-        let id: Option<String> =
-            on_conn!(self, |c| {
-                Ok(query_opt(
+        let id: Option<String> = on_conn!(self, |c| {
+            Ok(query_opt(
             c,
             "SELECT id FROM commands WHERE stack = $1 ORDER BY started_ms DESC, seq DESC LIMIT 1",
             &[&stack],
         )
         .await?
         .map(|r| r.get(0)))
-            })?;
+        })?;
         match id {
             Some(id) => self.command(Some(&id)).await,
             None => Ok(None),
