@@ -984,7 +984,7 @@ impl StateStore for PgStore {
     }
 
     fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError> {
-        let (id, status) = (id.to_owned(), status.clone());
+        let (id, status) = (id.to_owned(), *status);
         bridge!(self, finish_command(&id, &status))
     }
 
