@@ -12,7 +12,7 @@ use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{Action, Mode};
 use orrery_primary::scheduler::BucketLimit;
-use orrery_primary::service::view::{mode_name, PlanView, ReportView};
+use orrery_primary::service::view::{mode_name, FieldDiffView, PlanView, ReportView};
 use orrery_primary::service::{
     plugin_search_path, Command, Engine, Planned, PluginPool, Plugins, Service, ServiceConfig,
     ServiceError,
@@ -261,6 +261,11 @@ fn print_plan(plan: &PlanView, output: Output) {
             "  {sign:>3} {} {} [{}]{fields}",
             c.action, c.label, c.resource_type
         );
+        if matches!(c.action, "update" | "replace") {
+            for d in &c.diffs {
+                print_diff(d);
+            }
+        }
     }
     let s = plan.summary;
     if plan.has_changes {
@@ -270,6 +275,95 @@ fn print_plan(plan: &PlanView, output: Output) {
         );
     } else {
         println!("No changes: {} resources up to date.", s.no_op);
+    }
+}
+
+/// Longest value shown in a plan line; `--output json` has them whole.
+const SHOWN_CHARS: usize = 60;
+
+fn short(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= SHOWN_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(SHOWN_CHARS).collect();
+    format!(
+        "{cut}… ({} chars; --output json shows it all)",
+        text.chars().count()
+    )
+}
+
+/// One changed field, `old → new`; maps and lists by key and index.
+fn print_diff(d: &FieldDiffView) {
+    let reason = if d.forces_replacement {
+        "  # forces replacement"
+    } else {
+        ""
+    };
+    if d.sensitive {
+        println!("        {}: (sensitive){reason}", d.field);
+        return;
+    }
+    let after = if d.known_after_apply {
+        Some("(known after apply)".to_owned())
+    } else {
+        d.after.as_ref().map(short)
+    };
+    let mut lines = Vec::new();
+    nested(
+        &d.field,
+        d.before.as_ref(),
+        d.after.as_ref(),
+        after,
+        &mut lines,
+    );
+    for (path, before, after) in lines {
+        let before = before.unwrap_or_else(|| "(none)".into());
+        let after = after.unwrap_or_else(|| "(none)".into());
+        println!("        {path}: {before} → {after}{reason}");
+    }
+}
+
+/// The differing leaves under `path`: maps by key, lists by index.
+fn nested(
+    path: &str,
+    before: Option<&serde_json::Value>,
+    after: Option<&serde_json::Value>,
+    shown_after: Option<String>,
+    out: &mut Vec<(String, Option<String>, Option<String>)>,
+) {
+    use serde_json::Value as J;
+    match (before, after) {
+        (Some(J::Object(b)), Some(J::Object(a))) => {
+            let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            for k in keys {
+                if b.get(k) != a.get(k) {
+                    let after = a.get(k);
+                    nested(
+                        &format!("{path}.{k}"),
+                        b.get(k),
+                        after,
+                        after.map(short),
+                        out,
+                    );
+                }
+            }
+        }
+        (Some(J::Array(b)), Some(J::Array(a))) => {
+            for i in 0..b.len().max(a.len()) {
+                if b.get(i) != a.get(i) {
+                    let after = a.get(i);
+                    nested(
+                        &format!("{path}[{i}]"),
+                        b.get(i),
+                        after,
+                        after.map(short),
+                        out,
+                    );
+                }
+            }
+        }
+        _ => out.push((path.to_owned(), before.map(short), shown_after)),
     }
 }
 

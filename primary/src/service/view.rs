@@ -4,10 +4,10 @@
 use serde::Serialize;
 
 use crate::apply::Report;
-use crate::plan::{Mode, Plan};
+use crate::plan::{FieldDiff, Mode, Plan, Shown};
 
 /// A plan: its changes and their counts.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PlanView {
     /// The stack planned.
     pub stack: String,
@@ -23,7 +23,7 @@ pub struct PlanView {
 }
 
 /// One resource's planned change.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ChangeView {
     /// The resource's label.
     pub label: String,
@@ -36,6 +36,56 @@ pub struct ChangeView {
     pub action: &'static str,
     /// The fields that differ (updates and replaces).
     pub fields: Vec<String>,
+    /// Each field before and after: the differing ones of an update or
+    /// replace, every desired one of a create, every recorded one of a
+    /// delete.
+    pub diffs: Vec<FieldDiffView>,
+}
+
+/// One field of a change. `before`/`after` are the values (absent when the
+/// field is absent on that side); a secret is never shown: `sensitive` is
+/// true and the value is absent; `known_after_apply` marks a value that
+/// depends on a resource not applied yet.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FieldDiffView {
+    /// The field.
+    pub field: String,
+    /// Its recorded value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<serde_json::Value>,
+    /// Its desired value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<serde_json::Value>,
+    /// A write-only or opaque value on either side (never shown).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
+    /// The new value depends on a resource not applied yet.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub known_after_apply: bool,
+    /// Changing this field replaces the resource.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub forces_replacement: bool,
+}
+
+fn json_of(shown: &Shown) -> Option<serde_json::Value> {
+    match shown {
+        Shown::Value(v) => serde_json::to_value(v).ok(),
+        _ => None,
+    }
+}
+
+impl FieldDiffView {
+    /// The view of `d`.
+    pub fn new(d: &FieldDiff) -> FieldDiffView {
+        FieldDiffView {
+            field: d.field.clone(),
+            before: json_of(&d.before),
+            after: json_of(&d.after),
+            sensitive: matches!(d.before, Shown::Sensitive) || matches!(d.after, Shown::Sensitive),
+            known_after_apply: matches!(d.after, Shown::KnownAfterApply),
+            forces_replacement: d.forces_replacement,
+        }
+    }
 }
 
 /// A plan's changes counted by action.
@@ -68,6 +118,7 @@ impl PlanView {
                     target: c.target.clone(),
                     action: c.action.name(),
                     fields: c.fields.clone(),
+                    diffs: c.diffs.iter().map(FieldDiffView::new).collect(),
                 })
                 .collect(),
             summary: SummaryView::of(plan),

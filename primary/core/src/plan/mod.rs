@@ -59,7 +59,7 @@ impl Action {
 }
 
 /// One planned change.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Change {
     /// The resource's label.
     pub label: String,
@@ -71,12 +71,42 @@ pub struct Change {
     pub action: Action,
     /// Fields that differ (for update and replace), sorted.
     pub fields: Vec<String>,
+    /// Each field's value before and after, what a reviewer reads: the
+    /// differing fields of an update or replace, every desired field of a
+    /// create, every recorded field of a delete. Secrets are never shown.
+    pub diffs: Vec<FieldDiff>,
     /// Index in the stack's resources (absent for deletes of undeclared resources).
     pub index: Option<usize>,
 }
 
+/// A value as a plan shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shown {
+    /// No value (the field is absent on that side).
+    Absent,
+    /// This value.
+    Value(Value),
+    /// A write-only or opaque value: never shown.
+    Sensitive,
+    /// Depends on a resource not applied yet.
+    KnownAfterApply,
+}
+
+/// One field of a change, before and after.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldDiff {
+    /// The field.
+    pub field: String,
+    /// Its recorded value.
+    pub before: Shown,
+    /// Its desired value.
+    pub after: Shown,
+    /// Whether this field's change replaces the resource (a create-only field).
+    pub forces_replacement: bool,
+}
+
 /// Every change, creates and updates in dependency order, then deletes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     /// The changes, including no-ops.
     pub changes: Vec<Change>,
@@ -145,13 +175,14 @@ pub fn plan(
                 .get(&reference.property)
                 .cloned()
         };
-        let (action, fields) = match existing {
-            None => (Action::Create, Vec::new()),
+        let (action, fields, diffs) = match existing {
+            None => (Action::Create, Vec::new(), created(schema, r, &outputs)),
             Some(s) if s.resource_type != r.resource_type || s.target != r.target => (
                 Action::Replace {
                     create_before_delete: false,
                 },
                 vec!["type/target".to_owned()],
+                created(schema, r, &outputs),
             ),
             Some(s) => diff(schema, r, s, &outputs, hasher),
         };
@@ -181,6 +212,7 @@ pub fn plan(
             target: r.target.clone(),
             action,
             fields,
+            diffs,
             index: Some(i),
         });
     }
@@ -191,34 +223,78 @@ pub fn plan(
             .filter(|s| s.managed && !declared.contains(s.label.as_str()))
             .collect();
         gone.sort_by(|a, b| a.label.cmp(&b.label));
-        changes.extend(gone.into_iter().map(|s| Change {
-            label: s.label.clone(),
-            resource_type: s.resource_type.clone(),
-            target: s.target.clone(),
-            action: Action::Delete,
-            fields: Vec::new(),
-            index: None,
-        }));
+        changes.extend(gone.into_iter().map(deleted));
     }
     Plan { changes }
 }
 
 /// Plans the deletion of every managed resource of a stack.
 pub fn plan_destroy(stored: &[StoredResource]) -> Plan {
-    let mut changes: Vec<Change> = stored
-        .iter()
-        .filter(|s| s.managed)
-        .map(|s| Change {
-            label: s.label.clone(),
-            resource_type: s.resource_type.clone(),
-            target: s.target.clone(),
-            action: Action::Delete,
-            fields: Vec::new(),
-            index: None,
-        })
-        .collect();
+    let mut changes: Vec<Change> = stored.iter().filter(|s| s.managed).map(deleted).collect();
     changes.sort_by(|a, b| a.label.cmp(&b.label));
     Plan { changes }
+}
+
+/// The delete of a recorded resource, its recorded fields shown (secrets
+/// are never recorded, only their hashes).
+fn deleted(s: &StoredResource) -> Change {
+    let mut diffs: Vec<FieldDiff> = s
+        .properties
+        .iter()
+        .map(|(field, value)| FieldDiff {
+            field: field.clone(),
+            before: Shown::Value(value.clone()),
+            after: Shown::Absent,
+            forces_replacement: false,
+        })
+        .collect();
+    diffs.extend(s.secret_hashes.keys().map(|field| FieldDiff {
+        field: field.clone(),
+        before: Shown::Sensitive,
+        after: Shown::Absent,
+        forces_replacement: false,
+    }));
+    diffs.sort_by(|a, b| a.field.cmp(&b.field));
+    Change {
+        label: s.label.clone(),
+        resource_type: s.resource_type.clone(),
+        target: s.target.clone(),
+        action: Action::Delete,
+        fields: Vec::new(),
+        diffs,
+        index: None,
+    }
+}
+
+/// How a desired value shows: masked when secret, unknown until applied.
+fn shown(secret: bool, desired: Option<Option<Value>>) -> Shown {
+    match desired {
+        None => Shown::Absent,
+        Some(_) if secret => Shown::Sensitive,
+        Some(None) => Shown::KnownAfterApply,
+        Some(Some(v)) => Shown::Value(v),
+    }
+}
+
+/// Every desired field of a resource to create, in field order.
+fn created(
+    schema: &ResourceSchema,
+    r: &crate::stack::ResourceDecl,
+    outputs: &dyn Fn(&Reference) -> Option<Value>,
+) -> Vec<FieldDiff> {
+    schema
+        .fields
+        .iter()
+        .filter_map(|field| {
+            let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs))?;
+            Some(FieldDiff {
+                field: field.name.clone(),
+                before: Shown::Absent,
+                after: shown(field.hints.is_secret(), Some(desired)),
+                forces_replacement: false,
+            })
+        })
+        .collect()
 }
 
 fn diff(
@@ -227,8 +303,9 @@ fn diff(
     stored: &StoredResource,
     outputs: &dyn Fn(&Reference) -> Option<Value>,
     hasher: &SecretHasher,
-) -> (Action, Vec<String>) {
+) -> (Action, Vec<String>, Vec<FieldDiff>) {
     let mut changed = Vec::new();
+    let mut diffs = Vec::new();
     let mut replace: Option<UpdateMethod> = None;
     for field in &schema.fields {
         let h = &field.hints;
@@ -236,7 +313,7 @@ fn diff(
             continue;
         }
         let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs));
-        let differs = match desired {
+        let differs = match desired.clone() {
             // Not known until a dependency is applied: assume it changes.
             Some(None) => true,
             Some(Some(value)) if h.is_secret() => {
@@ -248,6 +325,24 @@ fn diff(
         };
         if differs {
             changed.push(field.name.clone());
+            let before = if h.is_secret() {
+                if stored.secret_hashes.contains_key(&field.name) {
+                    Shown::Sensitive
+                } else {
+                    Shown::Absent
+                }
+            } else {
+                stored
+                    .properties
+                    .get(&field.name)
+                    .map_or(Shown::Absent, |v| Shown::Value(v.clone()))
+            };
+            diffs.push(FieldDiff {
+                field: field.name.clone(),
+                before,
+                after: shown(h.is_secret(), desired),
+                forces_replacement: h.forces_replacement(),
+            });
             if h.forces_replacement() {
                 let method = h.effective_update_method();
                 // Delete-before-create wins: it is the one that is always possible.
@@ -258,6 +353,7 @@ fn diff(
         }
     }
     changed.sort();
+    diffs.sort_by(|a, b| a.field.cmp(&b.field));
     let action = match (changed.is_empty(), replace) {
         (true, _) => Action::NoOp,
         (false, Some(method)) => Action::Replace {
@@ -265,7 +361,7 @@ fn diff(
         },
         (false, None) => Action::Update,
     };
-    (action, changed)
+    (action, changed, diffs)
 }
 
 /// Fields of `schema` whose values must never be stored or shown.

@@ -798,6 +798,7 @@ fn counts_and_names_cover_every_action() {
             target: "t".into(),
             action,
             fields: vec![],
+            diffs: vec![],
             index: None,
         })
         .collect(),
@@ -810,4 +811,80 @@ fn counts_and_names_cover_every_action() {
     );
     assert!(Plan::default().changes.is_empty());
     assert!(!Plan::default().has_changes());
+}
+
+#[test]
+fn changes_show_each_field_before_and_after_and_never_a_secret() {
+    // An update: the changed field's old and new value; a changed secret
+    // shown only as sensitive.
+    let c = one(
+        stack().resource(
+            "a",
+            "T",
+            &[
+                ("path", s("x")),
+                ("mode", Value::Int(488)),
+                ("password", s("new")),
+            ],
+        ),
+        &[stored_a(
+            &[("path", s("x")), ("mode", Value::Int(448))],
+            &[("password", "old")],
+        )],
+    );
+    assert_eq!(c.action, Action::Update);
+    assert_eq!(
+        c.diffs,
+        vec![
+            FieldDiff {
+                field: "mode".into(),
+                before: Shown::Value(Value::Int(448)),
+                after: Shown::Value(Value::Int(488)),
+                forces_replacement: false,
+            },
+            FieldDiff {
+                field: "password".into(),
+                before: Shown::Sensitive,
+                after: Shown::Sensitive,
+                forces_replacement: false,
+            },
+        ]
+    );
+    assert!(!format!("{c:?}").contains("new"), "{c:?}");
+    // A replace names the field that forces it.
+    let c = one(
+        stack().resource("a", "T", &[("path", s("y"))]),
+        &[stored_a(&[("path", s("x"))], &[])],
+    );
+    assert_eq!(c.action, DBC);
+    assert_eq!(c.diffs.len(), 1);
+    assert!(c.diffs[0].forces_replacement, "{c:?}");
+    // A create shows every desired field; a reference to a resource being
+    // created is known after apply.
+    let plan = ts::plan(
+        &stack()
+            .resource("a", "T", &[("path", s("x")), ("token", s("t0"))])
+            .resource("b", "U", &[("src", s("${a.path}"))])
+            .build(),
+        &catalog(),
+        &[],
+        Mode::Reconcile,
+    );
+    let a = plan.changes.iter().find(|c| c.label == "a").unwrap();
+    assert_eq!(a.diffs[0].after, Shown::Value(s("x")));
+    assert_eq!(a.diffs[1].after, Shown::Sensitive);
+    let b = plan.changes.iter().find(|c| c.label == "b").unwrap();
+    assert_eq!(b.diffs[0].after, Shown::KnownAfterApply);
+    // A delete shows what was recorded.
+    let plan = ts::plan(
+        &stack().build(),
+        &catalog(),
+        &[stored_a(&[("path", s("x"))], &[("password", "p")])],
+        Mode::Reconcile,
+    );
+    let d = &plan.changes[0];
+    assert_eq!(d.action, Action::Delete);
+    assert_eq!(d.diffs[0].before, Shown::Sensitive);
+    assert_eq!(d.diffs[0].field, "password");
+    assert_eq!(d.diffs[1].before, Shown::Value(s("x")));
 }
