@@ -8,6 +8,7 @@
 
 mod codec;
 mod error;
+mod off_worker;
 mod postgres;
 mod sqlite;
 
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use error::StoreError;
+pub use off_worker::{off_worker, OffWorker};
 pub use orrery_core::keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
 pub use orrery_core::lease::{expiry, Lease, LeaseGrant};
 pub use orrery_core::record::{
@@ -32,7 +34,9 @@ pub use sqlite::SqliteStore;
 use orrery_core::stack::TargetDecl;
 
 /// What every state backend does. Calls are short and synchronous; the
-/// executor makes a handful per operation.
+/// executor makes a handful per operation. The stores [`open`] returns are
+/// wrapped in [`OffWorker`], so a call made from an async task never holds
+/// up the runtime's other tasks.
 pub trait StateStore: Send + Sync {
     /// The key secret hashes are made with (created on first open).
     fn secret_key(&self) -> Result<Vec<u8>, StoreError>;
@@ -135,7 +139,7 @@ pub type Store = Arc<dyn StateStore>;
 
 /// Opens the embedded store in `dir`.
 pub fn open_dir(dir: &Path) -> Result<Store, StoreError> {
-    Ok(Arc::new(SqliteStore::open(dir)?))
+    Ok(Arc::new(OffWorker(SqliteStore::open(dir)?)))
 }
 
 /// Whether `location` names a PostgreSQL database (`postgres://…` or
@@ -150,7 +154,9 @@ pub fn is_database_url(location: &str) -> bool {
 /// that directory.
 pub fn open(location: &str) -> Result<Store, StoreError> {
     if is_database_url(location) {
-        Ok(Arc::new(PgStore::connect(location.trim_start())?))
+        Ok(Arc::new(OffWorker(PgStore::connect(
+            location.trim_start(),
+        )?)))
     } else {
         open_dir(Path::new(location))
     }
