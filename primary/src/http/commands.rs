@@ -122,6 +122,11 @@ impl Commands {
         self.lock().running.contains_key(id)
     }
 
+    /// The stack of `id`, while this process runs it.
+    pub fn stack_of(&self, id: &str) -> Option<String> {
+        self.lock().running.get(id).map(|r| r.stack.clone())
+    }
+
     /// The command running for `stack`, if any.
     pub fn running_for(&self, stack: &str) -> Option<String> {
         self.lock().by_stack.get(stack).cloned()
