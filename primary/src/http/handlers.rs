@@ -232,7 +232,10 @@ pub async fn apply_handler(
     let prepared = state.service.prepare(document(&state, req)?).await?;
     principal.require(Role::Operator, &prepared.stack.name)?;
     let reservation = state.commands.reserve(&prepared.stack.name)?;
-    let command = state.service.begin_apply(prepared, &reservation.id).await?;
+    let command = state
+        .service
+        .begin_apply(prepared, &reservation.id, Some(&principal.name))
+        .await?;
     start(reservation, command).await
 }
 
@@ -247,7 +250,7 @@ pub async fn destroy_handler(
     let reservation = state.commands.reserve(&name)?;
     let command = state
         .service
-        .begin_destroy(&name, None, &reservation.id)
+        .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
         .await?;
     start(reservation, command).await
 }

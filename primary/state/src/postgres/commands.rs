@@ -14,7 +14,8 @@ pub(super) fn commands(
     let status = filter.status.as_ref().map(|s| s.as_str());
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
     Ok(c.query(
-        "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+        "SELECT id, stack, kind, status, started_ms, finished_ms,
+             (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
              WHERE ($1::text IS NULL OR stack = $1) AND ($2::text IS NULL OR status = $2)
              ORDER BY started_ms DESC, seq DESC LIMIT $3",
         &[&filter.stack, &status, &limit],
@@ -33,6 +34,7 @@ pub(super) fn head(r: &postgres::Row) -> CommandHead {
         status: CommandStatus::parse(r.get(3)),
         started_ms: r.get(4),
         finished_ms: r.get(5),
+        principal: r.get(6),
     }
 }
 

@@ -85,6 +85,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "command_documents",
         sql: include_str!("../migrations/postgres/0007_command_documents.sql"),
     },
+    Migration {
+        version: 8,
+        name: "command_principals",
+        sql: include_str!("../migrations/postgres/0008_command_principals.sql"),
+    },
 ];
 
 /// The schema version this release writes (the last migration).
@@ -549,6 +554,18 @@ impl StateStore for PgStore {
         })
     }
 
+    fn put_command_principal(&self, command_id: &str, principal: &str) -> Result<(), StoreError> {
+        let (id, principal) = (command_id.to_owned(), principal.to_owned());
+        self.call(move |c| {
+            c.execute(
+                "INSERT INTO command_principals (command_id, principal) VALUES ($1, $2)
+                 ON CONFLICT (command_id) DO NOTHING",
+                &[&id, &principal],
+            )?;
+            Ok(())
+        })
+    }
+
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
         let context = encode_context(op)?;
         let (command_id, op) = (command_id.to_owned(), op.clone());
@@ -611,7 +628,8 @@ impl StateStore for PgStore {
         let id = id.map(str::to_owned);
         self.call(move |c| {
             let Some(head) = c.query_opt(
-                "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+                "SELECT id, stack, kind, status, started_ms, finished_ms,
+             (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
                  WHERE ($1::text IS NULL OR id = $1) ORDER BY started_ms DESC, seq DESC LIMIT 1",
                 &[&id],
             )?
