@@ -90,7 +90,9 @@ enum Command {
     Primary(server::Args),
     /// Embedded all-in-one: the primary's HTTP API with plugins running
     /// in-process under the same supervision as on a satellite; no NATS, no
-    /// database server. The same as `primary` with its defaults.
+    /// database server. The same as `primary` with its defaults, except
+    /// that without --auth-tokens it generates an admin token at every start
+    /// into <data-dir>/api-token (mode 0600) and prints where.
     Up(server::Args),
     /// Print the version and protocol of this build.
     Version,

@@ -416,7 +416,9 @@ impl Auth {
         })
     }
 
-    /// Who a request is: `Ok(None)` without credentials.
+    /// Who a request is: the bearer token's principal (a bad token is 401
+    /// even with a certificate), else the client certificate's (403 when
+    /// no principal names it), else `anonymous` when insecure, else 401.
     fn authenticate(
         &self,
         headers: &HeaderMap,
@@ -436,10 +438,7 @@ impl Auth {
         }
         if let Some(cert) = cert {
             return match self.by_certificate(&cert.names) {
-                Some(p) => Ok(Principal {
-                    name: p.name.clone(),
-                    ..p.clone()
-                }),
+                Some(p) => Ok(p.clone()),
                 None => Err(forbidden(format!(
                     "the client certificate ({}) is no principal of this server",
                     cert.names.join(", ")
