@@ -387,3 +387,58 @@ fn mtls_client_certificates_are_principals() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn up_generates_a_private_token_that_admits_its_holder() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orrery"))
+        .arg("up")
+        .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ORRERY_DATA_DIR", &data)
+        .env_remove("ORRERY_AUTH_TOKENS")
+        .env_remove("ORRERY_INSECURE_NO_AUTH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // It says where the token is, then that it listens (bounded: the
+    // process exits, closing stdout, if it cannot start).
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let path = data.join("api-token");
+    assert_eq!(first, format!("API token written to {}", path.display()));
+    assert!(lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .contains("listening on http://"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+    let token = orrery_primary::http::auth::find_local_token(&data)
+        .unwrap()
+        .expect("the token");
+    assert!(token.starts_with("orr_") && token.len() > 60);
+    assert!(!first.contains(&token), "the token itself is not printed");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("http://127.0.0.1:{port}/v1/stacks");
+    assert_eq!(agent.get(&url).call().unwrap().status(), 401);
+    let ok = agent
+        .get(&url)
+        .header("authorization", format!("Bearer {token}"))
+        .call()
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -562,11 +562,27 @@ fn origin_host(origin: &str) -> Option<&str> {
 
 /// Checks `Host`, `Origin`, then the credentials of every request but
 /// health and readiness; puts the [`Principal`] in its extensions.
-pub async fn guard(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+pub async fn guard(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     if path == "/healthz" || path == "/readyz" {
         return next.run(req).await;
     }
+    match admit(&auth, req) {
+        Ok(req) => next.run(req).await,
+        // The request's body was not read: the connection cannot carry
+        // another request, and says so.
+        Err(mut refused) => {
+            refused.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+            refused
+        }
+    }
+}
+
+/// The request with its principal, or the answer refusing it.
+fn admit(auth: &Auth, mut req: Request) -> Result<Request, Response> {
     let headers = req.headers();
     let host = headers
         .get(HOST)
@@ -576,11 +592,11 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) 
     match host {
         Some(h) if auth.hosts.admits(&h) => {}
         _ => {
-            return ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::MISDIRECTED_REQUEST,
                 "the `Host` of this request does not name this server (see --public-name)",
             )
-            .into_response()
+            .into_response())
         }
     }
     if let Some(origin) = headers.get(ORIGIN) {
@@ -590,14 +606,14 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) 
             .and_then(origin_host)
             .is_some_and(|h| auth.hosts.admits(h));
         if !ok {
-            return forbidden("cross-origin requests are refused".into()).into_response();
+            return Err(forbidden("cross-origin requests are refused".into()).into_response());
         }
     }
     let cert = req.extensions().get::<ClientCertificate>();
     match auth.authenticate(req.headers(), cert) {
         Ok(principal) => {
             req.extensions_mut().insert(principal);
-            next.run(req).await
+            Ok(req)
         }
         Err(e) => {
             let status = e.status;
@@ -608,7 +624,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) 
                     axum::http::HeaderValue::from_static("Bearer realm=\"orrery\""),
                 );
             }
-            response
+            Err(response)
         }
     }
 }
