@@ -571,7 +571,8 @@ pub async fn guard(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> R
         Ok(req) => next.run(req).await,
         // The request's body was not read: the connection cannot carry
         // another request, and says so.
-        Err(mut refused) => {
+        Err(refused) => {
+            let mut refused = *refused;
             refused.headers_mut().insert(
                 axum::http::header::CONNECTION,
                 axum::http::HeaderValue::from_static("close"),
@@ -582,7 +583,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> R
 }
 
 /// The request with its principal, or the answer refusing it.
-fn admit(auth: &Auth, mut req: Request) -> Result<Request, Response> {
+fn admit(auth: &Auth, mut req: Request) -> Result<Request, Box<Response>> {
     let headers = req.headers();
     let host = headers
         .get(HOST)
@@ -592,11 +593,13 @@ fn admit(auth: &Auth, mut req: Request) -> Result<Request, Response> {
     match host {
         Some(h) if auth.hosts.admits(&h) => {}
         _ => {
-            return Err(ApiError::new(
-                StatusCode::MISDIRECTED_REQUEST,
-                "the `Host` of this request does not name this server (see --public-name)",
-            )
-            .into_response())
+            return Err(Box::new(
+                ApiError::new(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    "the `Host` of this request does not name this server (see --public-name)",
+                )
+                .into_response(),
+            ))
         }
     }
     if let Some(origin) = headers.get(ORIGIN) {
@@ -606,7 +609,9 @@ fn admit(auth: &Auth, mut req: Request) -> Result<Request, Response> {
             .and_then(origin_host)
             .is_some_and(|h| auth.hosts.admits(h));
         if !ok {
-            return Err(forbidden("cross-origin requests are refused".into()).into_response());
+            return Err(Box::new(
+                forbidden("cross-origin requests are refused".into()).into_response(),
+            ));
         }
     }
     let cert = req.extensions().get::<ClientCertificate>();
@@ -624,7 +629,7 @@ fn admit(auth: &Auth, mut req: Request) -> Result<Request, Response> {
                     axum::http::HeaderValue::from_static("Bearer realm=\"orrery\""),
                 );
             }
-            Err(response)
+            Err(Box::new(response))
         }
     }
 }
