@@ -442,3 +442,24 @@ fn up_generates_a_private_token_that_admits_its_holder() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn the_cli_records_the_local_user_and_status_shows_it() {
+    let scratch = common::Scratch::new();
+    let root = scratch.path().join("files");
+    let body = file_stack("cli-stack", &root, "f");
+    let file = scratch.write("stack.yaml", body["document"].as_str().unwrap());
+    let mut apply = scratch.command(&["apply", file.to_str().unwrap(), "--yes"]);
+    apply.env("USER", "audit-tester");
+    let run = common::Run::from(apply.output().unwrap());
+    assert_eq!(run.code, 0, "{run:?}");
+    let status = scratch.orrery(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(
+        status.stdout.contains("by local:audit-tester"),
+        "{status:?}"
+    );
+    let json = scratch.orrery(&["status", "--output", "json"]);
+    let record: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(record["principal"], "local:audit-tester");
+}
