@@ -14,6 +14,7 @@ use serde_json::json;
 
 const VIEWER: &str = "orr_test_viewer_00000000000000000000000000000000";
 const TEAM_A: &str = "orr_test_team_a_0000000000000000000000000000000";
+const SCRAPER: &str = "orr_test_scraper_000000000000000000000000000000";
 
 /// A tokens file: the admin, a viewer of everything, an operator of
 /// `team-a-*` (viewer of the rest), a certificate principal.
@@ -39,13 +40,19 @@ token_sha256 = "{}"
 roles = ["operator:team-a-*"]
 
 [[principal]]
+name = "prometheus"
+token_sha256 = "{}"
+roles = ["metrics"]
+
+[[principal]]
 name = "alice"
 certificates = ["alice.example.com"]
 roles = ["operator"]
 "#,
             sha256_hex(ADMIN_TOKEN),
             sha256_hex(VIEWER),
-            sha256_hex(TEAM_A)
+            sha256_hex(TEAM_A),
+            sha256_hex(SCRAPER)
         ),
     )
     .unwrap();
@@ -160,6 +167,17 @@ fn roles_and_stack_scopes() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["principal"], "team-a-ci", "{done}");
     assert_eq!(s.wait_command(&id)["principal"], "admin");
+    // The log names who began it, never a token.
+    let log = s.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("command begun") && l.contains("principal=team-a-ci")),
+        "{log}"
+    );
+    assert!(!log.contains(TEAM_A) && !log.contains(ADMIN_TOKEN));
+    // A scrape-only principal reads /metrics and nothing else.
+    assert_eq!(s.get_as(Some(SCRAPER), "/v1/stacks").0, 403);
+    assert_eq!(s.text_as(Some(SCRAPER), "/metrics").0, 200);
     let (_, list) = s.get_as(Some(TEAM_A), "/v1/commands");
     let stacks: Vec<&str> = list["commands"]
         .as_array()

@@ -212,14 +212,18 @@ fn accepted(command: &Command, plan: &PlanView) -> Response {
 /// Starts `command` in the background as `reservation` and answers 202
 /// with its plan (a preview for a resumed command, which plans again once
 /// settled).
-async fn start(mut reservation: Reservation, command: Command) -> ApiResult<Response> {
+async fn start(
+    mut reservation: Reservation,
+    command: Command,
+    principal: &Principal,
+) -> ApiResult<Response> {
     if command.id() != reservation.id {
         reservation.rename(command.id());
     }
     let planned = command.plan().await?;
     let response = accepted(&command, &command.view(&planned.plan));
     let planned = (!command.resumes()).then_some(planned);
-    commands::launch(reservation, command, planned);
+    commands::launch(reservation, command, planned, Some(&principal.name));
     Ok(response)
 }
 
@@ -236,7 +240,7 @@ pub async fn apply_handler(
         .service
         .begin_apply(prepared, &reservation.id, Some(&principal.name))
         .await?;
-    start(reservation, command).await
+    start(reservation, command, &principal).await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
@@ -252,7 +256,7 @@ pub async fn destroy_handler(
         .service
         .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
         .await?;
-    start(reservation, command).await
+    start(reservation, command, &principal).await
 }
 
 /// Query parameters naming a stack.

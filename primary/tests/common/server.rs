@@ -181,6 +181,16 @@ impl Server {
         resp.body_mut().read_to_string().unwrap()
     }
 
+    /// `GET path` as text presenting `token`: the status and the text.
+    pub fn text_as(&self, token: Option<&str>, path: &str) -> (u16, String) {
+        let mut resp = self
+            .authorized(self.agent.get(self.url(path)), token)
+            .call()
+            .unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.log()));
+        let status = resp.status().as_u16();
+        (status, resp.body_mut().read_to_string().unwrap())
+    }
+
     pub fn get(&self, path: &str) -> (u16, Value) {
         self.get_as(self.token.as_deref(), path)
     }
