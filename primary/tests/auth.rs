@@ -155,7 +155,27 @@ fn roles_and_stack_scopes() {
     assert_eq!(status, 200);
     assert_eq!(answer["stacks"], json!([]), "{answer}");
     assert_eq!(s.get_as(Some(TEAM_A), &format!("/v1/commands/{id}")).0, 403);
-    // It may apply its own stacks; the audit names who did.
+    // Targets are the admin's: the operator may not set one up (here: a
+    // `local` root of its choosing) ...
+    let (status, answer) = s.post_as(
+        Some(TEAM_A),
+        "/v1/stacks/apply",
+        &file_stack("team-a-web", &root, "a"),
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert!(!root.join("a").exists());
+    // ... but applies its stacks on the targets an admin recorded; the
+    // audit names who did.
+    let (status, answer) = s.post("/v1/stacks/apply", &file_stack("team-a-web", &root, "a0"));
+    assert_eq!(status, 202, "{answer}");
+    let first = answer["command_id"].as_str().unwrap().to_owned();
+    assert_eq!(s.wait_command(&first)["status"], "completed");
+    let (status, answer) = s.post_as(
+        Some(TEAM_A),
+        "/v1/stacks/apply",
+        &file_stack("team-a-web", &dir.path().join("elsewhere"), "a"),
+    );
+    assert_eq!(status, 403, "a changed root: {answer}");
     let (status, answer) = s.post_as(
         Some(TEAM_A),
         "/v1/stacks/apply",
@@ -185,7 +205,7 @@ fn roles_and_stack_scopes() {
         .iter()
         .map(|c| c["stack"].as_str().unwrap())
         .collect();
-    assert_eq!(stacks, ["team-a-web"], "{list}");
+    assert_eq!(stacks, ["team-a-web", "team-a-web"], "{list}");
     assert_eq!(list["commands"][0]["principal"], "team-a-ci");
     // Targets are for admins.
     assert_eq!(s.get_as(Some(VIEWER), "/v1/targets").0, 403);

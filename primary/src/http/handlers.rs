@@ -235,6 +235,31 @@ pub async fn apply_handler(
 ) -> ApiResult<Response> {
     let prepared = state.service.prepare(document(&state, req)?).await?;
     principal.require(Role::Operator, &prepared.stack.name)?;
+    if !principal.may(Role::Admin, &prepared.stack.name) {
+        // Targets (where a plugin acts, e.g. a `local` root) are the
+        // admin's: an operator applies only the targets recorded already.
+        let name = prepared.stack.name.clone();
+        let store = state.store.clone();
+        let recorded = blocking(move || Ok(store.targets(&name)?)).await?;
+        let changed: Vec<&str> = prepared
+            .stack
+            .targets
+            .iter()
+            .filter(|t| !recorded.contains(t))
+            .map(|t| t.name.as_str())
+            .collect();
+        if !changed.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "`{}` is not an admin of stack `{}`: adding or changing its targets (`{}`) needs one",
+                    principal.name,
+                    prepared.stack.name,
+                    changed.join("`, `")
+                ),
+            ));
+        }
+    }
     let reservation = state.commands.reserve(&prepared.stack.name)?;
     let command = state
         .service
