@@ -390,7 +390,7 @@ async fn metrics_count_every_operation_on_the_primary_and_the_satellites() {
     let port = free_port();
     let _primary = Killed(
         Command::new(env!("CARGO_BIN_EXE_orrery"))
-            .args(["primary", "--nats-url", &server.url])
+            .args(["primary", "--insecure-no-auth", "--nats-url", &server.url])
             .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
             .env("ORRERY_DATA_DIR", scratch.path().join("state"))
             .env("ORRERY_STACK_DIR", scratch.path())

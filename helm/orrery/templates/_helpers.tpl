@@ -21,6 +21,18 @@
 {{- printf "%s-primary" (include "orrery.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "orrery.apiAuthSecretName" -}}
+{{- default (printf "%s-api-auth" (include "orrery.primary.fullname" .)) .Values.primary.auth.existingSecret -}}
+{{- end -}}
+
+{{- define "orrery.apiAuthSecretKey" -}}
+{{- if .Values.primary.auth.existingSecret -}}
+{{- .Values.primary.auth.existingSecretKey -}}
+{{- else -}}
+tokens.toml
+{{- end -}}
+{{- end -}}
+
 {{- define "orrery.satellite.fullname" -}}
 {{- printf "%s-satellite" (include "orrery.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}

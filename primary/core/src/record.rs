@@ -182,6 +182,9 @@ pub struct CommandRecord {
     /// Unix milliseconds, once finished.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_ms: Option<i64>,
+    /// Who ran it (the API's principal, `local:<user>` from the CLI);
+    /// `None` for commands recorded before the audit existed.
+    pub principal: Option<String>,
     /// Its operations.
     pub operations: Vec<OperationRecord>,
 }
@@ -202,6 +205,8 @@ pub struct CommandHead {
     /// Unix milliseconds, once finished.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_ms: Option<i64>,
+    /// Who ran it.
+    pub principal: Option<String>,
 }
 
 impl CommandHead {
@@ -213,6 +218,7 @@ impl CommandHead {
             kind: self.kind,
             status: self.status,
             started_ms: self.started_ms,
+            principal: self.principal,
             finished_ms: self.finished_ms,
             operations,
         }

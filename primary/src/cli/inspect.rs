@@ -39,8 +39,15 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&command)?);
     } else {
         println!(
-            "command {} ({} of stack `{}`): {}",
-            command.id, command.kind, command.stack, command.status
+            "command {} ({} of stack `{}`, by {}): {}",
+            command.id,
+            command.kind,
+            command.stack,
+            command
+                .principal
+                .as_deref()
+                .unwrap_or("an unrecorded principal"),
+            command.status
         );
         for op in &command.operations {
             let err = match (&op.error_code, &op.message) {

@@ -90,7 +90,9 @@ enum Command {
     Primary(server::Args),
     /// Embedded all-in-one: the primary's HTTP API with plugins running
     /// in-process under the same supervision as on a satellite; no NATS, no
-    /// database server. The same as `primary` with its defaults.
+    /// database server. The same as `primary` with its defaults, except
+    /// that without --auth-tokens it generates an admin token at every start
+    /// into <data-dir>/api-token (mode 0600) and prints where.
     Up(server::Args),
     /// Print the version and protocol of this build.
     Version,
@@ -122,7 +124,8 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Plugin(PluginCommand::Test(args)) => plugin_test::run(args).await,
         Command::Plugin(PluginCommand::Package(args)) => hub::package_cmd(args).await,
         Command::Hub(command) => hub::run(command).await,
-        Command::Primary(args) | Command::Up(args) => server::run(args, metrics).await,
+        Command::Primary(args) => server::run(args, server::Mode::Primary, metrics).await,
+        Command::Up(args) => server::run(args, server::Mode::Up, metrics).await,
         Command::Version => {
             println!(
                 "orrery {} (plugin protocol {})",
@@ -132,6 +135,28 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Who runs this process, as recorded in the audit of the commands the
+/// CLI runs: `$USER` (else `$LOGNAME`, else the uid).
+pub fn local_user() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                // The uid that owns this process's /proc entry.
+                std::fs::metadata("/proc/self")
+                    .map(|m| format!("uid{}", m.uid()))
+                    .unwrap_or_else(|_| "unknown".into())
+            }
+            #[cfg(not(unix))]
+            {
+                "unknown".into()
+            }
+        })
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings); traces and

@@ -66,9 +66,108 @@ pub struct Args {
     /// commands of a primary that stopped answering.
     #[arg(long, env = "ORRERY_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
     pub lease_ttl: Duration,
+    /// Tokens file: `[[principal]]` tables with `name`, `token_sha256`
+    /// (hex SHA-256 of the bearer token), `certificates` (client
+    /// certificate names) and `roles` (`viewer`, `planner`, `operator`,
+    /// `admin`, `metrics`; `role:glob` for some stacks). See
+    /// docs/security.md.
+    #[arg(long, env = "ORRERY_AUTH_TOKENS")]
+    pub auth_tokens: Option<PathBuf>,
+    /// Serve the API without authentication (every caller is an admin).
+    /// Only on a loopback listen address.
+    #[arg(long, env = "ORRERY_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+    /// Names clients reach this server by (`Host`, `Origin`); repeat or
+    /// separate with commas. Default: the listen address, plus
+    /// `localhost`, `127.0.0.1` and `::1` on loopback.
+    #[arg(long, env = "ORRERY_PUBLIC_NAME", value_delimiter = ',')]
+    pub public_name: Vec<String>,
+    /// How long a client has to send a request's headers, and how long an
+    /// idle connection is kept (closed after).
+    #[arg(long, env = "ORRERY_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Serve the API over TLS with this certificate chain (PEM); needs
+    /// --api-tls-key.
+    #[arg(long, env = "ORRERY_API_TLS_CERT", requires = "api_tls_key")]
+    pub api_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --api-tls-cert.
+    #[arg(long, env = "ORRERY_API_TLS_KEY", requires = "api_tls_cert")]
+    pub api_tls_key: Option<PathBuf>,
+    /// Verify client certificates against this CA (PEM) and admit those
+    /// whose subject CN or DNS name --auth-tokens maps to a principal;
+    /// needs --api-tls-cert.
+    #[arg(long, env = "ORRERY_TLS_CLIENT_CA", requires = "api_tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
-pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
+/// `up` or `primary`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `orrery primary`: refuses to start without authentication.
+    Primary,
+    /// `orrery up`: without a tokens file, generates a token.
+    Up,
+}
+
+/// Who may call the API, from the flags; for `up` without any, a token
+/// generated now and written to the data directory.
+fn auth_config(args: &Args, mode: Mode) -> anyhow::Result<http::auth::Auth> {
+    use http::auth::{self, Auth, Grant, HostPolicy, Role};
+    let hosts = HostPolicy::new(&args.public_name, args.listen.ip());
+    if args.insecure_no_auth {
+        anyhow::ensure!(
+            args.listen.ip().is_loopback(),
+            "--insecure-no-auth is only allowed on a loopback listen address, not {}",
+            args.listen
+        );
+        anyhow::ensure!(
+            args.auth_tokens.is_none(),
+            "--insecure-no-auth and --auth-tokens exclude each other"
+        );
+        tracing::warn!("serving the HTTP API without authentication (--insecure-no-auth)");
+        return Ok(Auth::insecure().with_hosts(hosts));
+    }
+    let mut config = Auth::new();
+    if let Some(path) = &args.auth_tokens {
+        config.load_file(path)?;
+    }
+    if mode == Mode::Up && args.auth_tokens.is_none() {
+        let token = auth::generate_token()?;
+        let path = auth::write_local_token(&args.data_dir, &token)?;
+        config.add_token(
+            &format!("local:{}", super::local_user()),
+            &token,
+            vec![Grant {
+                role: Role::Admin,
+                stacks: "*".into(),
+            }],
+        );
+        println!("API token written to {}", path.display());
+    }
+    if args.tls_client_ca.is_some() {
+        anyhow::ensure!(
+            config.has_certificates(),
+            "--tls-client-ca needs --auth-tokens naming certificates (`certificates = [...]`) \
+             of principals"
+        );
+    }
+    anyhow::ensure!(
+        config.is_configured(),
+        "no authentication configured: give --auth-tokens FILE (see docs/security.md), \
+         or --insecure-no-auth on a loopback address"
+    );
+    Ok(config.with_hosts(hosts))
+}
+
+pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
+    let auth = std::sync::Arc::new(auth_config(&args, mode)?);
+    let tls = match (&args.api_tls_cert, &args.api_tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(http::tls_config(cert, key, args.tls_client_ca.as_deref())?)
+        }
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let stack_dir = match args.stack_dir {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the working directory")?,
@@ -93,6 +192,7 @@ pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode>
         discover_every: Some(args.discover_every).filter(|d| !d.is_zero()),
         drift_every: Some(args.drift_every).filter(|d| !d.is_zero()),
         lease: LeaseConfig::new(args.lease_ttl),
+        auth,
     };
     let location = match &args.database_url {
         Some(_) => "the PostgreSQL state store".to_owned(),
@@ -109,9 +209,18 @@ pub async fn run(args: Args, metrics: MetricsReader) -> anyhow::Result<ExitCode>
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    println!("orrery primary listening on http://{addr}");
+    println!("orrery primary listening on {scheme}://{addr}");
     tracing::info!(%addr, store = %location, "serving the HTTP API");
-    let served = http::serve(listener, primary.router(), shutdown_signal()).await;
+    let served = http::serve(
+        listener,
+        primary.router(),
+        http::ServeOptions {
+            header_read_timeout: args.header_read_timeout,
+            tls,
+        },
+        shutdown_signal(),
+    )
+    .await;
     primary
         .shutdown(Duration::from_secs(args.shutdown_grace))
         .await;

@@ -443,7 +443,9 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     }
     // The stack's command: the one a primary did not finish (its lease
     // taken; refused while another primary runs it), or a new one.
-    let command = service.begin_apply(prepared, &new_command_id()).await?;
+    let command = service
+        .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
+        .await?;
     run(command, args.yes, "Apply these changes?", output).await
 }
 
@@ -497,7 +499,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let command = match service
-                .begin_destroy(&name, document, &new_command_id())
+                .begin_destroy(&name, document, &new_command_id(), Some(&local_principal()))
                 .await
             {
                 Ok(command) => command,
@@ -597,4 +599,9 @@ fn finish(report: Report, output: Output) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Who runs the CLI's commands, in the audit: `local:<user>`.
+fn local_principal() -> String {
+    format!("local:{}", super::local_user())
 }

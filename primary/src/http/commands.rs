@@ -122,6 +122,11 @@ impl Commands {
         self.lock().running.contains_key(id)
     }
 
+    /// The stack of `id`, while this process runs it.
+    pub fn stack_of(&self, id: &str) -> Option<String> {
+        self.lock().running.get(id).map(|r| r.stack.clone())
+    }
+
     /// The command running for `stack`, if any.
     pub fn running_for(&self, stack: &str) -> Option<String> {
         self.lock().by_stack.get(stack).cloned()
@@ -213,23 +218,38 @@ impl Reservation {
 
 /// Runs `command` in the background as `reservation`: `planned` as given,
 /// or, for a command that resumes an interrupted one (`None`), settled
-/// first and planned again. Operations are logged as they go.
-pub fn launch(reservation: Reservation, command: Command, planned: Option<Planned>) {
+/// first and planned again. Operations are logged as they go, in a span
+/// naming the command and who ran it (`principal`).
+pub fn launch(
+    reservation: Reservation,
+    command: Command,
+    planned: Option<Planned>,
+    principal: Option<&str>,
+) {
+    use tracing::Instrument;
     let id = reservation.id.clone();
+    let span = tracing::info_span!(
+        "http_command",
+        command = %id,
+        principal = principal.unwrap_or("unrecorded")
+    );
     reservation.launch(move |cancel| async move {
         let (events, mut rx) = mpsc::unbounded_channel::<Event>();
         let log_id = id.clone();
-        let logger = tokio::spawn(async move {
-            while let Some(e) = rx.recv().await {
-                if matches!(e.status, "failed" | "retrying" | "dependency_failed") {
-                    tracing::warn!(command = %log_id, label = %e.label, operation = e.operation,
-                        status = e.status, detail = %e.detail, "operation");
-                } else {
-                    tracing::debug!(command = %log_id, label = %e.label, operation = e.operation,
-                        status = e.status, detail = %e.detail, "operation");
+        let logger = tokio::spawn(
+            async move {
+                while let Some(e) = rx.recv().await {
+                    if matches!(e.status, "failed" | "retrying" | "dependency_failed") {
+                        tracing::warn!(command = %log_id, label = %e.label, operation = e.operation,
+                            status = e.status, detail = %e.detail, "operation");
+                    } else {
+                        tracing::debug!(command = %log_id, label = %e.label, operation = e.operation,
+                            status = e.status, detail = %e.detail, "operation");
+                    }
                 }
             }
-        });
+            .in_current_span(),
+        );
         let planned = match planned {
             Some(planned) => Ok(planned),
             None => match command.settle().await {
@@ -254,7 +274,7 @@ pub fn launch(reservation: Reservation, command: Command, planned: Option<Planne
                 Outcome::Error(e.to_string())
             }
         }
-    });
+    }.instrument(span));
 }
 
 impl Drop for Reservation {

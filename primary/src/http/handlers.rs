@@ -13,6 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::auth::{Principal, Role};
 use super::commands::{self, NotRunning, Outcome, Reservation};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
@@ -31,6 +32,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default and largest `limit` of `GET /v1/commands`.
 const COMMANDS_DEFAULT_LIMIT: usize = 20;
 const COMMANDS_MAX_LIMIT: usize = 200;
+/// How many of the latest commands a principal who may view only some
+/// stacks has `GET /v1/commands` filtered from.
+const COMMANDS_FILTER_WINDOW: usize = 2000;
 
 // ---------------------------------------------------------------- health
 
@@ -41,7 +45,14 @@ pub async fn healthz() -> Json<Value> {
 
 /// `GET /readyz`: the state store answers a query.
 /// `GET /metrics`: the process's metrics in the Prometheus text format.
-pub async fn metrics(State(state): AppState) -> Response {
+pub async fn metrics(State(state): AppState, principal: Principal) -> Response {
+    if !principal.metrics && !principal.may_some(Role::Viewer) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("`{}` may not read the metrics", principal.name),
+        )
+        .into_response();
+    }
     let text = state
         .config
         .metrics
@@ -164,9 +175,11 @@ fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
 /// `POST /v1/stacks/plan`.
 pub async fn plan_handler(
     State(state): AppState,
+    principal: Principal,
     JsonBody(req): JsonBody<StackRequest>,
 ) -> ApiResult<Json<PlanView>> {
     let prepared = state.service.prepare(document(&state, req)?).await?;
+    principal.require(Role::Planner, &prepared.stack.name)?;
     let plan = state.service.plan(&prepared).await?;
     Ok(Json(PlanView::new(
         &prepared.stack.name,
@@ -199,40 +212,76 @@ fn accepted(command: &Command, plan: &PlanView) -> Response {
 /// Starts `command` in the background as `reservation` and answers 202
 /// with its plan (a preview for a resumed command, which plans again once
 /// settled).
-async fn start(mut reservation: Reservation, command: Command) -> ApiResult<Response> {
+async fn start(
+    mut reservation: Reservation,
+    command: Command,
+    principal: &Principal,
+) -> ApiResult<Response> {
     if command.id() != reservation.id {
         reservation.rename(command.id());
     }
     let planned = command.plan().await?;
     let response = accepted(&command, &command.view(&planned.plan));
     let planned = (!command.resumes()).then_some(planned);
-    commands::launch(reservation, command, planned);
+    commands::launch(reservation, command, planned, Some(&principal.name));
     Ok(response)
 }
 
 /// `POST /v1/stacks/apply`.
 pub async fn apply_handler(
     State(state): AppState,
+    principal: Principal,
     JsonBody(req): JsonBody<StackRequest>,
 ) -> ApiResult<Response> {
     let prepared = state.service.prepare(document(&state, req)?).await?;
+    principal.require(Role::Operator, &prepared.stack.name)?;
+    if !principal.may(Role::Admin, &prepared.stack.name) {
+        // Targets (where a plugin acts, e.g. a `local` root) are the
+        // admin's: an operator applies only the targets recorded already.
+        let name = prepared.stack.name.clone();
+        let store = state.store.clone();
+        let recorded = blocking(move || Ok(store.targets(&name)?)).await?;
+        let changed: Vec<&str> = prepared
+            .stack
+            .targets
+            .iter()
+            .filter(|t| !recorded.contains(t))
+            .map(|t| t.name.as_str())
+            .collect();
+        if !changed.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "`{}` is not an admin of stack `{}`: adding or changing its targets (`{}`) needs one",
+                    principal.name,
+                    prepared.stack.name,
+                    changed.join("`, `")
+                ),
+            ));
+        }
+    }
     let reservation = state.commands.reserve(&prepared.stack.name)?;
-    let command = state.service.begin_apply(prepared, &reservation.id).await?;
-    start(reservation, command).await
+    let command = state
+        .service
+        .begin_apply(prepared, &reservation.id, Some(&principal.name))
+        .await?;
+    start(reservation, command, &principal).await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
 pub async fn destroy_handler(
     State(state): AppState,
+    principal: Principal,
     PathParam(name): PathParam,
     OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
 ) -> ApiResult<Response> {
+    principal.require(Role::Operator, &name)?;
     let reservation = state.commands.reserve(&name)?;
     let command = state
         .service
-        .begin_destroy(&name, None, &reservation.id)
+        .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
         .await?;
-    start(reservation, command).await
+    start(reservation, command, &principal).await
 }
 
 /// Query parameters naming a stack.
@@ -243,7 +292,11 @@ pub struct StackQuery {
 }
 
 /// `GET /v1/stacks`.
-pub async fn stacks_handler(State(state): AppState) -> ApiResult<Json<Value>> {
+pub async fn stacks_handler(
+    State(state): AppState,
+    principal: Principal,
+) -> ApiResult<Json<Value>> {
+    principal.require_some(Role::Viewer)?;
     let shared = state.clone();
     let rows = blocking(move || {
         let mut counts = shared.store.resource_counts()?;
@@ -251,6 +304,8 @@ pub async fn stacks_handler(State(state): AppState) -> ApiResult<Json<Value>> {
         for name in shared.store.command_stacks()? {
             counts.entry(name).or_default();
         }
+        // Only the stacks this principal may view.
+        counts.retain(|name, _| principal.may(Role::Viewer, name));
         let mut rows = Vec::new();
         for (name, resources) in counts {
             let targets: Vec<String> = shared
@@ -296,8 +351,13 @@ pub struct CommandsQuery {
 /// `GET /v1/commands`.
 pub async fn commands_handler(
     State(state): AppState,
+    principal: Principal,
     QueryParams(q): QueryParams<CommandsQuery>,
 ) -> ApiResult<Json<Value>> {
+    match &q.stack {
+        Some(stack) => principal.require(Role::Viewer, stack)?,
+        None => principal.require_some(Role::Viewer)?,
+    }
     let limit = q.limit.unwrap_or(COMMANDS_DEFAULT_LIMIT);
     if limit == 0 || limit > COMMANDS_MAX_LIMIT {
         return Err(ApiError::bad_request(format!(
@@ -306,13 +366,24 @@ pub async fn commands_handler(
     }
     let shared = state.clone();
     let rows = blocking(move || {
+        // Filtered to the stacks this principal may view: read further
+        // back when some are left out.
+        let window = if principal.may(Role::Viewer, "*") || q.stack.is_some() {
+            limit
+        } else {
+            COMMANDS_FILTER_WINDOW
+        };
         let heads = shared.store.commands(&CommandFilter {
             stack: q.stack,
             status: None,
-            limit,
+            limit: window,
         })?;
-        let mut rows = Vec::with_capacity(heads.len());
-        for head in heads {
+        let mut rows = Vec::with_capacity(limit);
+        for head in heads
+            .into_iter()
+            .filter(|h| principal.may(Role::Viewer, &h.stack))
+            .take(limit)
+        {
             let counts = shared.store.operation_counts(&head.id)?;
             let mut row = serde_json::to_value(&head).unwrap_or_default();
             row["operations"] = json!(counts);
@@ -328,12 +399,21 @@ pub async fn commands_handler(
 /// `GET /v1/commands/{id}`.
 pub async fn command_handler(
     State(state): AppState,
+    principal: Principal,
     PathParam(id): PathParam,
 ) -> ApiResult<Json<Value>> {
     let store = state.store.clone();
     let lookup = id.clone();
     let record = blocking(move || Ok(store.command(Some(&lookup))?)).await?;
     let active = state.commands.is_running(&id);
+    match record
+        .as_ref()
+        .map(|r| r.stack.clone())
+        .or_else(|| state.commands.stack_of(&id))
+    {
+        Some(stack) => principal.require(Role::Viewer, &stack)?,
+        None => principal.require_some(Role::Viewer)?,
+    }
     let mut out = match record {
         Some(record) => serde_json::to_value(&record).unwrap_or_default(),
         // Accepted, but the executor has not written its record yet.
@@ -352,9 +432,24 @@ pub async fn command_handler(
 /// `POST /v1/commands/{id}/cancel`.
 pub async fn cancel_handler(
     State(state): AppState,
+    principal: Principal,
     PathParam(id): PathParam,
     OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
 ) -> ApiResult<Response> {
+    let stack = match state.commands.stack_of(&id) {
+        Some(stack) => Some(stack),
+        None => {
+            let store = state.store.clone();
+            let lookup = id.clone();
+            blocking(move || Ok(store.command(Some(&lookup))?))
+                .await?
+                .map(|r| r.stack)
+        }
+    };
+    match stack {
+        Some(stack) => principal.require(Role::Operator, &stack)?,
+        None => principal.require_some(Role::Viewer)?,
+    }
     match state.commands.cancel(&id) {
         Ok(()) => Ok((
             StatusCode::ACCEPTED,
@@ -386,12 +481,21 @@ pub async fn cancel_handler(
 /// `GET /v1/resources`.
 pub async fn resources_handler(
     State(state): AppState,
+    principal: Principal,
     QueryParams(q): QueryParams<StackQuery>,
 ) -> ApiResult<Json<Value>> {
+    match &q.stack {
+        Some(stack) => principal.require(Role::Viewer, stack)?,
+        None => principal.require_some(Role::Viewer)?,
+    }
     let store = state.store.clone();
     let rows = blocking(move || {
         let resources = store.resources(q.stack.as_deref())?;
-        Ok(resources.iter().map(views::resource).collect::<Vec<_>>())
+        Ok(resources
+            .iter()
+            .filter(|r| principal.may(Role::Viewer, &r.stack))
+            .map(views::resource)
+            .collect::<Vec<_>>())
     })
     .await?;
     Ok(Json(json!({ "resources": rows })))
@@ -400,8 +504,14 @@ pub async fn resources_handler(
 /// `GET /v1/targets`.
 pub async fn targets_handler(
     State(state): AppState,
+    principal: Principal,
     QueryParams(q): QueryParams<StackQuery>,
 ) -> ApiResult<Json<Value>> {
+    // Targets carry their configuration: admins only.
+    match &q.stack {
+        Some(stack) => principal.require(Role::Admin, stack)?,
+        None => principal.require_some(Role::Admin)?,
+    }
     let shared = state.clone();
     let rows = blocking(move || {
         let stacks: BTreeSet<String> = match q.stack {
@@ -415,7 +525,7 @@ pub async fn targets_handler(
             }
         };
         let mut rows = Vec::new();
-        for name in stacks {
+        for name in stacks.into_iter().filter(|s| principal.may(Role::Admin, s)) {
             for t in shared.store.targets(&name)? {
                 rows.push(views::target(&name, &t));
             }
@@ -427,7 +537,11 @@ pub async fn targets_handler(
 }
 
 /// `GET /v1/plugins`.
-pub async fn plugins_handler(State(state): AppState) -> Json<Value> {
+pub async fn plugins_handler(
+    State(state): AppState,
+    principal: Principal,
+) -> ApiResult<Json<Value>> {
+    principal.require_some(Role::Viewer)?;
     let rows: Vec<Value> = state
         .service
         .plugins()
@@ -435,7 +549,7 @@ pub async fn plugins_handler(State(state): AppState) -> Json<Value> {
         .iter()
         .map(views::plugin)
         .collect();
-    Json(json!({ "plugins": rows }))
+    Ok(Json(json!({ "plugins": rows })))
 }
 
 // ---------------------------------------------------------------- fallbacks

@@ -16,20 +16,21 @@
 //! - `GET  /v1/commands`, `GET /v1/commands/{id}`, `POST /v1/commands/{id}/cancel`
 //! - `GET  /v1/stacks`, `GET /v1/resources`, `GET /v1/targets`, `GET /v1/plugins`
 //!
-//! Errors are `{"error": "..."}` with a fitting status code. There is no
-//! authentication yet: listen on loopback, or behind a proxy that
-//! authenticates.
+//! Errors are `{"error": "..."}` with a fitting status code. Every
+//! endpoint but health and readiness needs a principal (`auth.rs`,
+//! `docs/security.md`).
 
+pub mod auth;
 mod background;
 mod commands;
 mod error;
 mod extract;
 mod handlers;
+mod listen;
 mod resume;
 mod views;
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +44,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
 use error::ApiResult;
+pub use listen::{serve, tls_config, ServeOptions, TlsError};
 
 use crate::apply::Options;
 use crate::lease::LeaseConfig;
@@ -81,6 +83,8 @@ pub struct Config {
     pub drift_every: Option<Duration>,
     /// Who this primary is in command leases, and their time to live.
     pub lease: LeaseConfig,
+    /// Who may call the API.
+    pub auth: Arc<auth::Auth>,
 }
 
 /// What every request shares.
@@ -163,6 +167,10 @@ impl Primary {
             .route("/v1/plugins", get(handlers::plugins_handler))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.config.auth.clone(),
+                auth::guard,
+            ))
             .layer(DefaultBodyLimit::max(self.shared.config.max_body_bytes))
             .layer(CatchPanicLayer::custom(panicked))
             .with_state(self.shared.clone())
@@ -196,18 +204,6 @@ where
 fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a request handler panicked");
     ApiError::internal("internal error").into_response()
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves, then lets the
-/// requests in progress finish.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ async fn resume_one(state: &Arc<Shared>, head: CommandHead) -> Result<bool, Serv
         return Ok(false);
     };
     reservation.rename(command.id());
-    commands::launch(reservation, command, None);
+    commands::launch(reservation, command, None, head.principal.as_deref());
     Ok(true)
 }
 

@@ -29,6 +29,9 @@ fn fixture() -> Fixture {
         discover_every: None,
         drift_every: None,
         lease: crate::lease::LeaseConfig::new(crate::lease::DEFAULT_TTL),
+        auth: std::sync::Arc::new(super::auth::Auth::insecure().with_hosts(
+            super::auth::HostPolicy::new(&[], std::net::Ipv4Addr::LOCALHOST.into()),
+        )),
     })
     .unwrap();
     Fixture { _dir: dir, primary }
@@ -41,7 +44,10 @@ async fn call(
     content_type: Option<&str>,
     body: impl Into<Body>,
 ) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "127.0.0.1");
     if let Some(ct) = content_type {
         req = req.header("content-type", ct);
     }

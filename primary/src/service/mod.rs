@@ -226,10 +226,12 @@ impl Service {
 
     /// Takes the command an apply of `prepared` goes on with (the stack's
     /// interrupted command, or a new one as `new_id`) and holds its lease.
+    /// `principal` (who asks) is recorded as the command's in the audit.
     pub async fn begin_apply(
         &self,
         prepared: Prepared,
         new_id: &str,
+        principal: Option<&str>,
     ) -> Result<Command, ServiceError> {
         let Prepared {
             stack,
@@ -239,15 +241,36 @@ impl Service {
             plugins,
         } = prepared;
         let record = (!plan::declares_secrets(&stack, &plugins.catalog)).then_some(document);
-        self.begin(
-            CommandKind::Apply,
-            stack,
-            graph,
-            Some(mode),
-            record,
-            plugins,
-            new_id,
-        )
+        let command = self
+            .begin(
+                CommandKind::Apply,
+                stack,
+                graph,
+                Some(mode),
+                record,
+                plugins,
+                new_id,
+            )
+            .await?;
+        self.record_principal(&command, principal).await?;
+        Ok(command)
+    }
+
+    /// Records who runs `command` (the first one recorded stays).
+    async fn record_principal(
+        &self,
+        command: &Command,
+        principal: Option<&str>,
+    ) -> Result<(), ServiceError> {
+        let Some(principal) = principal else {
+            return Ok(());
+        };
+        let (id, principal) = (command.id().to_owned(), principal.to_owned());
+        tracing::info!(command = %id, stack = %command.stack().name, kind = command.kind().name(),
+            %principal, "command begun");
+        on_store(&self.store, move |s| {
+            Ok(s.put_command_principal(&id, &principal)?)
+        })
         .await
     }
 
@@ -259,6 +282,7 @@ impl Service {
         name: &str,
         document: Option<Stack>,
         new_id: &str,
+        principal: Option<&str>,
     ) -> Result<Command, ServiceError> {
         let owned = name.to_owned();
         let (stored, recorded_targets) = on_store(&self.store, move |store| {
@@ -276,16 +300,19 @@ impl Service {
         };
         let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
-        self.begin(
-            CommandKind::Destroy,
-            stack,
-            Graph::default(),
-            None,
-            None,
-            plugins,
-            new_id,
-        )
-        .await
+        let command = self
+            .begin(
+                CommandKind::Destroy,
+                stack,
+                Graph::default(),
+                None,
+                None,
+                plugins,
+                new_id,
+            )
+            .await?;
+        self.record_principal(&command, principal).await?;
+        Ok(command)
     }
 
     /// Takes over `head`, a command a stopped primary left `running`: an
@@ -325,9 +352,13 @@ impl Service {
                         prepared.stack.name, head.stack
                     )));
                 }
-                self.begin_apply(prepared, new_id).await
+                self.begin_apply(prepared, new_id, head.principal.as_deref())
+                    .await
             }
-            Some(CommandKind::Destroy) => self.begin_destroy(&head.stack, None, new_id).await,
+            Some(CommandKind::Destroy) => {
+                self.begin_destroy(&head.stack, None, new_id, head.principal.as_deref())
+                    .await
+            }
             None => return Err(not_resumable(format!("unknown kind `{}`", head.kind))),
         };
         match begun {

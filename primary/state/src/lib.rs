@@ -61,6 +61,9 @@ pub trait StateStore: Send + Sync {
     fn targets(&self, stack: &str) -> Result<Vec<TargetDecl>, StoreError>;
     /// Starts a command record (`running`).
     fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError>;
+    /// Records who ran a command (the audit). The first principal recorded
+    /// for an id stays.
+    fn put_command_principal(&self, command_id: &str, principal: &str) -> Result<(), StoreError>;
     /// Records where an operation of a command stands.
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError>;
     /// The latest command of `stack` with its operations (a restarted

@@ -176,6 +176,7 @@ conformance!(
     targets_round_trip_ordered_by_name,
     put_targets_upserts_and_keeps_the_others,
     begin_command_records_it_running,
+    a_command_records_its_first_principal,
     begin_command_with_a_used_id_fails,
     latest_command_is_the_last_begun,
     finish_command_records_status_and_time,
@@ -608,6 +609,34 @@ fn begin_command_records_it_running(f: &Fixture) {
     );
     assert_eq!(c.finished_ms, None);
     assert!(c.operations.is_empty());
+}
+
+fn a_command_records_its_first_principal(f: &Fixture) {
+    f.store.begin_command("c1", "web", "apply").unwrap();
+    f.store.begin_command("c2", "web", "apply").unwrap();
+    assert_eq!(
+        f.store.command(Some("c1")).unwrap().unwrap().principal,
+        None
+    );
+    f.store.put_command_principal("c1", "ci-team-a").unwrap();
+    // The first principal stays (a resume does not rewrite who began it).
+    f.store.put_command_principal("c1", "someone-else").unwrap();
+    let c = f.store.command(Some("c1")).unwrap().unwrap();
+    assert_eq!(c.principal.as_deref(), Some("ci-team-a"));
+    let heads = f
+        .store
+        .commands(&CommandFilter {
+            stack: Some("web".into()),
+            status: None,
+            limit: 10,
+        })
+        .unwrap();
+    let by_id: Vec<(&str, Option<&str>)> = heads
+        .iter()
+        .map(|h| (h.id.as_str(), h.principal.as_deref()))
+        .collect();
+    assert!(by_id.contains(&("c1", Some("ci-team-a"))), "{by_id:?}");
+    assert!(by_id.contains(&("c2", None)), "{by_id:?}");
 }
 
 fn begin_command_with_a_used_id_fails(f: &Fixture) {
@@ -1456,6 +1485,7 @@ fn sqlite_format0_store_is_upgraded_on_open() {
         [
             "command_documents",
             "command_leases",
+            "command_principals",
             "commands",
             "meta",
             "operations",

@@ -18,6 +18,18 @@ pub struct ServerOptions {
     pub env: Vec<(String, String)>,
     /// Its working directory.
     pub cwd: Option<PathBuf>,
+    /// Start without `--auth-tokens` (the test passes its own flags, e.g.
+    /// `--insecure-no-auth`); by default a tokens file names the admin
+    /// [`ADMIN_TOKEN`], which every request of [`Server`] presents.
+    pub no_default_auth: bool,
+}
+
+/// The token of the admin every test server knows.
+pub const ADMIN_TOKEN: &str = "orr_test_admin_0123456789abcdef0123456789abcdef";
+
+/// The hex SHA-256 of a token, as a tokens file keeps it.
+pub fn sha256_hex(token: &str) -> String {
+    orrery_primary::http::auth::token_sha256(token)
 }
 
 /// A running `orrery primary`, killed on drop.
@@ -27,6 +39,8 @@ pub struct Server {
     agent: ureq::Agent,
     log: PathBuf,
     data_dir: PathBuf,
+    /// The token every request presents (`None`: no `Authorization`).
+    pub token: Option<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -60,9 +74,23 @@ impl Server {
         let log = std::fs::File::create(&log_path).unwrap();
         let data_dir = options.data_dir.unwrap_or_else(|| dir.path().join("state"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orrery"));
-        cmd.arg("primary")
-            .args(&options.args)
-            .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
+        cmd.arg("primary").args(&options.args);
+        let token = if options.no_default_auth {
+            None
+        } else {
+            let tokens = dir.path().join("tokens.toml");
+            std::fs::write(
+                &tokens,
+                format!(
+                    "[[principal]]\nname = \"test-admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n",
+                    sha256_hex(ADMIN_TOKEN)
+                ),
+            )
+            .unwrap();
+            cmd.arg("--auth-tokens").arg(&tokens);
+            Some(ADMIN_TOKEN.to_owned())
+        };
+        cmd.env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
             .env("ORRERY_DATA_DIR", &data_dir)
             .env("ORRERY_PLUGIN_DIR", orrery_testing::target_debug())
             .env("RUST_LOG", "info")
@@ -87,6 +115,7 @@ impl Server {
             agent,
             log: log_path,
             data_dir,
+            token,
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -132,28 +161,63 @@ impl Server {
         (status, value)
     }
 
+    fn authorized<B>(
+        &self,
+        req: ureq::RequestBuilder<B>,
+        token: Option<&str>,
+    ) -> ureq::RequestBuilder<B> {
+        match token {
+            Some(t) => req.header("authorization", format!("Bearer {t}")),
+            None => req,
+        }
+    }
+
     /// `GET path` as text (for `/metrics`).
     pub fn text(&self, path: &str) -> String {
         let mut resp = self
-            .agent
-            .get(self.url(path))
+            .authorized(self.agent.get(self.url(path)), self.token.as_deref())
             .call()
             .unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.log()));
         resp.body_mut().read_to_string().unwrap()
     }
 
+    /// `GET path` as text presenting `token`: the status and the text.
+    pub fn text_as(&self, token: Option<&str>, path: &str) -> (u16, String) {
+        let mut resp = self
+            .authorized(self.agent.get(self.url(path)), token)
+            .call()
+            .unwrap_or_else(|e| panic!("request failed: {e}\n{}", self.log()));
+        let status = resp.status().as_u16();
+        (status, resp.body_mut().read_to_string().unwrap())
+    }
+
     pub fn get(&self, path: &str) -> (u16, Value) {
-        self.answer(self.agent.get(self.url(path)).call())
+        self.get_as(self.token.as_deref(), path)
     }
 
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.answer(self.agent.post(self.url(path)).send_json(body))
+        self.post_as(self.token.as_deref(), path, body)
+    }
+
+    /// `GET path` presenting `token` (`None`: no credentials).
+    pub fn get_as(&self, token: Option<&str>, path: &str) -> (u16, Value) {
+        self.answer(
+            self.authorized(self.agent.get(self.url(path)), token)
+                .call(),
+        )
+    }
+
+    /// `POST path` presenting `token` (`None`: no credentials).
+    pub fn post_as(&self, token: Option<&str>, path: &str, body: &Value) -> (u16, Value) {
+        self.answer(
+            self.authorized(self.agent.post(self.url(path)), token)
+                .send_json(body),
+        )
     }
 
     pub fn post_raw(&self, path: &str, content_type: &str, body: &str) -> (u16, Value) {
         self.answer(
-            self.agent
-                .post(self.url(path))
+            self.authorized(self.agent.post(self.url(path)), self.token.as_deref())
                 .header("content-type", content_type)
                 .send(body),
         )

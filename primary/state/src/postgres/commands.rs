@@ -15,7 +15,8 @@ pub(super) async fn commands(
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
     Ok(query(
         c,
-        "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+        "SELECT id, stack, kind, status, started_ms, finished_ms,
+             (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
              WHERE ($1::text IS NULL OR stack = $1) AND ($2::text IS NULL OR status = $2)
              ORDER BY started_ms DESC, seq DESC LIMIT $3",
         &[&filter.stack, &status, &limit],
@@ -35,6 +36,7 @@ pub(super) fn head(r: &tokio_postgres::Row) -> CommandHead {
         status: CommandStatus::parse(r.get(3)),
         started_ms: r.get(4),
         finished_ms: r.get(5),
+        principal: r.get(6),
     }
 }
 

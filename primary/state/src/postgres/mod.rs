@@ -137,6 +137,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "command_documents",
         sql: include_str!("../migrations/postgres/0007_command_documents.sql"),
     },
+    Migration {
+        version: 8,
+        name: "command_principals",
+        sql: include_str!("../migrations/postgres/0008_command_principals.sql"),
+    },
 ];
 
 /// The schema version this release writes (the last migration).
@@ -525,6 +530,24 @@ impl PgPool {
         })
     }
 
+    /// Records who ran a command (the audit); the first principal stays.
+    pub async fn put_command_principal(
+        &self,
+        command_id: &str,
+        principal: &str,
+    ) -> Result<(), StoreError> {
+        on_conn!(self, |c| {
+            execute(
+                c,
+                "INSERT INTO command_principals (command_id, principal) VALUES ($1, $2)
+                 ON CONFLICT (command_id) DO NOTHING",
+                &[&command_id, &principal],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
     /// Records where an operation of a command stands.
     pub async fn put_operation(
         &self,
@@ -599,7 +622,8 @@ impl PgPool {
         on_conn!(self, |c| {
             let Some(head) = query_opt(
                 c,
-                "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+                "SELECT id, stack, kind, status, started_ms, finished_ms,
+             (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
                  WHERE ($1::text IS NULL OR id = $1) ORDER BY started_ms DESC, seq DESC LIMIT 1",
                 &[&id],
             )
@@ -971,6 +995,11 @@ impl StateStore for PgStore {
     fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError> {
         let (id, stack, kind) = (id.to_owned(), stack.to_owned(), kind.to_owned());
         bridge!(self, begin_command(&id, &stack, &kind))
+    }
+
+    fn put_command_principal(&self, command_id: &str, principal: &str) -> Result<(), StoreError> {
+        let (command_id, principal) = (command_id.to_owned(), principal.to_owned());
+        bridge!(self, put_command_principal(&command_id, &principal))
     }
 
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {

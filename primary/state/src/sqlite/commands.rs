@@ -12,7 +12,8 @@ pub(super) fn commands(
     filter: &CommandFilter,
 ) -> Result<Vec<CommandHead>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+        "SELECT id, stack, kind, status, started_ms, finished_ms,
+             (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
          WHERE (?1 IS NULL OR stack = ?1) AND (?2 IS NULL OR status = ?2)
          ORDER BY started_ms DESC, rowid DESC LIMIT ?3",
     )?;
@@ -31,6 +32,7 @@ pub(super) fn head(r: &rusqlite::Row<'_>) -> rusqlite::Result<CommandHead> {
         status: CommandStatus::parse(&r.get::<_, String>(3)?),
         started_ms: r.get(4)?,
         finished_ms: r.get(5)?,
+        principal: r.get(6)?,
     })
 }
 

@@ -87,6 +87,10 @@ CREATE TABLE IF NOT EXISTS command_documents (
     stack_dir TEXT NOT NULL,
     text TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS command_principals (
+    command_id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL
+);
 CREATE INDEX IF NOT EXISTS resources_by_target_type ON resources (target, resource_type);
 CREATE INDEX IF NOT EXISTS commands_by_stack ON commands (stack, started_ms);
 CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
@@ -94,9 +98,9 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 
 /// Version of the tables and indexes beside the records' format, in
 /// `meta.schema`: 2 added command leases, command documents and the
-/// indexes of key-only views. Additions only: an older release ignores
+/// indexes of key-only views; 3 the command principals (the audit). Additions only: an older release ignores
 /// them, so a newer value is never refused.
-const SQLITE_SCHEMA: i64 = 2;
+const SQLITE_SCHEMA: i64 = 3;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -489,6 +493,15 @@ impl StateStore for SqliteStore {
         Ok(())
     }
 
+    fn put_command_principal(&self, command_id: &str, principal: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO command_principals (command_id, principal) VALUES (?1, ?2)
+             ON CONFLICT (command_id) DO NOTHING",
+            params![command_id, principal],
+        )?;
+        Ok(())
+    }
+
     /// Records where an operation stands, before acting on it and after.
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
         let context = encode_context(op)?;
@@ -532,7 +545,8 @@ impl StateStore for SqliteStore {
         let conn = self.conn();
         let head = conn
             .query_row(
-                "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
+                "SELECT id, stack, kind, status, started_ms, finished_ms,
+             (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
                  WHERE (?1 IS NULL OR id = ?1) ORDER BY started_ms DESC, rowid DESC LIMIT 1",
                 params![id],
                 commands::head,

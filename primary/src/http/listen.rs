@@ -1,0 +1,220 @@
+//! The listener: HTTP/1.1 over TCP or TLS (rustls), with a header-read
+//! timeout that also closes idle connections, and the names of a verified
+//! client certificate handed to [`super::auth`].
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{self, server::WebPkiClientVerifier, RootCertStore, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+
+use super::auth::ClientCertificate;
+
+/// How connections are served.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// How long a client has to send a request's headers; also how long a
+    /// connection may sit idle between requests, and how long a TLS
+    /// handshake may take.
+    pub header_read_timeout: Duration,
+    /// TLS on the listener.
+    pub tls: Option<Arc<ServerConfig>>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            header_read_timeout: Duration::from_secs(10),
+            tls: None,
+        }
+    }
+}
+
+/// Why TLS cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file cannot be read.
+    #[error("cannot read {path}: {message}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// rustls refuses the configuration.
+    #[error("bad TLS configuration: {0}")]
+    Config(String),
+}
+
+fn pem_err(path: &Path) -> impl Fn(rustls_pki_types::pem::Error) -> TlsError + '_ {
+    move |e| TlsError::Pem {
+        path: path.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// A rustls server configuration: this server's certificate chain and
+/// key, and with `client_ca`, client certificates verified against it
+/// (optional: clients without one may still present a token).
+pub fn tls_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .map_err(pem_err(cert))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem_err(cert))?;
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(pem_err(key))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(ca).map_err(pem_err(ca))? {
+                roots
+                    .add(c.map_err(pem_err(ca))?)
+                    .map_err(|e| TlsError::Config(format!("{}: {e}", ca.display())))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(chain, key_der)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The names of a (verified) client certificate: its subject CN, then its
+/// DNS subject alternative names.
+fn certificate_names(der: &CertificateDer<'_>) -> Vec<String> {
+    let Ok(cert) = webpki::EndEntityCert::try_from(der) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = common_name(cert.subject()).into_iter().collect();
+    names.extend(cert.valid_dns_names().map(str::to_owned));
+    names
+}
+
+/// The first commonName (2.5.4.3) in a DER subject: the OID, then a
+/// string (UTF8String, PrintableString, IA5String) of short length.
+fn common_name(subject: &[u8]) -> Option<String> {
+    const OID: [u8; 5] = [0x06, 0x03, 0x55, 0x04, 0x03];
+    let at = subject.windows(OID.len()).position(|w| w == OID)? + OID.len();
+    let (&tag, rest) = subject.get(at..)?.split_first()?;
+    let (&len, rest) = rest.split_first()?;
+    if !matches!(tag, 0x0c | 0x13 | 0x16) || len >= 0x80 {
+        return None;
+    }
+    let value = rest.get(..usize::from(len))?;
+    String::from_utf8(value.to_vec()).ok()
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets the
+/// requests in progress finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let acceptor = options.tls.clone().map(TlsAcceptor::from);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of descriptors, most likely: pause, not spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let timeout = options.header_read_timeout;
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(timeout);
+        let watcher = graceful.watcher();
+        let router = router.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let result = match acceptor {
+                None => {
+                    let service = TowerToHyperService::new(router);
+                    let conn = builder.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(conn).await
+                }
+                Some(acceptor) => {
+                    let tls = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let names = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .map(certificate_names);
+                    let router = match names {
+                        Some(names) => router.layer(axum::Extension(ClientCertificate { names })),
+                        None => router,
+                    };
+                    let service = TowerToHyperService::new(router);
+                    let conn = builder.serve_connection(TokioIo::new(tls), service);
+                    watcher.watch(conn).await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_names() {
+        // SEQUENCE { SET { SEQUENCE { OID 2.5.4.3, UTF8String "alice" } } }
+        let subject = [
+            0x30, 0x10, 0x31, 0x0e, 0x30, 0x0c, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x05, b'a',
+            b'l', b'i', b'c', b'e',
+        ];
+        assert_eq!(common_name(&subject).as_deref(), Some("alice"));
+        assert_eq!(common_name(&subject[..15]), None);
+        assert_eq!(common_name(&[]), None);
+    }
+}
