@@ -60,6 +60,9 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     fn begin_command(&self, id: &str, stack: &str, kind: &str) -> Result<(), StoreError> {
         off_worker(|| self.0.begin_command(id, stack, kind))
     }
+    fn put_command_principal(&self, command_id: &str, principal: &str) -> Result<(), StoreError> {
+        off_worker(|| self.0.put_command_principal(command_id, principal))
+    }
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
         off_worker(|| self.0.put_operation(command_id, op))
     }
