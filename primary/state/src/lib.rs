@@ -9,6 +9,7 @@
 mod codec;
 mod error;
 mod postgres;
+pub mod secret_key;
 mod sqlite;
 
 use std::collections::BTreeMap;

@@ -106,6 +106,8 @@ type Job = Box<dyn FnOnce(&mut Conn) + Send>;
 pub struct PgStore {
     jobs: mpsc::Sender<Job>,
     target: String,
+    /// The secret key, when it is kept in a key file (`ORRERY_SECRET_KEY_FILE`).
+    key: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -120,7 +122,20 @@ impl PgStore {
     /// Connects to `url`, applies pending migrations and makes sure the
     /// secret key exists.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
-        Self::open(url, PG_SCHEMA_VERSION)
+        Self::open(
+            url,
+            PG_SCHEMA_VERSION,
+            crate::secret_key::key_file_from_env(),
+        )
+    }
+
+    /// As [`PgStore::connect`], the secret key in `key_file` (a key still
+    /// in the database is moved out to it), or in the database when `None`.
+    pub fn connect_with_key_file(
+        url: &str,
+        key_file: Option<&std::path::Path>,
+    ) -> Result<Self, StoreError> {
+        Self::open(url, PG_SCHEMA_VERSION, key_file.map(ToOwned::to_owned))
     }
 
     /// Applies the migrations up to `version` and nothing else (no secret
@@ -131,11 +146,15 @@ impl PgStore {
         store.call(move |c| migrate(c, version).map(|_| ()))
     }
 
-    fn open(url: &str, version: i32) -> Result<Self, StoreError> {
-        let store = Self::spawn(url)?;
-        store.call(move |c| {
+    fn open(
+        url: &str,
+        version: i32,
+        key_file: Option<std::path::PathBuf>,
+    ) -> Result<Self, StoreError> {
+        let mut store = Self::spawn(url)?;
+        store.key = store.call(move |c| {
             migrate(c, version)?;
-            ensure_secret_key(c)
+            ensure_secret_key(c, key_file.as_deref())
         })?;
         Ok(store)
     }
@@ -178,7 +197,11 @@ impl PgStore {
                 target: target.clone(),
                 reason: format!("cannot start the connection thread: {e}"),
             })?;
-        Ok(PgStore { jobs, target })
+        Ok(PgStore {
+            jobs,
+            target,
+            key: None,
+        })
     }
 
     /// Runs `f` on the connection thread and waits for its answer.
@@ -334,18 +357,72 @@ fn migrate(c: &mut Client, upto: i32) -> Result<Vec<i32>, StoreError> {
     Ok(applied)
 }
 
-fn ensure_secret_key(c: &mut Client) -> Result<(), StoreError> {
+/// The key from `key_file` when one is configured (a key still in the
+/// database moved out to it); otherwise the key in `meta` (made by the first
+/// primary to get here), refused once it was moved out to a key file.
+fn ensure_secret_key(
+    c: &mut Client,
+    key_file: Option<&std::path::Path>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut tx = c.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    let mut rows = PgKeyRows(&mut tx);
+    if let Some(path) = key_file {
+        let key = crate::secret_key::resolve(&mut rows, path)?;
+        tx.commit()?;
+        return Ok(Some(key));
+    }
+    if crate::secret_key::moved_out(&mut rows)? {
+        return Err(StoreError::SecretKey {
+            path: "(none)".into(),
+            reason: format!(
+                "this database's secret key was moved out to a key file: set {} to it",
+                crate::secret_key::KEY_FILE_ENV
+            ),
+        });
+    }
+    tracing::warn!(
+        "the secret key is kept in the database, so a copy of it allows guessing write-only \
+         values offline: set {} to a key file shared by the primaries",
+        crate::secret_key::KEY_FILE_ENV
+    );
     let mut key = vec![0u8; 32];
     getrandom::fill(&mut key).map_err(|e| StoreError::Corrupt {
         label: "secret_key".into(),
         reason: format!("no randomness for the secret key: {e}"),
     })?;
     // The first primary to get here wins; the others keep its key.
-    c.execute(
+    tx.execute(
         "INSERT INTO meta (key, value) VALUES ('secret_key', $1) ON CONFLICT (key) DO NOTHING",
         &[&key],
     )?;
-    Ok(())
+    tx.commit()?;
+    Ok(None)
+}
+
+/// The key rows of `meta`, in the opening transaction.
+struct PgKeyRows<'a, 'b>(&'a mut postgres::Transaction<'b>);
+
+impl crate::secret_key::KeyRows for PgKeyRows<'_, '_> {
+    fn get(&mut self, row: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .0
+            .query_opt("SELECT value FROM meta WHERE key = $1", &[&row])?
+            .map(|r| r.get(0)))
+    }
+
+    fn put_if_absent(&mut self, row: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+            &[&row, &value],
+        )?;
+        Ok(())
+    }
+
+    fn delete(&mut self, row: &str) -> Result<(), StoreError> {
+        self.0.execute("DELETE FROM meta WHERE key = $1", &[&row])?;
+        Ok(())
+    }
 }
 
 fn encode_props(label: &str, props: &PropertyMap) -> Result<Vec<u8>, StoreError> {
@@ -357,6 +434,9 @@ fn encode_props(label: &str, props: &PropertyMap) -> Result<Vec<u8>, StoreError>
 
 impl StateStore for PgStore {
     fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
+        if let Some(key) = &self.key {
+            return Ok(key.clone());
+        }
         self.call(|c| {
             Ok(
                 c.query_one("SELECT value FROM meta WHERE key = 'secret_key'", &[])?
