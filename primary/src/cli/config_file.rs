@@ -66,16 +66,13 @@ pub fn load(args: &[String]) -> Result<BTreeMap<String, String>, String> {
         let text = match value {
             Value::String(_, s) => s,
             Value::Bool(_, b) => b.to_string(),
-            Value::Num(_, n) => n
-                .to_f64()
-                .map(|f| {
-                    if f.fract() == 0.0 {
-                        format!("{}", f as i64)
-                    } else {
-                        f.to_string()
-                    }
-                })
-                .unwrap_or_default(),
+            // Integers as integers (`to_f64` is only for floats).
+            Value::Num(_, n) => match (n.to_i128(), n.to_u128(), n.to_f64()) {
+                (Some(i), _, _) => i.to_string(),
+                (_, Some(u), _) => u.to_string(),
+                (_, _, Some(f)) => f.to_string(),
+                _ => String::new(),
+            },
             other => {
                 return Err(format!(
                 "configuration file {}: `{key}` must be a string, number or boolean, not {other:?}",
