@@ -17,6 +17,9 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "plugin-sdk as a plugin author gets it (default features: no host side, conformance or OTLP)"
+cargo clippy -p orrery-plugin-sdk --lib --locked -- -D warnings
+
 step "build binaries"
 cargo build --workspace --bins --locked
 

@@ -4,13 +4,18 @@
 #   scripts/with-postgres.sh cargo test -p orrery-primary --test store_conformance
 #
 # The server listens on 127.0.0.1 at a free random port, trusts local
-# connections, lives in a fresh temporary directory, and is stopped and
-# removed when CMD ends (or fails, or is interrupted). CMD gets
+# connections, has TLS on (a throwaway CA and a server certificate for
+# 127.0.0.1 and localhost are made with openssl; plaintext stays allowed
+# for clients that ask for it, sslmode=disable), lives in a
+# fresh temporary directory, and is stopped and removed when CMD ends (or
+# fails, or is interrupted). CMD gets
 #
-#   ORRERY_TEST_DATABASE_URL=postgres://orrery@127.0.0.1:PORT/postgres
+#   ORRERY_TEST_DATABASE_URL=postgres://orrery@127.0.0.1:PORT/postgres?sslmode=verify-full&sslrootcert=DIR%2Fca.crt
+#   ORRERY_TEST_DATABASE_CA=DIR/ca.crt (the CA's certificate)
 #
-# (a superuser: tests create a database of their own per test). CMD's exit
-# status is the script's.
+# (a superuser: tests create a database of their own per test; the
+# certificate path is percent-encoded, so the URL has no '/' after the
+# database name). CMD's exit status is the script's.
 #
 # PostgreSQL (15 or newer) comes from, in order: $ORRERY_PG_BIN (a directory
 # holding initdb and pg_ctl), initdb on PATH, /usr/local/bin,
@@ -121,6 +126,28 @@ as_pg "$PG_BIN/initdb" -D "$DATA" -U orrery --auth=trust --encoding=UTF8 --no-lo
     --no-sync >"$WORK/initdb.log" 2>&1 ||
     { cat "$WORK/initdb.log" >&2; die "initdb failed"; }
 
+# TLS: a CA made for this run and a server certificate it signs, valid for
+# the addresses clients use (so sslmode=verify-full holds).
+command -v openssl >/dev/null 2>&1 || die "openssl is needed to make the server's TLS certificate (apt-get install openssl)"
+TLS="$WORK/tls"
+mkdir -p "$TLS"
+{
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=orrery throwaway test CA" \
+        -keyout "$TLS/ca.key" -out "$TLS/ca.crt" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+            -keyout "$TLS/server.key" -out "$TLS/server.csr" &&
+        printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" \
+            >"$TLS/server.ext" &&
+        openssl x509 -req -in "$TLS/server.csr" -CA "$TLS/ca.crt" -CAkey "$TLS/ca.key" \
+            -CAcreateserial -days 2 -extfile "$TLS/server.ext" -out "$TLS/server.crt"
+} >"$WORK/openssl.log" 2>&1 || { cat "$WORK/openssl.log" >&2; die "openssl could not make the test certificates"; }
+chmod 0600 "$TLS/server.key" "$TLS/ca.key"
+chmod 0755 "$TLS"
+chmod 0644 "$TLS/ca.crt" "$TLS/server.crt"
+if [ "$(id -u)" -eq 0 ]; then chown "$PG_USER" "$TLS/server.key"; fi
+
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 started=1 # from here on, cleanup stops whatever pg_ctl may have started
@@ -131,7 +158,8 @@ for attempt in 1 2 3 4 5 6 7 8; do
     if as_pg "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 -s \
         -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$WORK \
             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-            -c max_connections=300 -c log_min_messages=warning" \
+            -c max_connections=300 -c log_min_messages=warning \
+            -c ssl=on -c ssl_cert_file=$TLS/server.crt -c ssl_key_file=$TLS/server.key" \
         start >/dev/null 2>&1; then
         PORT_OK=1
         break
@@ -163,7 +191,9 @@ else
     done
 fi
 
-export ORRERY_TEST_DATABASE_URL="postgres://orrery@127.0.0.1:$PORT/postgres"
+ca_in_url="$(printf '%s' "$TLS/ca.crt" | sed 's/%/%25/g; s/\//%2F/g; s/ /%20/g; s/&/%26/g')"
+export ORRERY_TEST_DATABASE_URL="postgres://orrery@127.0.0.1:$PORT/postgres?sslmode=verify-full&sslrootcert=$ca_in_url"
+export ORRERY_TEST_DATABASE_CA="$TLS/ca.crt"
 say "PostgreSQL $version ($PG_BIN, as $PG_USER) on 127.0.0.1:$PORT; ORRERY_TEST_DATABASE_URL=$ORRERY_TEST_DATABASE_URL"
 
 # CMD runs in the foreground (a Ctrl-C reaches it as usual); the EXIT trap

@@ -12,9 +12,14 @@
 //! - [`schema_builder`]: declare schemas ([`resource`], [`field`]).
 //! - [`paginate()`]: key-based list pages.
 //! - [`server`]: the provided main.
-//! - [`client`], [`process`]: the host side, used by satellites and tests.
+//! - [`client`]: the host side of the link (the harness uses it too).
 //! - [`harness`]: run a plugin in-process.
-//! - [`conformance`]: the conformance suite.
+//! - `process` (feature `host`): start a plugin binary as a child process.
+//! - `conformance` (feature `conformance`): the conformance suite.
+//!
+//! Features: a plugin's default build has what a plugin needs; `host`,
+//! `conformance` and `otlp` (OTLP export of traces and metrics) are for
+//! Orrery's own crates.
 //!
 //! The SDK knows nothing of NATS: it speaks only the stdio link.
 
@@ -25,12 +30,14 @@
 #![deny(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 pub mod client;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod frame_io;
 pub mod harness;
 mod logging;
 pub mod paginate;
 pub mod plugin;
+#[cfg(feature = "host")]
 pub mod process;
 pub mod properties;
 pub mod result;

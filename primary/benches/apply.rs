@@ -4,6 +4,12 @@
 //!
 //! `cargo build --workspace --bins && ORRERY_NATS_SERVER=$(scripts/ensure-nats.sh) cargo bench -p orrery-primary --bench apply`
 //! `ORRERY_BENCH_QUICK=1` runs 100-resource stacks and skips Terraform.
+//!
+//! With a PostgreSQL server (`ORRERY_BENCH_DATABASE_URL`, else
+//! `ORRERY_TEST_DATABASE_URL`: run it through `scripts/with-postgres.sh`),
+//! the NATS path runs a second time with its state in PostgreSQL (a fresh
+//! database per run, over TLS as the URL says), and its resources/s are
+//! printed as a ratio of the SQLite run's just before.
 
 #[path = "../../satellite/tests/common/mod.rs"]
 mod common;
@@ -58,15 +64,56 @@ struct Run {
     noop_plan: Duration,
 }
 
+/// Where a run keeps its state.
+#[derive(Clone, Copy)]
+enum Backend<'a> {
+    Sqlite,
+    /// A server: a fresh database on it per run.
+    Postgres(&'a str),
+}
+
+/// A fresh database on the server `url` names; its URL.
+async fn fresh_database(url: &str) -> String {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "orrery_bench_{}_{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let admin = url.to_owned();
+    let create = name.clone();
+    // The sync client runs a runtime of its own: not on this one's thread.
+    tokio::task::spawn_blocking(move || {
+        let (config, tls) = state::pg_connect_config(&admin).unwrap();
+        let mut client = postgres::Config::from(config).connect(tls).unwrap();
+        client
+            .batch_execute(&format!("CREATE DATABASE \"{create}\""))
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let server = base.rsplit_once('/').map_or(base, |(s, _)| s);
+    if query.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{query}")
+    }
+}
+
 async fn run(
     transport: Arc<dyn Transport>,
     catalog: &Catalog,
     n: usize,
     shape: Shape,
     target: &str,
+    backend: Backend<'_>,
 ) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let store = state::open_dir(dir.path()).unwrap();
+    let store = match backend {
+        Backend::Sqlite => state::open_dir(dir.path()).unwrap(),
+        Backend::Postgres(server) => state::open(&fresh_database(server).await).unwrap(),
+    };
     let hasher = SecretHasher::new(store.secret_key().unwrap());
     let yaml = stack_yaml(n, shape, target);
     let plan_once = |stored: &[orrery_primary::state::StoredResource]| {
@@ -206,6 +253,14 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    let database = std::env::var("ORRERY_BENCH_DATABASE_URL")
+        .or_else(|_| std::env::var("ORRERY_TEST_DATABASE_URL"))
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    if database.is_none() {
+        eprintln!("no PostgreSQL rows: set ORRERY_BENCH_DATABASE_URL, or run through scripts/with-postgres.sh");
+    }
+
     println!("| shape | resources | path | plan | apply | resources/s | no-change plan | vs Terraform (resources/s) |");
     println!("|---|---|---|---|---|---|---|---|");
     for &n in sizes {
@@ -221,7 +276,15 @@ async fn main() {
             {
                 // A fresh target per run: the testbed keeps its state in memory.
                 let target = format!("t{n}-{}-{k}", shape.name().replace('-', ""));
-                let r = run(transport.clone(), &catalog, n, shape, &target).await;
+                let r = run(
+                    transport.clone(),
+                    &catalog,
+                    n,
+                    shape,
+                    &target,
+                    Backend::Sqlite,
+                )
+                .await;
                 let vs = tf.map_or("—".to_owned(), |(apply, _)| {
                     format!("{:.0}×", rate(n, r.apply) / rate(n, apply))
                 });
@@ -233,6 +296,28 @@ async fn main() {
                     rate(n, r.apply),
                     r.noop_plan.as_secs_f64() * 1e3,
                 );
+                // The same through NATS with the state in PostgreSQL.
+                if let (1, Some(url)) = (k, database.as_deref()) {
+                    let target = format!("{target}-pg");
+                    let pg = run(
+                        transport.clone(),
+                        &catalog,
+                        n,
+                        shape,
+                        &target,
+                        Backend::Postgres(url),
+                    )
+                    .await;
+                    println!(
+                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | PG/SQLite {:.2} |",
+                        shape.name(),
+                        pg.plan.as_secs_f64() * 1e3,
+                        pg.apply.as_secs_f64(),
+                        rate(n, pg.apply),
+                        pg.noop_plan.as_secs_f64() * 1e3,
+                        rate(n, pg.apply) / rate(n, r.apply),
+                    );
+                }
             }
             if let Some((apply, plan)) = tf {
                 println!(

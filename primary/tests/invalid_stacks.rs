@@ -100,11 +100,17 @@ fn syntax_errors_name_the_line() {
     // unclosed list where the text ends.
     check(
         "  - label: a\n    type: Local::Fs::Directory: x\n    target: home\n",
-        &["error: bad.yaml:8: mapping values are not allowed in this context at line 8 column 31"],
+        &[
+            INVALID,
+            "  bad.yaml:8: mapping values are not allowed in this context at line 8 column 31",
+        ],
     );
     check(
         "  - label: [unclosed\n",
-        &["error: bad.yaml:8: while parsing a flow sequence, expected ',' or ']' at line 8 column 1"],
+        &[
+            INVALID,
+            "  bad.yaml:8: while parsing a flow sequence, expected ',' or ']' at line 8 column 1",
+        ],
     );
 }
 
@@ -112,7 +118,7 @@ fn syntax_errors_name_the_line() {
 fn shape_errors_name_the_line() {
     check(
         "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    colour: blue\n",
-        &["error: bad.yaml:10: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties` at line 10 column 5"],
+        &[INVALID, "  bad.yaml:10: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties` at line 10 column 5"],
     );
 }
 
@@ -126,9 +132,12 @@ fn unknown_target_and_plugin() {
     let run = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
     assert_eq!(run.code, 1, "{run:?}");
     let lines = error_lines(&run, &scratch);
-    assert_eq!(lines.len(), 1, "{run:?}");
+    assert_eq!(lines.len(), 2, "{run:?}");
+    assert_eq!(lines[0], INVALID, "{run:?}");
     assert!(
-        lines[0].starts_with("error: plugin `nosuch` not found"),
+        lines[1].starts_with(
+            "  bad.yaml: plugin `nosuch` not found: looked for `orrery-plugin-nosuch` in "
+        ),
         "{run:?}"
     );
 }

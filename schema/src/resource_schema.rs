@@ -86,6 +86,13 @@ pub struct FieldHint {
 }
 
 impl FieldHint {
+    /// Whether the field's values are secrets: write-only or opaque. Such
+    /// values are never stored in clear (only their HMAC), never shown in a
+    /// plan, a log line or an answer. This is the one definition.
+    pub fn is_secret(&self) -> bool {
+        self.write_only || self.opaque
+    }
+
     /// The update method after applying `create_only`: a create-only field
     /// without an explicit method is replaced delete-before-create.
     pub fn effective_update_method(&self) -> UpdateMethod {

@@ -9,10 +9,10 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::reader::MetricReader;
 use opentelemetry_sdk::metrics::{
-    InstrumentKind, ManualReader, PeriodicReader, Pipeline, SdkMeterProvider, Temporality,
+    InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Temporality,
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use tracing::subscriber::Interest;
 use tracing::Level;
@@ -22,6 +22,15 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use super::config::TelemetryConfig;
+
+/// Why telemetry could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The OTLP span or metric exporter could not be built.
+    #[cfg(feature = "otlp")]
+    #[error(transparent)]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
 
 /// The telemetry of a running process. Keep it alive for the process's
 /// lifetime: dropping it flushes and stops the exporters.
@@ -45,20 +54,32 @@ pub struct Telemetry {
 /// When an OTLP endpoint is configured and its span or metric exporter
 /// cannot be built (e.g. the HTTP client cannot be created). Without an
 /// endpoint it does not fail.
-pub fn init(config: &TelemetryConfig) -> Result<Telemetry, opentelemetry_otlp::ExporterBuildError> {
+pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     let resource = Resource::builder()
         .with_service_name(config.service_name.clone())
         .with_attribute(KeyValue::new("process.pid", i64::from(std::process::id())))
         .build();
 
+    #[allow(unused_mut)] // not reassigned without the `otlp` feature
     let mut tracer = SdkTracerProvider::builder().with_resource(resource.clone());
     let reader = SharedReader(Arc::new(ManualReader::builder().build()));
+    #[allow(unused_mut)] // not reassigned without the `otlp` feature
     let mut meter = SdkMeterProvider::builder()
         .with_resource(resource)
         .with_reader(reader.clone());
-    let exporting = config.otlp_endpoint.is_some();
+    let exporting = cfg!(feature = "otlp") && config.otlp_endpoint.is_some();
+    #[cfg(not(feature = "otlp"))]
+    if config.otlp_endpoint.is_some() {
+        eprintln!(
+            "{}: built without OTLP export (orrery-plugin-sdk feature `otlp`); the OTLP endpoint is ignored",
+            config.service_name
+        );
+    }
+    #[cfg(feature = "otlp")]
     if let Some(endpoint) = &config.otlp_endpoint {
         use opentelemetry_otlp::WithExportConfig;
+        use opentelemetry_sdk::metrics::PeriodicReader;
+        use opentelemetry_sdk::trace::Sampler;
         let base = endpoint.trim_end_matches('/');
         let spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()

@@ -59,11 +59,7 @@ pub fn excluded(
 /// Drops write-only and opaque fields (plugins should never return them).
 pub fn strip_secrets(schema: Option<&ResourceSchema>, properties: &mut PropertyMap) {
     if let Some(schema) = schema {
-        properties.retain(|k, _| {
-            !schema
-                .field(k)
-                .is_some_and(|f| f.hints.write_only || f.hints.opaque)
-        });
+        properties.retain(|k, _| !schema.field(k).is_some_and(|f| f.hints.is_secret()));
     }
 }
 
@@ -78,7 +74,7 @@ pub fn changed_fields(
     let ignored = |k: &str| {
         schema
             .and_then(|s| s.field(k))
-            .is_some_and(|f| f.hints.write_only || f.hints.opaque || f.hints.read_only)
+            .is_some_and(|f| f.hints.is_secret() || f.hints.read_only)
     };
     let keys: std::collections::BTreeSet<&String> = recorded.keys().chain(read.keys()).collect();
     keys.into_iter()

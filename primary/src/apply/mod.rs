@@ -821,7 +821,7 @@ impl Executor {
                 let is_secret = |field: &str| {
                     schema
                         .and_then(|s| s.field(field))
-                        .is_some_and(|f| f.hints.write_only || f.hints.opaque)
+                        .is_some_and(|f| f.hints.is_secret())
                 };
                 let mut properties = event.properties.clone().unwrap_or_default();
                 properties.retain(|k, _| !is_secret(k));

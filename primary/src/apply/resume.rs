@@ -114,7 +114,7 @@ pub(super) fn identity(schema: Option<&ResourceSchema>, desired: &PropertyMap) -
             .filter(|(k, _)| {
                 !schema
                     .and_then(|s| s.field(k))
-                    .is_some_and(|f| f.hints.write_only || f.hints.opaque)
+                    .is_some_and(|f| f.hints.is_secret())
             })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),

@@ -90,6 +90,8 @@ pub fn plugin_search_path(dir: Option<&Path>) -> Vec<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         out.extend(std::env::split_paths(&path));
     }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
     out
 }
 

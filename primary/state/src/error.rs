@@ -43,7 +43,7 @@ pub enum StoreError {
     },
     /// PostgreSQL answered with an error.
     #[error("state store (PostgreSQL): {0}")]
-    Postgres(#[from] postgres::Error),
+    Postgres(#[from] tokio_postgres::Error),
     /// PostgreSQL cannot be reached (connect failed, or its worker stopped).
     #[error("state store: PostgreSQL at {target} is unavailable: {reason}")]
     Unavailable {

@@ -23,7 +23,11 @@ pub use orrery_core::record::{
     CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, OpStatus,
     OperationRecord, StoredResource, RECORD_FORMAT,
 };
-pub use postgres::{Migration, PgStore, MIGRATIONS, PG_SCHEMA_VERSION};
+#[doc(hidden)]
+pub use postgres::connect_config as pg_connect_config;
+pub use postgres::{
+    Migration, PgPool, PgStore, TlsMode, DEFAULT_POOL_SIZE, MIGRATIONS, PG_SCHEMA_VERSION,
+};
 pub use sqlite::SqliteStore;
 
 use orrery_core::stack::TargetDecl;

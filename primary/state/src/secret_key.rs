@@ -58,7 +58,7 @@ pub(crate) trait KeyRows {
 }
 
 /// The check value of `key`.
-fn check_of(key: &[u8]) -> Vec<u8> {
+pub(crate) fn check_of(key: &[u8]) -> Vec<u8> {
     SecretHasher::new(key.to_vec())
         .hash("orrery.secret_key_check", &Value::Null)
         .into_bytes()
@@ -71,17 +71,27 @@ fn key_error(path: &Path, reason: impl Into<String>) -> StoreError {
     }
 }
 
-/// The store's key, from the key file at `path` (created with the store's
-/// legacy key or a new random one when missing), the legacy row removed.
+fn foreign(path: &Path) -> StoreError {
+    key_error(
+        path,
+        "holds another key than the one this store's values were hashed with",
+    )
+}
+
+/// The key in the file at `path` for a store holding `legacy` (its key,
+/// from before key files) and `check` (its check row): read, or created with
+/// the legacy key or a new random one.
 ///
 /// # Errors
 ///
 /// [`StoreError::SecretKey`] when the file cannot be read or written, does
-/// not hold a key, or holds another key than the store was hashed with, or
-/// when it is missing while the store says its key was moved out already.
-pub(crate) fn resolve(rows: &mut dyn KeyRows, path: &Path) -> Result<Vec<u8>, StoreError> {
-    let legacy = rows.get(LEGACY_ROW)?;
-    let check = rows.get(CHECK_ROW)?;
+/// not hold a key, or holds another key than the store's, or when it is
+/// missing while the store says its key was moved out already.
+pub(crate) fn key_for(
+    legacy: Option<&[u8]>,
+    check: Option<&[u8]>,
+    path: &Path,
+) -> Result<Vec<u8>, StoreError> {
     let key = match read(path)? {
         Some(key) => key,
         None if legacy.is_none() && check.is_some() => {
@@ -92,8 +102,8 @@ pub(crate) fn resolve(rows: &mut dyn KeyRows, path: &Path) -> Result<Vec<u8>, St
             ))
         }
         None => {
-            let key = match &legacy {
-                Some(k) => k.clone(),
+            let key = match legacy {
+                Some(k) => k.to_vec(),
                 None => {
                     let mut key = vec![0u8; KEY_LEN];
                     getrandom::fill(&mut key)
@@ -104,30 +114,49 @@ pub(crate) fn resolve(rows: &mut dyn KeyRows, path: &Path) -> Result<Vec<u8>, St
             create(path, &key)?
         }
     };
-    if legacy.as_ref().is_some_and(|l| *l != key) {
-        return Err(key_error(
-            path,
-            "holds another key than the one this store's values were hashed with",
-        ));
+    if legacy.is_some_and(|l| l != key.as_slice()) {
+        return Err(foreign(path));
     }
+    verify(path, &key, check)?;
+    Ok(key)
+}
+
+/// Fails when the store's check row says `key` is not its key.
+pub(crate) fn verify(path: &Path, key: &[u8], check: Option<&[u8]>) -> Result<(), StoreError> {
+    match check {
+        Some(c) if c != check_of(key).as_slice() => Err(foreign(path)),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a store with these rows has its key in a key file (so a backend
+/// without one configured must refuse rather than make a new key).
+pub(crate) fn moved_out(legacy: Option<&[u8]>, check: Option<&[u8]>) -> bool {
+    legacy.is_none() && check.is_some()
+}
+
+/// The store's key, from the key file at `path` (see [`key_for`]); the
+/// check row written when missing, the legacy row removed.
+///
+/// # Errors
+///
+/// As [`key_for`], and the store's errors.
+pub(crate) fn resolve(rows: &mut dyn KeyRows, path: &Path) -> Result<Vec<u8>, StoreError> {
+    let legacy = rows.get(LEGACY_ROW)?;
+    let check = rows.get(CHECK_ROW)?;
+    let key = key_for(legacy.as_deref(), check.as_deref(), path)?;
     rows.put_if_absent(CHECK_ROW, &check_of(&key))?;
-    if rows.get(CHECK_ROW)?.is_some_and(|c| c != check_of(&key)) {
-        return Err(key_error(
-            path,
-            "holds another key than the one this store's values were hashed with",
-        ));
-    }
+    verify(path, &key, rows.get(CHECK_ROW)?.as_deref())?;
     if legacy.is_some() {
         rows.delete(LEGACY_ROW)?;
-        tracing::info!(key_file = %path.display(), "moved the secret key out of the state store into its key file");
+        moved_log(path);
     }
     Ok(key)
 }
 
-/// Whether the store says its key lives in a key file (so a backend without
-/// one configured must refuse rather than make a new key).
-pub(crate) fn moved_out(rows: &mut dyn KeyRows) -> Result<bool, StoreError> {
-    Ok(rows.get(LEGACY_ROW)?.is_none() && rows.get(CHECK_ROW)?.is_some())
+/// Logs that the key left the store.
+pub(crate) fn moved_log(path: &Path) {
+    tracing::info!(key_file = %path.display(), "moved the secret key out of the state store into its key file");
 }
 
 /// The key in the file at `path`, `None` when there is no file.
@@ -253,7 +282,10 @@ mod tests {
         let key = resolve(&mut rows, &path).unwrap();
         assert_eq!(key, (0u8..32).collect::<Vec<_>>());
         assert!(!rows.0.contains_key(LEGACY_ROW), "removed from the store");
-        assert!(moved_out(&mut rows).unwrap());
+        assert!(moved_out(
+            rows.0.get(LEGACY_ROW).map(Vec::as_slice),
+            rows.0.get(CHECK_ROW).map(Vec::as_slice)
+        ));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(resolve(&mut rows, &path).unwrap(), key, "stable");

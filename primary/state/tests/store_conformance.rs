@@ -56,7 +56,7 @@ enum Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Cleanup::Database { admin_url, name } = self {
-            if let Ok(mut admin) = postgres::Client::connect(admin_url, postgres::NoTls) {
+            if let Ok(mut admin) = pg_connect(admin_url) {
                 let _ = admin
                     .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"));
             }
@@ -88,6 +88,16 @@ fn server_url() -> String {
     }
 }
 
+/// A plain (sync) connection to `url`, with the TLS the store would use
+/// (the suite's URL asks for verify-full).
+fn pg_connect(url: &str) -> Result<postgres::Client, String> {
+    let (config, tls) = orrery_state::pg_connect_config(url).map_err(|e| e.to_string())?;
+    let mut config = postgres::Config::from(config);
+    // Not the store's name: cases count the store's connections by it.
+    config.application_name("orrery-test");
+    config.connect(tls).map_err(|e| e.to_string())
+}
+
 /// `url` with its database replaced by `db`.
 fn with_dbname(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
@@ -114,7 +124,7 @@ fn fresh_database(case: &str) -> (String, Cleanup) {
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     );
-    let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap_or_else(|e| {
+    let mut admin = pg_connect(&admin_url).unwrap_or_else(|e| {
         panic!("cannot connect to ORRERY_TEST_DATABASE_URL ({admin_url}): {e}; {NO_SERVER}")
     });
     let icu = format!(
@@ -1701,7 +1711,7 @@ fn sqlite_records_carry_their_format() {
 const PG_V1_DATA: &str = include_str!("fixtures/state/postgres_v1_data.sql");
 
 fn pg_client(url: &str) -> postgres::Client {
-    postgres::Client::connect(url, postgres::NoTls).unwrap()
+    pg_connect(url).unwrap()
 }
 
 fn pg_migrations(url: &str) -> Vec<(i32, String)> {
@@ -1832,63 +1842,288 @@ fn pg_schema_from_a_newer_release_is_refused() {
     );
 }
 
-#[test]
-fn pg_broken_connection_fails_the_call_then_reconnects() {
-    let (url, _cleanup) = fresh_database("reconnect");
-    let store = PgStore::connect(&url).unwrap();
-    store.put_resource(&resource("web", "a")).unwrap();
-    let db = url
-        .rsplit('/')
+/// The database name in `url`.
+fn dbname(url: &str) -> String {
+    url.rsplit('/')
         .next()
         .unwrap()
         .split('?')
         .next()
         .unwrap()
-        .to_owned();
+        .to_owned()
+}
 
-    // Kill the store's server process, as a server restart or a failover would.
-    let mut admin = pg_client(&server_url());
-    let killed: Vec<i32> = admin
+/// The pids of the store's connections to `db` (by application name), and
+/// of those waiting for a lock.
+fn store_backends(admin: &mut postgres::Client, db: &str) -> (Vec<i32>, Vec<i32>) {
+    let rows = admin
         .query(
-            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = 'orrery-primary'",
+            "SELECT pid, wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'orrery-primary' ORDER BY pid",
             &[&db],
         )
-        .unwrap()
+        .unwrap();
+    let all = rows.iter().map(|r| r.get(0)).collect();
+    let waiting = rows
         .iter()
+        .filter(|r| r.get::<_, bool>(1))
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(killed.len(), 1, "one connection per store");
-    admin
-        .execute("SELECT pg_terminate_backend($1)", &[&killed[0]])
-        .unwrap();
+    (all, waiting)
+}
+
+/// Locks the resources table in `tx`, so the store's calls on it wait. The
+/// server ends the locking session after 20 s idle, so a failing case
+/// (whose blocked calls its thread scope waits for) cannot hang.
+fn hold_resources_lock(tx: &mut postgres::Transaction<'_>) {
+    tx.batch_execute(
+        "SET LOCAL idle_in_transaction_session_timeout = '20s';
+         LOCK TABLE resources IN ACCESS EXCLUSIVE MODE",
+    )
+    .unwrap();
+}
+
+/// Polls (bounded: 10 s) until `n` of the store's connections to `db` wait
+/// for a lock; returns their pids.
+fn wait_for_blocked(admin: &mut postgres::Client, db: &str, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, waiting) = store_backends(admin, db);
+        if waiting.len() >= n {
+            return waiting;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} store connections should be waiting for the lock, {} are",
+            waiting.len()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls (bounded: 10 s) until none of `pids` is a backend any more.
+fn wait_until_gone(admin: &mut postgres::Client, pids: &[i32]) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while admin
         .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
-            &[&killed[0]],
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+            &[&pids],
         )
         .unwrap()
         .get::<_, i64>(0)
         > 0
     {
-        assert!(Instant::now() < deadline, "backend still there after 10 s");
+        assert!(Instant::now() < deadline, "backends still there after 10 s");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
 
-    let err = store
-        .resources(None)
-        .expect_err("the call on the broken connection fails");
-    assert!(matches!(err, StoreError::ConnectionLost { .. }), "{err}");
-    let text = err.to_string();
-    assert!(
-        text.contains("broke") && text.contains(&db),
-        "a clear error: {text}"
-    );
+#[test]
+fn pg_broken_connection_fails_the_call_then_reconnects() {
+    let (url, _cleanup) = fresh_database("reconnect");
+    let store = PgStore::connect(&url).unwrap();
+    store.put_resource(&resource("web", "a")).unwrap();
+    let db = dbname(&url);
 
-    // The next call connects again and sees everything.
+    // Kill the store's idle connections, as a server restart or a failover
+    // would. The pool drops a connection it has seen close; one whose
+    // closing it has not seen yet fails the call it is handed to.
+    let mut admin = pg_client(&server_url());
+    let (idle, _) = store_backends(&mut admin, &db);
+    assert!(!idle.is_empty(), "the store holds a connection");
+    for pid in &idle {
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[pid])
+            .unwrap();
+    }
+    wait_until_gone(&mut admin, &idle);
+    match store.resources(None) {
+        Ok(all) => assert_eq!(all.len(), 1),
+        Err(err) => assert!(matches!(err, StoreError::ConnectionLost { .. }), "{err}"),
+    }
+    assert_eq!(store.resources(None).unwrap().len(), 1);
+
+    // Kill the connection of a call in flight (blocked behind a lock the
+    // test holds): that call fails with ConnectionLost, by name.
+    let mut locker = pg_client(&url);
+    let mut tx = locker.transaction().unwrap();
+    hold_resources_lock(&mut tx);
+    std::thread::scope(|s| {
+        let call = s.spawn(|| store.resources(None));
+        let blocked = wait_for_blocked(&mut admin, &db, 1);
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&blocked[0]])
+            .unwrap();
+        let err = call
+            .join()
+            .unwrap()
+            .expect_err("the call on the broken connection fails");
+        assert!(matches!(err, StoreError::ConnectionLost { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("broke") && text.contains(&db),
+            "a clear error: {text}"
+        );
+        tx.rollback().unwrap();
+    });
+
+    // The next call gets another connection and sees everything.
     assert_eq!(store.resources(None).unwrap().len(), 1);
     store.put_resource(&resource("web", "a")).unwrap();
     assert_eq!(store.resources(None).unwrap()[0].version, 2);
+}
+
+#[test]
+fn pg_concurrent_calls_use_several_connections_up_to_pool_size() {
+    // Calls blocked behind a lock the test holds each hold a connection:
+    // with pool_size=3, three of five calls wait in the server at once and
+    // the store never opens a fourth connection.
+    let (url, _cleanup) = fresh_database("pool");
+    let url = format!("{url}&pool_size=3");
+    let store = PgStore::connect(&url).unwrap();
+    assert_eq!(store.pool().max_size(), 3);
+    store.put_resource(&resource("web", "a")).unwrap();
+    let db = dbname(&url);
+    let mut admin = pg_client(&server_url());
+    let mut locker = pg_client(&url);
+    let mut tx = locker.transaction().unwrap();
+    hold_resources_lock(&mut tx);
+    std::thread::scope(|s| {
+        let calls: Vec<_> = (0..5).map(|_| s.spawn(|| store.resources(None))).collect();
+        let blocked = wait_for_blocked(&mut admin, &db, 3);
+        assert_eq!(blocked.len(), 3, "three connections at once");
+        let (all, _) = store_backends(&mut admin, &db);
+        assert_eq!(all.len(), 3, "no more connections than pool_size: {all:?}");
+        tx.rollback().unwrap();
+        for call in calls {
+            assert_eq!(call.join().unwrap().unwrap().len(), 1);
+        }
+    });
+}
+
+#[test]
+fn pg_store_connections_are_encrypted() {
+    // The suite's URL asks for verify-full: every connection the store
+    // opens is encrypted, as the server sees it.
+    let f = pg_fixture("encrypted");
+    f.store.put_resource(&resource("web", "a")).unwrap();
+    let db = dbname(&f.location);
+    let rows = pg_client(&server_url())
+        .query(
+            "SELECT s.ssl, s.version FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.datname = $1 AND a.application_name = 'orrery-primary'",
+            &[&db],
+        )
+        .unwrap();
+    assert!(!rows.is_empty(), "the store holds a connection");
+    for r in &rows {
+        assert!(r.get::<_, bool>(0), "a connection without TLS");
+        assert!(r
+            .get::<_, Option<String>>(1)
+            .is_some_and(|v| v.starts_with("TLS")));
+    }
+}
+
+/// `url` with its `sslmode`/`sslrootcert` replaced by `params`.
+fn with_tls_params(url: &str, params: &str) -> String {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("sslmode=") && !p.starts_with("sslrootcert="))
+        .collect();
+    if !params.is_empty() {
+        kept.push(params);
+    }
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+fn other_ca() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tls/other_ca.crt")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn pg_sslmodes_are_honoured() {
+    let (url, _cleanup) = fresh_database("sslmodes");
+    let ca = std::env::var("ORRERY_TEST_DATABASE_CA")
+        .expect("ORRERY_TEST_DATABASE_CA is not set: run through scripts/with-postgres.sh");
+    // Encrypted either way: verify-full and verify-ca with the server's CA,
+    // require (no check of who answers), prefer (the default).
+    for params in [
+        format!("sslmode=verify-full&sslrootcert={ca}"),
+        format!("sslmode=verify-ca&sslrootcert={ca}"),
+        "sslmode=require".to_owned(),
+        "sslmode=prefer".to_owned(),
+        String::new(),
+    ] {
+        let store = PgStore::connect(&with_tls_params(&url, &params))
+            .unwrap_or_else(|e| panic!("{params}: {e}"));
+        assert_eq!(store.secret_key().unwrap().len(), 32, "{params}");
+    }
+    // A CA that did not sign the server's certificate: refused, clearly,
+    // whatever the mode that checks the chain.
+    for mode in ["verify-full", "verify-ca", "require"] {
+        let params = format!("sslmode={mode}&sslrootcert={}", other_ca());
+        let err = PgStore::connect(&with_tls_params(&url, &params)).expect_err(&params);
+        let text = err.to_string();
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{text}");
+        assert!(
+            text.contains("TLS") && text.contains("certificate"),
+            "{mode}: {text}"
+        );
+        assert!(text.contains(&dbname(&url)), "{text}");
+    }
+    // disable: plaintext, as the server sees it (the throwaway server still
+    // allows it), unlike the suite's own connections (see
+    // pg_store_connections_are_encrypted).
+    let (plain_url, _plain_cleanup) = fresh_database("sslmode_disable");
+    let plain = PgStore::connect(&with_tls_params(&plain_url, "sslmode=disable")).unwrap();
+    plain.put_resource(&resource("web", "a")).unwrap();
+    let ssl: Vec<bool> = pg_client(&server_url())
+        .query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.datname = $1 AND a.application_name = 'orrery-primary'",
+            &[&dbname(&plain_url)],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ssl, [false], "one plaintext connection");
+}
+
+#[test]
+fn pg_sslmode_require_against_a_server_without_tls_fails_clearly() {
+    // A server that answers the TLS request with 'N' (no TLS), as one with
+    // ssl = off does.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut request = [0u8; 8];
+        conn.read_exact(&mut request).unwrap();
+        conn.write_all(b"N").unwrap();
+        request
+    });
+    let url = format!(
+        "postgres://orrery:hunter2@127.0.0.1:{port}/orrery?sslmode=require&connect_timeout=5"
+    );
+    let err = orrery_state::open(&url).err().expect("no TLS, no store");
+    let request = server.join().unwrap();
+    // Length 8, code 80877103: the SSLRequest.
+    assert_eq!(request, [0, 0, 0, 8, 4, 210, 22, 47]);
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("TLS"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}/orrery")), "{text}");
+    assert!(!text.contains("hunter2"), "never the password: {text}");
 }
 
 #[test]

@@ -242,11 +242,11 @@ fn diff(
         let differs = match desired {
             // Not known until a dependency is applied: assume it changes.
             Some(None) => true,
-            Some(Some(value)) if h.write_only || h.opaque => {
+            Some(Some(value)) if h.is_secret() => {
                 stored.secret_hashes.get(&field.name) != Some(&hasher.hash(&field.name, &value))
             }
             Some(Some(value)) => stored.properties.get(&field.name) != Some(&value),
-            None if h.write_only || h.opaque => stored.secret_hashes.contains_key(&field.name),
+            None if h.is_secret() => stored.secret_hashes.contains_key(&field.name),
             None => !h.provider_default && stored.properties.contains_key(&field.name),
         };
         if differs {
@@ -276,7 +276,7 @@ pub fn secret_fields(schema: &ResourceSchema) -> BTreeMap<String, ()> {
     schema
         .fields
         .iter()
-        .filter(|f| f.hints.write_only || f.hints.opaque)
+        .filter(|f| f.hints.is_secret())
         .map(|f| (f.name.clone(), ()))
         .collect()
 }

@@ -54,11 +54,10 @@ pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
             .find(|t| t.name == r.target)
             .and_then(|t| catalog.schema(&t.plugin, &r.resource_type));
         match schema {
-            Some(schema) => r.properties.keys().any(|k| {
-                schema
-                    .field(k)
-                    .is_none_or(|f| f.hints.write_only || f.hints.opaque)
-            }),
+            Some(schema) => r
+                .properties
+                .keys()
+                .any(|k| schema.field(k).is_none_or(|f| f.hints.is_secret())),
             None => !r.properties.is_empty(),
         }
     }) || stack.targets.iter().any(|t| config_has_secrets(&t.config))

@@ -2,30 +2,32 @@
 
 use std::collections::BTreeMap;
 
-use postgres::Client;
+use super::Cl;
 
-use super::StoreError;
+use super::{execute, query, query_opt, StoreError};
 use crate::{CommandDocument, CommandFilter, CommandHead, CommandStatus};
 
-pub(super) fn commands(
-    c: &mut Client,
+pub(super) async fn commands(
+    c: &Cl,
     filter: &CommandFilter,
 ) -> Result<Vec<CommandHead>, StoreError> {
     let status = filter.status.as_ref().map(|s| s.as_str());
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-    Ok(c.query(
+    Ok(query(
+        c,
         "SELECT id, stack, kind, status, started_ms, finished_ms FROM commands
              WHERE ($1::text IS NULL OR stack = $1) AND ($2::text IS NULL OR status = $2)
              ORDER BY started_ms DESC, seq DESC LIMIT $3",
         &[&filter.stack, &status, &limit],
-    )?
+    )
+    .await?
     .iter()
     .map(head)
     .collect())
 }
 
 /// A command's head from `id, stack, kind, status, started_ms, finished_ms`.
-pub(super) fn head(r: &postgres::Row) -> CommandHead {
+pub(super) fn head(r: &tokio_postgres::Row) -> CommandHead {
     CommandHead {
         id: r.get(0),
         stack: r.get(1),
@@ -36,34 +38,38 @@ pub(super) fn head(r: &postgres::Row) -> CommandHead {
     }
 }
 
-pub(super) fn operation_counts(
-    c: &mut Client,
+pub(super) async fn operation_counts(
+    c: &Cl,
     command_id: &str,
 ) -> Result<BTreeMap<String, u64>, StoreError> {
-    Ok(c.query(
+    Ok(query(
+        c,
         "SELECT status, count(*) FROM operations WHERE command_id = $1 GROUP BY status",
         &[&command_id],
-    )?
+    )
+    .await?
     .iter()
     .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
     .collect())
 }
 
-pub(super) fn command_stacks(c: &mut Client) -> Result<Vec<String>, StoreError> {
+pub(super) async fn command_stacks(c: &Cl) -> Result<Vec<String>, StoreError> {
     Ok(
-        c.query("SELECT DISTINCT stack FROM commands ORDER BY stack", &[])?
+        query(c, "SELECT DISTINCT stack FROM commands ORDER BY stack", &[])
+            .await?
             .iter()
             .map(|r| r.get(0))
             .collect(),
     )
 }
 
-pub(super) fn put_document(
-    c: &mut Client,
+pub(super) async fn put_document(
+    c: &Cl,
     command_id: &str,
     doc: &CommandDocument,
 ) -> Result<(), StoreError> {
-    c.execute(
+    execute(
+        c,
         "INSERT INTO command_documents (command_id, engine, mode, source, stack_dir, text)
          VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (command_id) DO UPDATE SET engine = EXCLUDED.engine,
@@ -77,19 +83,22 @@ pub(super) fn put_document(
             &doc.stack_dir,
             &doc.text,
         ],
-    )?;
+    )
+    .await?;
     Ok(())
 }
 
-pub(super) fn document(
-    c: &mut Client,
+pub(super) async fn document(
+    c: &Cl,
     command_id: &str,
 ) -> Result<Option<CommandDocument>, StoreError> {
-    Ok(c.query_opt(
+    Ok(query_opt(
+        c,
         "SELECT engine, mode, source, stack_dir, text FROM command_documents
              WHERE command_id = $1",
         &[&command_id],
-    )?
+    )
+    .await?
     .map(|r| CommandDocument {
         engine: r.get(0),
         mode: r.get(1),
