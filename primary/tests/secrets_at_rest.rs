@@ -153,6 +153,19 @@ fn planted_secrets_are_found_nowhere() {
     let apply = orrery(&scratch, &["apply", good.to_str().unwrap(), "--yes"]);
     assert_eq!(apply.code, 0, "{apply:?}");
     seen.run("orrery apply", &apply);
+    // The store is private to its user after an apply, whatever the umask.
+    let mode = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&scratch.state()), 0o700, "the data directory");
+    for f in ["state.db", "state.db-wal", "state.db-shm", "secret.key"] {
+        assert_eq!(mode(&scratch.state().join(f)), 0o600, "{f}");
+    }
     assert_eq!(
         std::fs::read_to_string(site.join("note.txt")).unwrap(),
         "hello\n"
