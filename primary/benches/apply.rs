@@ -11,8 +11,7 @@
 //! database per run, over TLS as the URL says), and its resources/s are
 //! printed as a ratio of the SQLite run's just before.
 
-#[path = "../../satellite/tests/common/mod.rs"]
-mod common;
+use orrery_testing::nats as common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -21,8 +21,7 @@
 //! `cargo build --workspace --bins && cargo bench -p orrery-primary --bench discovery`
 //! `ORRERY_BENCH_QUICK=1` runs 500 things.
 
-#[path = "../../satellite/tests/common/mod.rs"]
-mod common;
+use orrery_testing::nats as common;
 
 use std::time::{Duration, Instant};
 

@@ -13,7 +13,7 @@ fn the_config_file_sets_options_and_the_environment_overrides_it() {
         &format!(
             "data_dir = \"{}\"\nplugin_dir = \"{}\"\n",
             from_file.display(),
-            common::root().join("target/debug").display()
+            orrery_testing::target_debug().display()
         ),
     );
     let stack = scratch.write(

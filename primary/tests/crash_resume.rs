@@ -12,8 +12,7 @@
 //! `ORRERY_TEST_HANG_AT` (the process stops there until killed): the first
 //! operation and the command's end are a microsecond from their neighbours.
 
-#[path = "../../satellite/tests/common/mod.rs"]
-mod nats;
+use orrery_testing::nats;
 
 mod common;
 

@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{root, Scratch};
+use common::Scratch;
 use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, Transport};
 use orrery_primary::discovery::{self, Options, TargetRef};
@@ -270,7 +270,7 @@ fn discover_import_and_drift_through_the_local_plugin() {
 }
 
 fn plugin(name: &str) -> PathBuf {
-    root().join(format!("target/debug/orrery-plugin-{name}"))
+    orrery_testing::binary(&format!("orrery-plugin-{name}"))
 }
 
 /// 250 testbed things, pages of 20, 100 pages/s with a burst of 1: every

@@ -2,8 +2,7 @@
 //! running the `local` plugin, and `orrery apply --nats-url`: the stack is
 //! applied through NATS with operations spread over both satellites.
 
-#[path = "../../satellite/tests/common/mod.rs"]
-mod nats;
+use orrery_testing::nats;
 
 mod common;
 

@@ -4,8 +4,7 @@
 //! every process, correctly parented; `/metrics` on the primary and the
 //! satellites must count every operation, in valid Prometheus text.
 
-#[path = "../../satellite/tests/common/mod.rs"]
-mod nats;
+use orrery_testing::nats;
 
 mod common;
 

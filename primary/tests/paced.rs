@@ -38,28 +38,12 @@ impl Transport for Counting {
     }
 }
 
-fn binary(name: &str) -> std::path::PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap()
-                .join("target")
-        });
-    let path = dir.join("debug").join(name);
-    assert!(
-        path.is_file(),
-        "{} is not built: run `cargo build --workspace --bins`",
-        path.display()
-    );
-    path
-}
-
 async fn testbed() -> (Arc<Counting>, Catalog) {
-    let host = PluginHost::start(PluginSpec::new(binary("orrery-plugin-testbed")))
-        .await
-        .unwrap();
+    let host = PluginHost::start(PluginSpec::new(orrery_testing::binary(
+        "orrery-plugin-testbed",
+    )))
+    .await
+    .unwrap();
     let mut catalog = Catalog::new();
     catalog.insert(host.announcement().clone());
     let transport = Arc::new(Counting {

@@ -15,7 +15,7 @@ fn root() -> PathBuf {
 }
 
 fn binary(name: &str) -> PathBuf {
-    let path = root().join("target/debug").join(name);
+    let path = orrery_testing::target_debug().join(name);
     assert!(
         path.exists(),
         "{} is not built: run cargo build --workspace --bins",
@@ -304,7 +304,7 @@ fn no_fixtures_exits_2_saying_so_once() {
 
 #[test]
 fn a_binary_that_cannot_be_executed_exits_2() {
-    let missing = root().join("target/debug/orrery-plugin-that-does-not-exist");
+    let missing = orrery_testing::target_debug().join("orrery-plugin-that-does-not-exist");
     let out = orrery_plugin_test(&missing, &local_fixtures(), None, &[]);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(

@@ -24,8 +24,7 @@
 //! debug plugin built by `cargo build --workspace --bins`; its figures are
 //! meaningless.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use orrery_testing::nats as common;
 mod support;
 
 use std::path::Path;

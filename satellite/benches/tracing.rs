@@ -20,8 +20,7 @@
 //! Quick mode (`-- --quick`, `ORRERY_BENCH_QUICK=1`, or no `--bench`
 //! argument) is a smoke test with tiny counts.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use orrery_testing::nats as common;
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};

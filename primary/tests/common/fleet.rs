@@ -20,11 +20,11 @@ impl Drop for Killed {
 /// `orrery-satellite` serving the `local` plugin as `id`; callers add
 /// arguments and environment before spawning.
 pub fn satellite_command(url: &str, id: &str) -> Command {
-    let mut command = Command::new(super::root().join("target/debug/orrery-satellite"));
+    let mut command = Command::new(orrery_testing::binary("orrery-satellite"));
     command
         .args(["--nats-url", url, "--id", id])
         .arg("--plugin")
-        .arg(super::root().join("target/debug/orrery-plugin-local"))
+        .arg(orrery_testing::binary("orrery-plugin-local"))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     command

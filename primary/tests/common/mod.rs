@@ -46,7 +46,7 @@ impl Scratch {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orrery"));
         cmd.args(args)
             .env("ORRERY_DATA_DIR", self.state())
-            .env("ORRERY_PLUGIN_DIR", root().join("target/debug"));
+            .env("ORRERY_PLUGIN_DIR", orrery_testing::target_debug());
         cmd
     }
 

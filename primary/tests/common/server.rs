@@ -64,7 +64,7 @@ impl Server {
             .args(&options.args)
             .env("ORRERY_LISTEN", format!("127.0.0.1:{port}"))
             .env("ORRERY_DATA_DIR", &data_dir)
-            .env("ORRERY_PLUGIN_DIR", super::root().join("target/debug"))
+            .env("ORRERY_PLUGIN_DIR", orrery_testing::target_debug())
             .env("RUST_LOG", "info")
             .env_remove("ORRERY_DATABASE_URL")
             .env_remove("ORRERY_TEST_HANG_AT")

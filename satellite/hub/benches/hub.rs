@@ -24,8 +24,7 @@
 //! iteration; figures meaningless). Run without cargo's `--bench` argument
 //! (as `cargo test --benches` does), it also runs in quick mode.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use orrery_testing::nats as common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

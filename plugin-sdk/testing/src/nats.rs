@@ -1,0 +1,95 @@
+//! A real nats-server per test, on a free port, killed when dropped.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A nats-server process on a free port with its own storage directory,
+/// killed when dropped.
+pub struct NatsServer {
+    /// `nats://127.0.0.1:<port>`.
+    pub url: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl NatsServer {
+    /// Starts one with JetStream and waits (bounded) until it accepts
+    /// connections.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot start or does not accept connections within 10 s.
+    pub async fn start() -> NatsServer {
+        let binary = nats_server_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&binary)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let url = format!("nats://127.0.0.1:{port}");
+        let server = NatsServer {
+            url,
+            child,
+            _dir: dir,
+        };
+        // Wait for the condition (a successful connection), bounded.
+        let started = Instant::now();
+        loop {
+            if async_nats::connect(&server.url).await.is_ok() {
+                return server;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "nats-server did not accept connections in 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A client of it.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot connect.
+    pub async fn client(&self) -> async_nats::Client {
+        async_nats::connect(&self.url).await.unwrap()
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The nats-server to use: `ORRERY_NATS_SERVER` (set by scripts/test.sh),
+/// else the one scripts/ensure-nats.sh installs.
+///
+/// # Panics
+///
+/// When neither is there.
+pub fn nats_server_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("ORRERY_NATS_SERVER") {
+        return PathBuf::from(path);
+    }
+    let local = crate::workspace_root().join(".tools/nats/bin/nats-server");
+    assert!(
+        local.exists(),
+        "no nats-server: run ./scripts/test.sh (or scripts/ensure-nats.sh)"
+    );
+    local
+}
+
+// What tests that start a nats-server also need, under the same path.
+pub use crate::binaries::{binary, workspace_root};
