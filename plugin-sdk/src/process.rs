@@ -53,6 +53,10 @@ pub struct SpawnConfig {
     pub args: Vec<OsString>,
     /// Extra environment variables.
     pub env: Vec<(OsString, OsString)>,
+    /// Variables of the host's environment passed on to the plugin besides
+    /// the standard ones ([`inherited`]); the plugin starts with nothing
+    /// else of the host's environment.
+    pub env_allow: Vec<String>,
     /// How long the plugin may take to announce itself.
     pub handshake_timeout: Duration,
 }
@@ -64,12 +68,53 @@ impl SpawnConfig {
             path: path.as_ref().to_owned(),
             args: Vec::new(),
             env: vec![(crate::logging::LOG_FORMAT_ENV.into(), "json".into())],
+            env_allow: Vec::new(),
             handshake_timeout: Duration::from_secs(10),
         }
     }
 }
 
+/// Variables every plugin gets from its host's environment: what a process
+/// needs to run (`PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`, `LC_*`, `TZ`,
+/// `TMPDIR`), its logging and telemetry (`RUST_LOG`, `RUST_BACKTRACE`,
+/// `OTEL_*` but `OTEL_SERVICE_NAME`) and the SDK's own (`ORRERY_PLUGIN_*`).
+pub const INHERITED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "OTEL_*",
+    "ORRERY_PLUGIN_*",
+];
+
+/// Whether the host's variable `name` is passed on to a plugin: one of
+/// [`INHERITED`] (a trailing `*` matches any rest) or of `extra` (exact
+/// names, as `--plugin-env` gives them).
+pub fn inherited(name: &str, extra: &[String]) -> bool {
+    if name == "OTEL_SERVICE_NAME" {
+        // The host's own service name would label the plugin's spans as
+        // the host's; the SDK names the plugin after itself instead.
+        return false;
+    }
+    extra.iter().any(|e| e == name)
+        || INHERITED.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *p,
+        })
+}
+
 /// Starts the plugin and completes the handshake.
+///
+/// The plugin starts with a cleared environment: only the host's variables
+/// that [`inherited`] allows (the standard ones and `env_allow`), then
+/// `env`. Secrets in the host's environment (a database URL, cloud
+/// credentials) reach no plugin unless the operator names them.
 ///
 /// The child runs in its own process group, is killed when its handle is
 /// dropped, and receives SIGKILL if the host dies (`PR_SET_PDEATHSIG`), so no
@@ -84,9 +129,11 @@ pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnEr
     let mut command = Command::new(&config.path);
     command
         .args(&config.args)
-        // The host's own service name would label the plugin's spans as the
-        // host's; the SDK names the plugin after itself instead.
-        .env_remove("OTEL_SERVICE_NAME")
+        .env_clear()
+        .envs(
+            std::env::vars_os()
+                .filter(|(k, _)| k.to_str().is_some_and(|k| inherited(k, &config.env_allow))),
+        )
         .envs(config.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -126,4 +173,34 @@ pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnEr
         stderr,
         pid,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_standard_and_the_named_variables_are_inherited() {
+        let extra = vec!["AWS_PROFILE".to_owned()];
+        for yes in [
+            "PATH",
+            "HOME",
+            "LC_ALL",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "ORRERY_PLUGIN_LOG_FORMAT",
+            "AWS_PROFILE",
+        ] {
+            assert!(inherited(yes, &extra), "{yes}");
+        }
+        for no in [
+            "ORRERY_DATABASE_URL",
+            "SECRET_THING",
+            "OTEL_SERVICE_NAME",
+            "AWS_PROFILE_X",
+            "PATHX",
+            "LD_PRELOAD",
+        ] {
+            assert!(!inherited(no, &extra), "{no}");
+        }
+    }
 }

@@ -8,7 +8,9 @@ use serde::Serialize;
 use crate::result::PluginError;
 
 /// Reads properties into a typed struct. Missing required fields or values
-/// of the wrong kind become an `InvalidRequest` error naming the problem.
+/// of the wrong kind become an `InvalidRequest` error naming the field and
+/// what was expected, never the value (which may be a secret: a write-only
+/// or opaque field's error message would otherwise be recorded and served).
 ///
 /// # Errors
 ///
@@ -18,7 +20,8 @@ pub fn from_properties<T: DeserializeOwned>(properties: &PropertyMap) -> Result<
     from_value(&Value::Map(properties.clone()))
 }
 
-/// Reads any value into a typed one; errors are `InvalidRequest`.
+/// Reads any value into a typed one; errors are `InvalidRequest`, naming
+/// where in the value the problem is, never the offending value.
 ///
 /// # Errors
 ///
@@ -26,12 +29,65 @@ pub fn from_properties<T: DeserializeOwned>(properties: &PropertyMap) -> Result<
 pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, PluginError> {
     let bytes = orrery_schema::encode(value)
         .map_err(|e| PluginError::invalid(format!("invalid properties: {e}")))?;
-    orrery_schema::decode(&bytes).map_err(|e| match e {
-        orrery_schema::DecodeError::Malformed(inner) => {
-            PluginError::invalid(format!("invalid properties: {inner}"))
+    let mut rest = bytes.as_slice();
+    let mut de = rmp_serde::Deserializer::new(&mut rest);
+    serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
+        // MessagePack's own errors name neither the expected type nor
+        // (always) the value; serde's standard ones, which a JSON value
+        // gives, name both: take its path and message, the value left out.
+        let json = serde_json::to_value(value)
+            .ok()
+            .and_then(|v| serde_path_to_error::deserialize::<_, T>(v).err());
+        let (path, problem) = match &json {
+            Some(j) => (j.path().to_string(), without_values(&j.inner().to_string())),
+            None => (e.path().to_string(), without_values(&e.inner().to_string())),
+        };
+        if path == "." || path.is_empty() {
+            PluginError::invalid(format!("invalid properties: {problem}"))
+        } else {
+            PluginError::invalid(format!("invalid properties: field `{path}`: {problem}"))
         }
-        other => PluginError::invalid(format!("invalid properties: {other}")),
     })
+}
+
+/// A deserialization error's message with the offending value left out:
+/// serde's `invalid type: string "hunter2", expected u32` becomes
+/// `invalid type: string, expected u32`. Messages of other shapes (custom
+/// errors may quote the value) become a bare `invalid value`.
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            let (unexpected, expected) = match rest.rfind(", expected ") {
+                Some(i) => (&rest[..i], &rest[i + ", expected ".len()..]),
+                None => (rest, "another value"),
+            };
+            let kind = unexpected
+                .split(['"', '`'])
+                .next()
+                .unwrap_or_default()
+                .trim();
+            return format!("{prefix}{kind}, expected {expected}");
+        }
+    }
+    if message.starts_with("wrong msgpack marker") {
+        return "invalid type".to_owned();
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let expected = rest
+            .split_once(", expected ")
+            .map_or("a known variant", |(_, e)| e);
+        return format!("unknown variant, expected {expected}");
+    }
+    let keep = [
+        "missing field `",
+        "unknown field `",
+        "duplicate field `",
+        "invalid length ",
+    ];
+    if keep.iter().any(|p| message.starts_with(p)) {
+        return message.to_owned();
+    }
+    "invalid value".to_owned()
 }
 
 /// Writes a typed struct as properties. Fields serialized as `None` are
@@ -90,6 +146,72 @@ mod tests {
         let props = to_properties(&file).unwrap();
         assert_eq!(props.len(), 1);
         assert_eq!(from_properties::<File>(&props).unwrap(), file);
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Login {
+        user: String,
+        password: u32,
+        nested: Option<Inner>,
+        mode: Option<Mode>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        token: Vec<u8>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Fast,
+    }
+
+    #[test]
+    fn type_errors_name_the_field_and_the_expected_type_never_the_value() {
+        let cases = [
+            ("password", Value::from("hunter2-secret")),
+            ("user", Value::Int(424_242)),
+            ("user", Value::Float(12.75)),
+            ("user", Value::Bool(true)),
+            ("mode", Value::from("hunter2-variant")),
+        ];
+        for (field, value) in cases {
+            let mut props = PropertyMap::new();
+            props.insert("user".into(), Value::from("u"));
+            props.insert("password".into(), Value::Int(1));
+            props.insert(field.into(), value.clone());
+            let err = from_properties::<Login>(&props).unwrap_err();
+            assert_eq!(err.code, orrery_schema::ErrorCode::InvalidRequest);
+            assert!(
+                err.message.contains(&format!("field `{field}`")),
+                "names the field: {}",
+                err.message
+            );
+            assert!(err.message.contains("expected"), "{}", err.message);
+            for shown in ["hunter2", "424242", "12.75", "true"] {
+                assert!(
+                    !err.message.contains(shown),
+                    "echoes {shown}: {}",
+                    err.message
+                );
+            }
+        }
+        let mut props = PropertyMap::new();
+        props.insert("user".into(), Value::from("u"));
+        props.insert("password".into(), Value::Int(1));
+        let mut inner = PropertyMap::new();
+        inner.insert("token".into(), Value::from("hunter2-inner"));
+        props.insert("nested".into(), Value::Map(inner));
+        let err = from_properties::<Login>(&props).unwrap_err();
+        assert!(
+            err.message.contains("field `nested.token`"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("hunter2"), "{}", err.message);
     }
 
     #[test]

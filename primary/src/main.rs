@@ -2,17 +2,28 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 mod cli;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
-    if let Err(e) = cli::config_file::load(&argv) {
-        eprintln!("error: {e}");
-        return ExitCode::from(1);
+    let values = match cli::config_file::load(&argv) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (command, unused) = cli::config_file::with_defaults(cli::Cli::command(), &values);
+    for var in unused {
+        let key = var.trim_start_matches("ORRERY_").to_lowercase();
+        eprintln!("warning: configuration file key `{key}` sets no option; ignored");
     }
-    let args = cli::Cli::parse();
+    let args = match cli::Cli::from_arg_matches(&command.get_matches_from(&argv)) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
     // Declared before the runtime, dropped after it: queued spans are
     // flushed once every task has ended.
     let telemetry = match cli::init_telemetry(&args) {

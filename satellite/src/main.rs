@@ -61,6 +61,13 @@ struct Flags {
     #[arg(long = "plugin")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     plugins: Vec<PathBuf>,
+    /// Pass this variable of the satellite's environment on to the plugins
+    /// (which start with a cleared environment but for PATH, HOME, USER,
+    /// LANG, LC_*, TZ, TMPDIR, RUST_LOG, OTEL_* and ORRERY_PLUGIN_*); repeat
+    /// for several. Config key `plugin_env` (a list).
+    #[arg(long = "plugin-env", value_name = "NAME")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    plugin_env: Vec<String>,
     /// Serve only this target; repeat for several. Default: every target.
     #[arg(long = "target")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -157,6 +164,8 @@ struct Settings {
     id: Option<String>,
     #[serde(default)]
     plugins: Vec<PathBuf>,
+    #[serde(default)]
+    plugin_env: Vec<String>,
     #[serde(default)]
     targets: Vec<String>,
     #[serde(default = "default_in_flight")]
@@ -264,6 +273,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     for path in &settings.plugins {
         let mut spec = PluginSpec::new(path);
         spec.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
+        spec.env_allow = settings.plugin_env.clone();
         let host = PluginHost::start(spec)
             .await
             .with_context(|| format!("starting plugin {}", path.display()))?;
@@ -378,6 +388,7 @@ async fn start_hub_plugins(
     serve_config.relay = relay.clone();
     serve_config.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
     serve_config.allow_downgrade = settings.allow_downgrade;
+    serve_config.plugin_env = settings.plugin_env.clone();
     Ok(serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
 }
 

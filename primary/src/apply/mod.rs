@@ -238,7 +238,9 @@ impl Executor {
             self.store.begin_command(command_id, stack_name, kind)?;
         }
         if let Some((stack, _)) = stack {
-            self.store.put_targets(&stack.name, &stack.targets)?;
+            // Secret-looking configuration is never stored in clear.
+            let targets = orrery_core::plan::storable_targets(&stack.targets);
+            self.store.put_targets(&stack.name, &targets)?;
         }
         let (ops, tasks) = ops::build(stack, &self.catalog, plan, stored);
         let mut limits = HashMap::new();

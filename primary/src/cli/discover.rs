@@ -286,7 +286,7 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if args.file.is_some() {
         // Later commands without the document need the targets.
         if store.targets(&stack)?.is_empty() {
-            store.put_targets(&stack, &targets)?;
+            store.put_targets(&stack, &orrery_core::plan::storable_targets(&targets))?;
         }
     }
     if args.common.output == Output::Json {

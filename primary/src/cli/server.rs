@@ -33,6 +33,16 @@ pub struct Args {
     /// when a stack first needs them and keep running.
     #[arg(long)]
     pub plugin_dir: Option<PathBuf>,
+    /// Pass this variable of the environment on to the plugins (which start
+    /// with a cleared environment but for PATH, HOME, USER, LANG, LC_*, TZ,
+    /// TMPDIR, RUST_LOG, OTEL_* and ORRERY_PLUGIN_*); repeat for several.
+    #[arg(
+        long = "plugin-env",
+        value_name = "NAME",
+        env = "ORRERY_PLUGIN_ENV",
+        value_delimiter = ','
+    )]
+    pub plugin_env: Vec<String>,
     /// The value of `${stack_dir}` in documents whose request names none
     /// (default: the working directory).
     #[arg(long, env = "ORRERY_STACK_DIR")]
@@ -174,6 +184,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
     };
     let stack_dir = std::path::absolute(&stack_dir)
         .with_context(|| format!("bad --stack-dir {}", stack_dir.display()))?;
+    orrery_primary::service::set_plugin_env(args.plugin_env.clone());
     let config = Config {
         data_dir: args.data_dir.clone(),
         database_url: args.database_url.clone(),

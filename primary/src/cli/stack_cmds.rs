@@ -33,6 +33,16 @@ pub struct Common {
     /// $ORRERY_PLUGIN_DIR, the directory of `orrery`, PATH).
     #[arg(long)]
     pub plugin_dir: Option<PathBuf>,
+    /// Pass this variable of the environment on to the plugins (which start
+    /// with a cleared environment but for PATH, HOME, USER, LANG, LC_*, TZ,
+    /// TMPDIR, RUST_LOG, OTEL_* and ORRERY_PLUGIN_*); repeat for several.
+    #[arg(
+        long = "plugin-env",
+        value_name = "NAME",
+        env = "ORRERY_PLUGIN_ENV",
+        value_delimiter = ','
+    )]
+    pub plugin_env: Vec<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -155,7 +165,10 @@ impl Common {
                 (PluginPool::distributed(client), Engine::Nats)
             }
             None => (
-                PluginPool::new(plugin_search_path(self.plugin_dir.as_deref())),
+                {
+                    orrery_primary::service::set_plugin_env(self.plugin_env.clone());
+                    PluginPool::new(plugin_search_path(self.plugin_dir.as_deref()))
+                },
                 Engine::Embedded,
             ),
         })

@@ -604,10 +604,15 @@ pub async fn import(
         )));
     }
     // Stacks declaring the same target: one of them may manage it already.
+    // Recorded targets hold no secret-looking values; compare likewise.
+    let recorded_form = crate::stack::TargetDecl {
+        config: crate::plan::storable_config(&spec.target.config),
+        ..spec.target.clone()
+    };
     let mut declaring = BTreeSet::new();
     for name in all.iter().filter(|r| r.managed).map(|r| &r.stack) {
         if !declaring.contains(name)
-            && (*name == spec.stack || store.targets(name)?.contains(&spec.target))
+            && (*name == spec.stack || store.targets(name)?.contains(&recorded_form))
         {
             declaring.insert(name.clone());
         }

@@ -1,15 +1,12 @@
 //! How things look in JSON answers.
 
 use orrery_bus::plugin_host::PluginHost;
-use orrery_schema::{PropertyMap, Value as PropertyValue};
+use orrery_schema::PropertyMap;
 use serde_json::{json, Value};
 
 use crate::discovery::Drift;
 use crate::stack::{StackError, TargetDecl};
 use crate::state::StoredResource;
-
-/// Placeholder for a target configuration value that may be a secret.
-pub const REDACTED: &str = "<redacted>";
 
 /// One stack error: where, which resource, what.
 pub fn stack_error(e: &StackError) -> Value {
@@ -39,37 +36,10 @@ fn properties(p: &PropertyMap) -> Value {
     serde_json::to_value(p).unwrap_or(Value::Null)
 }
 
-/// Whether a target configuration key may hold a secret.
-fn secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    [
-        "secret",
-        "password",
-        "passwd",
-        "token",
-        "credential",
-        "key",
-        "private",
-        "auth",
-    ]
-    .iter()
-    .any(|s| k.contains(s))
-}
-
-/// A recorded target, values of keys that may be secrets redacted.
+/// A recorded target, secret-looking values redacted at any depth (by key
+/// name, and URL passwords).
 pub fn target(stack: &str, t: &TargetDecl) -> Value {
-    let config: PropertyMap = t
-        .config
-        .iter()
-        .map(|(k, v)| {
-            let v = if secret_key(k) {
-                PropertyValue::String(REDACTED.into())
-            } else {
-                v.clone()
-            };
-            (k.clone(), v)
-        })
-        .collect();
+    let config = orrery_core::plan::redact_config(&t.config);
     json!({"stack": stack, "name": t.name, "plugin": t.plugin, "config": properties(&config)})
 }
 
@@ -95,6 +65,8 @@ pub fn plugin(host: &PluginHost) -> Value {
 mod tests {
     use super::*;
     use crate::stack::Problem;
+    use orrery_core::plan::REDACTED;
+    use orrery_schema::Value as PropertyValue;
 
     #[test]
     fn stack_error_message_is_the_problem_alone() {
@@ -130,5 +102,49 @@ mod tests {
         assert_eq!(v["config"]["root"], "/srv");
         assert_eq!(v["config"]["api_key"], REDACTED);
         assert_eq!(v["config"]["Password"], REDACTED);
+    }
+
+    #[test]
+    fn nested_and_url_secrets_in_target_config_are_redacted() {
+        let map = |pairs: &[(&str, PropertyValue)]| {
+            PropertyValue::Map(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                    .collect(),
+            )
+        };
+        let s = |t: &str| PropertyValue::String(t.into());
+        let PropertyValue::Map(config) = map(&[
+            ("nested", map(&[("password", s("s1"))])),
+            (
+                "aws",
+                map(&[("secret_access_key", s("s2")), ("region", s("eu"))]),
+            ),
+            ("passphrase", s("s3")),
+            ("dsn", s("postgres://u:s4@h/db")),
+            (
+                "hosts",
+                PropertyValue::List(vec![map(&[("auth", s("s5"))])]),
+            ),
+        ]) else {
+            unreachable!("built as a map")
+        };
+        let v = target(
+            "s",
+            &TargetDecl {
+                name: "db".into(),
+                plugin: "p".into(),
+                config,
+            },
+        );
+        let text = v.to_string();
+        for secret in ["s1", "s2", "s3", "s4", "s5"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(v["config"]["nested"]["password"], REDACTED);
+        assert_eq!(v["config"]["aws"]["region"], "eu");
+        assert_eq!(v["config"]["dsn"], "postgres://u:***@h/db");
+        assert_eq!(v["config"]["hosts"][0]["auth"], REDACTED);
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 pub use error::ServiceError;
-pub use plugins::{plugin_search_path, PluginError, PluginPool, Plugins};
+pub use plugins::{plugin_search_path, set_plugin_env, PluginError, PluginPool, Plugins};
 
 use crate::apply::{Event, Executor, Options, Report, Resumed};
 use crate::lease::{self, Claim, Keeper, LeaseConfig};

@@ -16,6 +16,17 @@ use orrery_bus::transport::{LocalBus, Transport};
 
 use crate::stack::Catalog;
 
+/// Variables of this process's environment every plugin started in-process
+/// gets besides the standard ones (`--plugin-env`), set once at start.
+static PLUGIN_ENV: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Names the variables of this process's environment passed on to the
+/// plugins it starts (besides `orrery_plugin_sdk::process::INHERITED`);
+/// plugins start with a cleared environment otherwise. The first call wins.
+pub fn set_plugin_env(names: Vec<String>) {
+    let _ = PLUGIN_ENV.set(names);
+}
+
 /// Environment variable naming a directory of plugin binaries.
 pub const PLUGIN_DIR_ENV: &str = "ORRERY_PLUGIN_DIR";
 
@@ -257,7 +268,9 @@ impl PluginPool {
             let Ok(path) = find_plugin(name, &self.search) else {
                 continue;
             };
-            let host = PluginHost::start(PluginSpec::new(&path))
+            let mut spec = PluginSpec::new(&path);
+            spec.env_allow = PLUGIN_ENV.get().cloned().unwrap_or_default();
+            let host = PluginHost::start(spec)
                 .await
                 .map_err(|source| PluginError::Spawn {
                     name: name.clone(),

@@ -23,6 +23,14 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The secret key's file is missing, unreadable, or not this store's.
+    #[error("state store: secret key file {path}: {reason}")]
+    SecretKey {
+        /// The key file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The store was written by a newer release than this one.
     #[error("state store: {what} {found} was written by a newer release (this one knows up to {supported}); upgrade orrery")]
     NewerFormat {

@@ -10,6 +10,7 @@ mod codec;
 mod error;
 mod off_worker;
 mod postgres;
+pub mod secret_key;
 mod sqlite;
 
 use std::collections::BTreeMap;

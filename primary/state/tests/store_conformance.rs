@@ -2205,3 +2205,177 @@ fn pg_store_is_shared_between_handles_as_one_database() {
         .unwrap();
     assert_eq!(f.store.command(None).unwrap().unwrap().operations.len(), 1);
 }
+
+// ---------------------------------------------------------------------------
+// Secrets at rest: permissions, the key kept out of the store
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every file of the store in `dir` (database, log, shared memory).
+fn store_bytes(dir: &Path) -> Vec<u8> {
+    ["state.db", "state.db-wal", "state.db-shm"]
+        .iter()
+        .filter_map(|f| std::fs::read(dir.join(f)).ok())
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn sqlite_files_are_private_and_too_open_ones_are_narrowed() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let store = SqliteStore::open(&dir).unwrap();
+    store.put_resource(&resource("web", "a")).unwrap();
+    assert_eq!(mode_of(&dir), 0o700, "the data directory");
+    for f in ["state.db", "state.db-wal", "state.db-shm", "secret.key"] {
+        assert_eq!(mode_of(&dir.join(f)), 0o600, "{f}");
+    }
+    drop(store);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for f in ["state.db", "secret.key"] {
+        std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let again = SqliteStore::open(&dir).unwrap();
+    assert_eq!(again.resources(None).unwrap().len(), 1);
+    assert_eq!(mode_of(&dir), 0o700, "narrowed on open");
+    for f in ["state.db", "secret.key"] {
+        assert_eq!(mode_of(&dir.join(f)), 0o600, "{f} narrowed on open");
+    }
+}
+
+#[test]
+fn sqlite_store_files_hold_no_key_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let store = SqliteStore::open(&dir).unwrap();
+    store.put_resource(&resource("web", "a")).unwrap();
+    let key = store.secret_key().unwrap();
+    let file = std::fs::read_to_string(dir.join("secret.key")).unwrap();
+    assert_eq!(file.trim(), hex(&key), "the key is in the key file");
+    let bytes = store_bytes(&dir);
+    assert!(!bytes.is_empty());
+    assert!(!contains(&bytes, &key), "no raw key bytes in the store");
+    assert!(
+        !contains(&bytes, hex(&key).as_bytes()),
+        "no hex key in the store"
+    );
+}
+
+/// A store as the previous release left it: the key in `meta.secret_key`,
+/// no key file, no check row.
+#[test]
+fn sqlite_key_in_the_store_moves_out_once_and_hashes_stay_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let legacy: Vec<u8> = (100u8..132).collect();
+    {
+        let store = SqliteStore::open(&dir).unwrap();
+        store.put_resource(&resource("web", "a")).unwrap();
+    }
+    std::fs::remove_file(dir.join("secret.key")).unwrap();
+    let conn = raw(&dir);
+    conn.execute("DELETE FROM meta WHERE key = 'secret_key_check'", [])
+        .unwrap();
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('secret_key', ?1)",
+        rusqlite::params![legacy],
+    )
+    .unwrap();
+    drop(conn);
+    assert!(contains(&store_bytes(&dir), &legacy), "the old layout");
+
+    let store = SqliteStore::open(&dir).unwrap();
+    assert_eq!(
+        store.secret_key().unwrap(),
+        legacy,
+        "the same key: old hashes stay valid"
+    );
+    let file = std::fs::read_to_string(dir.join("secret.key")).unwrap();
+    assert_eq!(file.trim(), hex(&legacy));
+    assert_eq!(mode_of(&dir.join("secret.key")), 0o600);
+    let rows: i64 = raw(&dir)
+        .query_row(
+            "SELECT count(*) FROM meta WHERE key = 'secret_key'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 0, "removed from the store");
+    drop(store);
+    assert!(
+        !contains(&store_bytes(&dir), &legacy),
+        "no key bytes left behind"
+    );
+    assert_eq!(
+        SqliteStore::open(&dir).unwrap().secret_key().unwrap(),
+        legacy
+    );
+
+    // A copied store without its key file is refused, not given a new key.
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(dir.join("state.db"), copy.join("state.db")).unwrap();
+    assert!(matches!(
+        SqliteStore::open(&copy),
+        Err(StoreError::SecretKey { .. })
+    ));
+    // Nor is another key file.
+    let other = tmp.path().join("other.key");
+    std::fs::write(&other, format!("{}\n", hex(&[9u8; 32]))).unwrap();
+    assert!(matches!(
+        SqliteStore::open_with_key_file(&dir, &other),
+        Err(StoreError::SecretKey { .. })
+    ));
+}
+
+#[test]
+fn pg_key_in_the_database_moves_out_to_the_key_file() {
+    let (url, _cleanup) = fresh_database("key_file");
+    let legacy = PgStore::connect_with_key_file(&url, None)
+        .unwrap()
+        .secret_key()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("shared.key");
+    let stores: Vec<PgStore> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| PgStore::connect_with_key_file(&url, Some(&file))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    });
+    for s in &stores {
+        assert_eq!(s.secret_key().unwrap(), legacy, "one key, the old one");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), hex(&legacy));
+    assert_eq!(mode_of(&file), 0o600);
+    let left = pg_client(&url)
+        .query("SELECT 1 FROM meta WHERE key = 'secret_key'", &[])
+        .unwrap();
+    assert!(left.is_empty(), "removed from the database");
+    assert!(
+        matches!(
+            PgStore::connect_with_key_file(&url, None),
+            Err(StoreError::SecretKey { .. })
+        ),
+        "a primary without the key file is refused, not given a new key"
+    );
+}

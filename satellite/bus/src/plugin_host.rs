@@ -25,6 +25,9 @@ pub struct PluginSpec {
     pub ping_interval: Duration,
     /// Restart policy.
     pub policy: Policy,
+    /// Variables of the host's environment passed on besides the standard
+    /// ones (`orrery_plugin_sdk::process::inherited`).
+    pub env_allow: Vec<String>,
 }
 
 impl PluginSpec {
@@ -35,6 +38,7 @@ impl PluginSpec {
             handshake_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
             policy: Policy::default(),
+            env_allow: Vec::new(),
         }
     }
 }
@@ -118,6 +122,7 @@ impl PluginHost {
     ) -> Result<PluginHost, orrery_plugin_sdk::process::SpawnError> {
         let mut config = SpawnConfig::new(&spec.path);
         config.handshake_timeout = spec.handshake_timeout;
+        config.env_allow = spec.env_allow.clone();
         let first = spawn_plugin(&config).await?;
         let announcement = Arc::new(first.client.announcement().clone());
         let now = Instant::now();

@@ -48,6 +48,9 @@ pub struct ServeConfig {
     pub relay: RelayConfig,
     /// How long a plugin may take to announce itself.
     pub handshake_timeout: Duration,
+    /// Variables of the satellite's environment passed on to the plugins
+    /// besides the standard ones (`--plugin-env`).
+    pub plugin_env: Vec<String>,
     /// How long a new relay may take to register before a roll is given up.
     pub register_timeout: Duration,
     /// Whether the lock may move a plugin to a lower or a yanked version
@@ -64,6 +67,7 @@ impl ServeConfig {
             lock_poll: Duration::from_secs(2),
             relay: RelayConfig::default(),
             handshake_timeout: Duration::from_secs(10),
+            plugin_env: Vec::new(),
             register_timeout: Duration::from_secs(10),
             allow_downgrade: false,
         }
@@ -237,6 +241,7 @@ impl HubPlugins {
     ) -> Result<Slot, HubError> {
         let mut spec = PluginSpec::new(&installed.path);
         spec.handshake_timeout = self.config.handshake_timeout;
+        spec.env_allow = self.config.plugin_env.clone();
         let host = orrery_hub::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
         let announced = host.announcement();
         if announced.name != installed.manifest.name

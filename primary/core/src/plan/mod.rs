@@ -14,7 +14,10 @@ use orrery_schema::{ResourceSchema, UpdateMethod, Value};
 use crate::record::StoredResource;
 use crate::stack::{Catalog, Graph, Reference, Stack};
 
-pub use secrets::{declares_secrets, SecretHasher};
+pub use secrets::{
+    config_has_secrets, declares_secrets, redact_config, redact_url, secret_looking_key,
+    storable_config, storable_targets, SecretHasher, REDACTED,
+};
 
 /// Whether resources missing from the document are deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

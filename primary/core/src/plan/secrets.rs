@@ -2,10 +2,10 @@
 //! opaque input changed, useless to recover it.
 
 use hmac::{Hmac, Mac};
-use orrery_schema::Value;
+use orrery_schema::{PropertyMap, Value};
 use sha2::Sha256;
 
-use crate::stack::{Catalog, Stack};
+use crate::stack::{Catalog, Stack, TargetDecl};
 
 /// HMAC-SHA256 under a key kept in the state store.
 #[derive(Clone)]
@@ -60,7 +60,139 @@ pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
                 .any(|k| schema.field(k).is_none_or(|f| f.hints.is_secret())),
             None => !r.properties.is_empty(),
         }
-    })
+    }) || stack.targets.iter().any(|t| config_has_secrets(&t.config))
+}
+
+/// Parts of a configuration key name that mark its value as possibly
+/// secret (compared in lower case). Until plugins declare which target
+/// configuration fields are secret, the name is all there is to go by.
+const SECRET_KEY_PARTS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "token",
+    "credential",
+    "key",
+    "private",
+    "auth",
+    "cookie",
+    "session",
+    "signature",
+    "cert",
+];
+
+/// What a secret-looking value is shown as.
+pub const REDACTED: &str = "<redacted>";
+
+/// What the password of a URL is shown as.
+const URL_PASSWORD: &str = "***";
+
+/// Whether a configuration key's name says its value may be a secret.
+pub fn secret_looking_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    SECRET_KEY_PARTS.iter().any(|s| k.contains(s))
+}
+
+/// `text` with the password of its URL userinfo replaced by `***`
+/// (`postgres://u:***@h/db`); `None` when it is not a URL with a password
+/// (or its password is `***` already).
+pub fn redact_url(text: &str) -> Option<String> {
+    let scheme_end = text.find("://")? + 3;
+    let scheme = &text[..scheme_end - 3];
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return None;
+    }
+    let rest = &text[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let at = authority.rfind('@')?;
+    let userinfo = &authority[..at];
+    let colon = userinfo.find(':')?;
+    if &userinfo[colon + 1..] == URL_PASSWORD {
+        return None; // hidden already
+    }
+    Some(format!(
+        "{}{}:{URL_PASSWORD}{}",
+        &text[..scheme_end],
+        &userinfo[..colon],
+        &text[scheme_end + at..]
+    ))
+}
+
+/// Whether `config` holds a secret-looking value at any depth: under a
+/// secret-looking key, or a URL with a password.
+pub fn config_has_secrets(config: &PropertyMap) -> bool {
+    fn value_has(v: &Value) -> bool {
+        match v {
+            Value::String(s) => redact_url(s).is_some(),
+            Value::List(items) => items.iter().any(value_has),
+            Value::Map(m) => config_has_secrets(m),
+            _ => false,
+        }
+    }
+    config
+        .iter()
+        .any(|(k, v)| (secret_looking_key(k) && *v != Value::Null) || value_has(v))
+}
+
+/// What to do with a secret-looking key's value.
+#[derive(Clone, Copy)]
+enum Keyed {
+    /// Replace it with [`REDACTED`] (for display).
+    Redact,
+    /// Leave the key out (for storage).
+    Drop,
+}
+
+fn scrub_map(config: &PropertyMap, keyed: Keyed) -> PropertyMap {
+    config
+        .iter()
+        .filter_map(|(k, v)| match (secret_looking_key(k), keyed) {
+            (true, Keyed::Drop) => None,
+            (true, Keyed::Redact) => Some((k.clone(), Value::String(REDACTED.into()))),
+            (false, _) => Some((k.clone(), scrub_value(v, keyed))),
+        })
+        .collect()
+}
+
+fn scrub_value(v: &Value, keyed: Keyed) -> Value {
+    match v {
+        Value::String(s) => redact_url(s).map_or_else(|| v.clone(), Value::String),
+        Value::List(items) => Value::List(items.iter().map(|i| scrub_value(i, keyed)).collect()),
+        Value::Map(m) => Value::Map(scrub_map(m, keyed)),
+        _ => v.clone(),
+    }
+}
+
+/// `config` for display: values under secret-looking keys (at any depth,
+/// in maps and lists) replaced by [`REDACTED`], URL passwords by `***`.
+pub fn redact_config(config: &PropertyMap) -> PropertyMap {
+    scrub_map(config, Keyed::Redact)
+}
+
+/// `config` as it may be stored: secret-looking keys left out (at any
+/// depth), URL passwords replaced by `***`. A plugin that needs a
+/// credential from its target configuration gets it only from a document,
+/// never from the recorded targets.
+pub fn storable_config(config: &PropertyMap) -> PropertyMap {
+    scrub_map(config, Keyed::Drop)
+}
+
+/// `targets` as they may be stored (see [`storable_config`]).
+pub fn storable_targets(targets: &[TargetDecl]) -> Vec<TargetDecl> {
+    targets
+        .iter()
+        .map(|t| TargetDecl {
+            config: storable_config(&t.config),
+            ..t.clone()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -98,5 +230,70 @@ mod tests {
             declares_secrets(&stack("path: x"), &Catalog::new()),
             "an unknown type may have secrets"
         );
+    }
+
+    fn config(yaml: &str) -> PropertyMap {
+        serde_norway::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_document_whose_target_config_looks_secret_holds_secrets() {
+        let mut catalog = Catalog::new();
+        catalog.insert(Announcement {
+            name: "p".into(),
+            resources: vec![resource("T").field(field::string("path")).build()],
+            ..Default::default()
+        });
+        let with_target = |cfg: &str| {
+            let doc = format!(
+                "stack: s\ntargets:\n  - name: t\n    plugin: p\n    config: {cfg}\nresources:\n  - label: a\n    type: T\n    target: t\n    properties: {{ path: x }}\n"
+            );
+            crate::stack::parse("s.yaml", &doc, "/").unwrap()
+        };
+        assert!(!declares_secrets(&with_target("{ root: /srv }"), &catalog));
+        assert!(declares_secrets(
+            &with_target("{ db: { password: pw } }"),
+            &catalog
+        ));
+        assert!(declares_secrets(
+            &with_target("{ dsn: 'postgres://u:pw@h/db' }"),
+            &catalog
+        ));
+    }
+
+    #[test]
+    fn urls_lose_their_password_and_only_it() {
+        assert_eq!(
+            redact_url("postgres://u:pw@h:5432/db?x=1").as_deref(),
+            Some("postgres://u:***@h:5432/db?x=1")
+        );
+        assert_eq!(
+            redact_url("https://u:p@ss:w@h/a@b").as_deref(),
+            Some("https://u:***@h/a@b")
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), None, "no password");
+        assert_eq!(redact_url("https://h/a:b@c"), None, "@ in the path");
+        assert_eq!(redact_url("not a url: a:b@c"), None);
+    }
+
+    #[test]
+    fn configs_are_redacted_at_any_depth_and_stored_without_secret_keys() {
+        let c = config(
+            "root: /srv\nnested: { password: p1, host: h }\naws: { secret_access_key: s1, region: r }\n\
+             passphrase: p2\ndsn: 'postgres://u:p3@h/db'\nlist: [ { token: t1 }, 'mysql://a:p4@h' ]\n",
+        );
+        let shown = format!("{:?}", redact_config(&c));
+        let stored = storable_config(&c);
+        let kept = format!("{stored:?}");
+        for secret in ["p1", "s1", "p2", "p3", "t1", "p4"] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+            assert!(!kept.contains(secret), "{secret} stored: {kept}");
+        }
+        assert!(shown.contains("postgres://u:***@h/db"), "{shown}");
+        assert!(shown.contains(REDACTED));
+        assert_eq!(stored["root"], Value::from("/srv"));
+        assert!(!stored.contains_key("passphrase"), "left out, not redacted");
+        assert!(!config_has_secrets(&stored), "what is stored holds none");
+        assert!(config_has_secrets(&c));
     }
 }

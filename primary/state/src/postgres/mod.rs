@@ -311,7 +311,63 @@ impl PgPool {
         on_conn!(self, |c| migrate(c, upto).await)
     }
 
-    async fn ensure_secret_key(&self) -> Result<(), StoreError> {
+    async fn meta_row(&self, row: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        on_conn!(self, |c| Ok(query_opt(
+            c,
+            "SELECT value FROM meta WHERE key = $1",
+            &[&row]
+        )
+        .await?
+        .map(|r| r.get(0))))
+    }
+
+    /// The key from `key_file` when one is configured (a key still in the
+    /// database moved out to it, see `secret_key.rs`); otherwise the key in
+    /// `meta`, made by the first primary to get here, refused once it was
+    /// moved out to a key file.
+    async fn ensure_secret_key(
+        &self,
+        key_file: Option<&std::path::Path>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        use crate::secret_key::{self as sk, CHECK_ROW, LEGACY_ROW};
+        let legacy = self.meta_row(LEGACY_ROW).await?;
+        let check = self.meta_row(CHECK_ROW).await?;
+        if let Some(path) = key_file {
+            let key = sk::key_for(legacy.as_deref(), check.as_deref(), path)?;
+            let made = sk::check_of(&key);
+            on_conn!(self, |c| {
+                execute(
+                    c,
+                    "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&CHECK_ROW, &made],
+                )
+                .await?;
+                Ok(())
+            })?;
+            sk::verify(path, &key, self.meta_row(CHECK_ROW).await?.as_deref())?;
+            if legacy.is_some() {
+                on_conn!(self, |c| {
+                    execute(c, "DELETE FROM meta WHERE key = $1", &[&LEGACY_ROW]).await?;
+                    Ok(())
+                })?;
+                sk::moved_log(path);
+            }
+            return Ok(Some(key));
+        }
+        if sk::moved_out(legacy.as_deref(), check.as_deref()) {
+            return Err(StoreError::SecretKey {
+                path: "(none)".into(),
+                reason: format!(
+                    "this database's secret key was moved out to a key file: set {} to it",
+                    sk::KEY_FILE_ENV
+                ),
+            });
+        }
+        tracing::warn!(
+            "the secret key is kept in the database, so a copy of it allows guessing write-only \
+             values offline: set {} to a key file shared by the primaries",
+            sk::KEY_FILE_ENV
+        );
         let mut key = vec![0u8; 32];
         getrandom::fill(&mut key).map_err(|e| StoreError::Corrupt {
             label: "secret_key".into(),
@@ -326,7 +382,8 @@ impl PgPool {
             )
             .await?;
             Ok(())
-        })
+        })?;
+        Ok(None)
     }
 
     /// The key secret hashes are made with.
@@ -866,6 +923,8 @@ pub struct PgStore {
     /// Dropped with the store: the runtime's thread then stops it, closing
     /// the connections.
     _stop: tokio::sync::oneshot::Sender<()>,
+    /// The secret key, when it is kept in a key file (`ORRERY_SECRET_KEY_FILE`).
+    key: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -878,10 +937,20 @@ impl PgStore {
     /// Connects to `url`, applies pending migrations and makes sure the
     /// secret key exists.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
-        let store = Self::start(url)?;
-        store.call(|p| async move {
+        Self::connect_with_key_file(url, crate::secret_key::key_file_from_env().as_deref())
+    }
+
+    /// As [`PgStore::connect`], the secret key in `key_file` (a key still
+    /// in the database is moved out to it), or in the database when `None`.
+    pub fn connect_with_key_file(
+        url: &str,
+        key_file: Option<&std::path::Path>,
+    ) -> Result<Self, StoreError> {
+        let mut store = Self::start(url)?;
+        let key_file = key_file.map(ToOwned::to_owned);
+        store.key = store.call(|p| async move {
             p.migrate(PG_SCHEMA_VERSION).await?;
-            p.ensure_secret_key().await
+            p.ensure_secret_key(key_file.as_deref()).await
         })?;
         Ok(store)
     }
@@ -924,6 +993,7 @@ impl PgStore {
             pool,
             runtime: handle,
             _stop: stop,
+            key: None,
         })
     }
 
@@ -955,6 +1025,9 @@ macro_rules! bridge {
 
 impl StateStore for PgStore {
     fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
+        if let Some(key) = &self.key {
+            return Ok(key.clone());
+        }
         bridge!(self, secret_key())
     }
 

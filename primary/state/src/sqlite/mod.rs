@@ -15,15 +15,17 @@ use orrery_schema::PropertyMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::codec::{decode_context, encode_context, encode_resource};
+use crate::{secret_key, StateStore, StoreError};
 use crate::{
     CommandRecord, CommandStatus, OpStatus, OperationRecord, StoredResource, RECORD_FORMAT,
 };
-use crate::{StateStore, StoreError};
+use secret_key::KeyRows as _;
 
 /// The embedded SQLite store. Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    key: Arc<Vec<u8>>,
 }
 
 const SCHEMA: &str = "
@@ -262,18 +264,24 @@ fn now_ms() -> i64 {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) `dir/state.db` and applies migrations.
+    /// Opens (creating if needed) `dir/state.db` and applies migrations;
+    /// the secret key is in the file `ORRERY_SECRET_KEY_FILE` names, else
+    /// in `dir/secret.key` (see [`crate::secret_key`]).
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        let key_file =
+            secret_key::key_file_from_env().unwrap_or_else(|| dir.join(secret_key::KEY_FILE_NAME));
+        Self::open_with_key_file(dir, &key_file)
+    }
+
+    /// Opens `dir/state.db` with its secret key in `key_file`.
+    pub fn open_with_key_file(dir: &Path, key_file: &Path) -> Result<Self, StoreError> {
+        create_private_dir(dir)?;
         // Processes opening one file at once contend for the lock that
         // switches it to WAL, which SQLite reports as busy without waiting:
         // try again for a while before giving up.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            match Self::open_once(dir) {
+            match Self::open_once(dir, key_file) {
                 Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
                     if e.code == rusqlite::ErrorCode::DatabaseBusy
                         && std::time::Instant::now() < deadline =>
@@ -285,56 +293,131 @@ impl SqliteStore {
         }
     }
 
-    fn open_once(dir: &Path) -> Result<Self, StoreError> {
-        let mut conn = Connection::open(dir.join("state.db"))?;
+    fn open_once(dir: &Path, key_file: &Path) -> Result<Self, StoreError> {
+        let db = dir.join("state.db");
+        create_private_file(&db)?;
+        let mut conn = Connection::open(&db)?;
         // The busy timeout first: switching a file to WAL takes an exclusive
         // lock, and processes opening it at once must wait for each other
-        // rather than fail with "database is locked".
+        // rather than fail with "database is locked". Deleted content is
+        // overwritten (`secure_delete`), so a removed key leaves no trace.
         conn.execute_batch(
-            "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
+             PRAGMA secure_delete=ON;",
         )?;
+        // SQLite gives the journal files the database file's mode; narrow
+        // any left by an older release.
+        for suffix in ["-wal", "-shm"] {
+            secret_key::tighten(&dir.join(format!("state.db{suffix}")), 0o600);
+        }
         migrate(&mut conn)?;
-        let store = SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
+        let key = {
+            let mut rows = SqliteKeyRows(&conn);
+            let moved = rows.get(secret_key::LEGACY_ROW)?.is_some();
+            let key = secret_key::resolve(&mut rows, key_file)?;
+            if moved {
+                // The removed row's old page images leave the log.
+                conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+            }
+            key
         };
-        store.ensure_secret_key()?;
-        Ok(store)
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            key: Arc::new(key),
+        })
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    fn ensure_secret_key(&self) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let existing: Option<Vec<u8>> = conn
-            .query_row("SELECT value FROM meta WHERE key = 'secret_key'", [], |r| {
+/// Creates `dir` (and its parents) `0700`, whatever the umask; narrows an
+/// existing one that others can enter, with a warning.
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let existed = dir.is_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| StoreError::Dir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    if existed {
+        secret_key::tighten(dir, 0o700);
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| StoreError::Dir {
+                path: dir.display().to_string(),
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Creates the database file `0600` before SQLite does (SQLite would make
+/// it `0644` under the usual umask); narrows an existing one, with a warning.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(f) => f
+            .set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|source| StoreError::Dir {
+                path: path.display().to_string(),
+                source,
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            secret_key::tighten(path, 0o600);
+            Ok(())
+        }
+        Err(source) => Err(StoreError::Dir {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// The key rows of the `meta` table.
+struct SqliteKeyRows<'a>(&'a Connection);
+
+impl secret_key::KeyRows for SqliteKeyRows<'_> {
+    fn get(&mut self, row: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .0
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![row], |r| {
                 r.get(0)
             })
-            .optional()?;
-        if existing.is_none() {
-            let mut key = vec![0u8; 32];
-            getrandom::fill(&mut key).map_err(|e| StoreError::Corrupt {
-                label: "secret_key".into(),
-                reason: format!("no randomness for the secret key: {e}"),
-            })?;
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('secret_key', ?1)",
-                params![key],
-            )?;
-        }
+            .optional()?)
+    }
+
+    fn put_if_absent(&mut self, row: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+            params![row, value],
+        )?;
+        Ok(())
+    }
+
+    fn delete(&mut self, row: &str) -> Result<(), StoreError> {
+        self.0
+            .execute("DELETE FROM meta WHERE key = ?1", params![row])?;
         Ok(())
     }
 }
 
 impl StateStore for SqliteStore {
-    /// The key secret hashes are made with.
+    /// The key secret hashes are made with (from the key file).
     fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
-        Ok(self
-            .conn()
-            .query_row("SELECT value FROM meta WHERE key = 'secret_key'", [], |r| {
-                r.get(0)
-            })?)
+        Ok(self.key.to_vec())
     }
 
     /// The resources of `stack` (all stacks when `None`).
