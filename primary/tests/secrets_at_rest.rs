@@ -112,6 +112,7 @@ fn planted_secrets_are_found_nowhere() {
             ("ALLOWED_THING".into(), ALLOWED.into()),
         ],
         cwd: None,
+        no_default_auth: false,
     });
     let mut seen = Seen::default();
 
