@@ -8,9 +8,12 @@
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep).
 //! - [`plugin_env`]: a plugin served in-process with request builders and
 //!   answer checks, for plugin crates' tests.
+//! - `hub` (feature `hub`): hub packages of the workspace's plugins.
 //! - `nats` (feature `nats`): a real nats-server per test on a free port.
 
 pub mod binaries;
+#[cfg(feature = "hub")]
+pub mod hub;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod plugin_env;

@@ -5,55 +5,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{binary, NatsServer};
-use orrery_hub::package::{self, Package, PackageOptions};
-use orrery_hub::{
-    host_platform, Hub, Installer, LockEntry, PublisherKey, Requirement, TrustedKeys,
-};
-
-/// A copy of a workspace plugin binary, stripped of debug info (5 MB
-/// instead of 70), with `marker` appended so each copy has its own bytes.
-/// An ELF binary ignores trailing bytes, so the copy still runs.
-fn plugin_copy(dir: &Path, name: &str, marker: &str) -> PathBuf {
-    let dest = dir.join(format!("{name}-{marker}"));
-    std::fs::copy(binary(name), &dest).unwrap();
-    let _ = Command::new("strip")
-        .arg(&dest)
-        .stderr(Stdio::null())
-        .status();
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&dest)
-        .unwrap();
-    file.write_all(marker.as_bytes()).unwrap();
-    dest
-}
-
-async fn build(
-    binary: &Path,
-    version: &str,
-    key: Option<&PublisherKey>,
-    out: &Path,
-    platform: Option<&str>,
-) -> Package {
-    let mut options = PackageOptions::new(binary);
-    options.version = Some(version.to_owned());
-    options.license = "Apache-2.0".into();
-    options.summary = "test package".into();
-    if let Some(platform) = platform {
-        options.platform = platform.to_owned();
-    }
-    package::build(&options, key, out).await.unwrap()
-}
-
-fn requirement(s: &str) -> Requirement {
-    s.parse().unwrap()
-}
+use common::NatsServer;
+use orrery_hub::package;
+use orrery_hub::{host_platform, Hub, Installer, LockEntry, PublisherKey, TrustedKeys};
+use orrery_testing::hub::{build, plugin_copy, requirement};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_20_mib_artifact_publishes_and_installs_on_two_satellites_at_once() {
