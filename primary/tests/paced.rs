@@ -53,6 +53,22 @@ async fn testbed() -> (Arc<Counting>, Catalog) {
     (transport, catalog)
 }
 
+/// Creates thing number `i` called `name` on `target`, straight through the
+/// transport (as a primary would have).
+async fn create(transport: &Counting, target: &Target, resource_type: &str, i: usize, name: &str) {
+    let request = Request::Create(CreateRequest {
+        request_id: format!("create-{i}"),
+        resource_type: resource_type.into(),
+        label: format!("r{i}"),
+        target: target.clone(),
+        properties: [("name".to_owned(), Value::from(name))].into(),
+    });
+    transport
+        .send("testbed", &request, Duration::from_secs(10))
+        .await
+        .unwrap();
+}
+
 fn limits() -> std::collections::HashMap<String, BucketLimit> {
     [(
         "Testbed/t".to_owned(),
@@ -97,19 +113,14 @@ async fn resuming_polls_within_the_rate_limit() {
     // What the stopped primary had done: sent each create, recorded its
     // `InProgress` answer.
     for i in 0..THINGS {
-        let mut properties = PropertyMap::new();
-        properties.insert("name".into(), Value::from(format!("thing-{i}")));
-        let request = Request::Create(CreateRequest {
-            request_id: format!("create-{i}"),
-            resource_type: "Testbed::Async::Thing".into(),
-            label: format!("a{i}"),
-            target: target.clone(),
-            properties,
-        });
-        transport
-            .send("testbed", &request, Duration::from_secs(10))
-            .await
-            .unwrap();
+        create(
+            &transport,
+            &target,
+            "Testbed::Async::Thing",
+            i,
+            &format!("thing-{i}"),
+        )
+        .await;
         store
             .put_operation(
                 "c1",
@@ -167,19 +178,14 @@ async fn discovery_lists_within_the_rate_limit() {
         config: PropertyMap::new(),
     };
     for i in 0..THINGS {
-        let mut properties = PropertyMap::new();
-        properties.insert("name".into(), Value::from(format!("thing-{i:03}")));
-        let request = Request::Create(CreateRequest {
-            request_id: format!("create-{i}"),
-            resource_type: "Testbed::Noop::Thing".into(),
-            label: format!("r{i}"),
-            target: target.clone(),
-            properties,
-        });
-        transport
-            .send("testbed", &request, Duration::from_secs(10))
-            .await
-            .unwrap();
+        create(
+            &transport,
+            &target,
+            "Testbed::Noop::Thing",
+            i,
+            &format!("thing-{i:03}"),
+        )
+        .await;
     }
     let dir = tempfile::tempdir().unwrap();
     let store = state::open_dir(dir.path()).unwrap();
