@@ -1,0 +1,8 @@
+//! Tests of the JetStream plugin against real nats-server processes the
+//! tests start (ORRERY_NATS_SERVER, or scripts/ensure-nats.sh's binary).
+
+mod buckets;
+mod common;
+mod consumer;
+mod errors;
+mod stream;
