@@ -62,3 +62,52 @@ pub fn next_poll(request: &StatusRequest, what: &str) -> Result<i64, PluginError
     }
     Ok(polls)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::settled;
+
+    fn info(replicas: u64, peers: serde_json::Value, placement: &str) -> serde_json::Value {
+        json!({
+            "config": {"num_replicas": replicas, "placement": {"cluster": placement}},
+            "cluster": {"name": "c1", "leader": "n0", "replicas": peers},
+        })
+    }
+
+    #[test]
+    fn settled_only_when_every_wanted_replica_is_current_where_placed() {
+        let current = json!({"name": "n1", "current": true});
+        let behind = json!({"name": "n2", "current": false});
+        let offline = json!({"name": "n2", "current": true, "offline": true});
+        assert!(settled(&info(1, json!([]), "")));
+        assert!(settled(&info(2, json!([current]), "c1")));
+        assert!(
+            !settled(&info(3, json!([current, behind]), "")),
+            "a peer catching up"
+        );
+        assert!(
+            !settled(&info(3, json!([current, offline]), "")),
+            "a peer offline"
+        );
+        assert!(
+            !settled(&info(3, json!([current]), "")),
+            "a peer not yet added"
+        );
+        assert!(
+            !settled(&info(1, json!([current]), "")),
+            "an old peer not yet removed"
+        );
+        assert!(
+            !settled(&info(1, json!([]), "c2")),
+            "not yet in the placement cluster"
+        );
+        let leaderless = json!({"config": {"num_replicas": 1}, "cluster": {"name": "c1"}});
+        assert!(!settled(&leaderless));
+        assert!(
+            settled(&json!({"config": {"num_replicas": 1}, "cluster": {"leader": "n"}})),
+            "no clustering"
+        );
+    }
+}

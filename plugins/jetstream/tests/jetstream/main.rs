@@ -1,7 +1,9 @@
 //! Tests of the JetStream plugin against real nats-server processes the
 //! tests start (ORRERY_NATS_SERVER, or scripts/ensure-nats.sh's binary).
 
+mod asynchronous;
 mod buckets;
+mod cluster;
 mod common;
 mod consumer;
 mod errors;
