@@ -279,6 +279,7 @@ pub async fn discover(
             let mut token: Option<String> = None;
             let complete = loop {
                 let request = Request::List(ListRequest {
+                    parent: None,
                     request_id: uuid::Uuid::now_v7().to_string(),
                     resource_type: schema.type_name.clone(),
                     target: wire_target.clone(),
