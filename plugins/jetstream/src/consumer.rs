@@ -52,6 +52,7 @@ pub fn schema() -> ResourceSchema {
     resource(TYPE)
         .describe("A durable pull consumer of a JetStream stream")
         .identifier(["stream", "name"])
+        .parent(crate::stream::TYPE, [("stream", "name")])
         .field(
             field::string("stream")
                 .required()

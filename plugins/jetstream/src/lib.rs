@@ -21,8 +21,8 @@ pub mod target;
 
 use async_nats::jetstream::Context;
 use orrery_plugin_sdk::schema::{
-    CreateRequest, DeleteRequest, ListRequest, Operation, RateLimit, ReadRequest, ResourceSchema,
-    StatusRequest, UpdateRequest,
+    CreateRequest, DeleteRequest, FieldSchema, ListRequest, Operation, RateLimit, ReadRequest,
+    ResourceSchema, StatusRequest, UpdateRequest,
 };
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
 
@@ -87,6 +87,10 @@ impl ResourcePlugin for JetstreamPlugin {
             KvBucket::schema(),
             ObjectBucket::schema(),
         ]
+    }
+
+    fn target_config(&self) -> Vec<FieldSchema> {
+        target::fields()
     }
 
     /// JetStream's API is served by the meta leader: keep a burst modest.
@@ -177,7 +181,11 @@ impl ResourcePlugin for JetstreamPlugin {
         match kind {
             Kind::Stream => streamlike::list::<Stream>(&js, &request).await,
             Kind::Consumer => {
-                let streams = api::names(&js, consumer::TYPE, "STREAM.NAMES", "streams").await?;
+                // Discovery asks per stream; an older host asks for all.
+                let streams = match &request.parent {
+                    Some(stream) => vec![stream.native_id.clone()],
+                    None => api::names(&js, consumer::TYPE, "STREAM.NAMES", "streams").await?,
+                };
                 consumer::list(&js, &streams, &request).await
             }
             Kind::Kv => streamlike::list::<KvBucket>(&js, &request).await,

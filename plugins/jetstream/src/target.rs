@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
 use async_nats::{ConnectErrorKind, ConnectOptions, ServerAddr};
-use orrery_plugin_sdk::schema::{ErrorCode, Target};
+use orrery_plugin_sdk::schema::{ErrorCode, FieldSchema, Target};
 use orrery_plugin_sdk::{field, from_properties, FieldBuilder, PluginError};
 use serde::{Deserialize, Serialize};
 
@@ -43,24 +43,27 @@ pub struct Config {
 }
 
 /// The target-config fields, for the announcement (secrets marked).
-pub fn fields() -> Vec<FieldBuilder> {
-    let path = |name: &str, what: &str| field::string(name).describe(what);
-    let secret = |name: &str, what: &str| field::string(name).write_only().describe(what);
+pub fn fields() -> Vec<FieldSchema> {
+    let plain = |name: &str, what: &str| field::string(name).describe(what);
+    let secret = |name: &str, what: &str| plain(name, what).write_only().opaque();
     vec![
         field::list("servers")
             .required()
             .describe("NATS server URLs, e.g. nats://127.0.0.1:4222"),
-        path("creds_file", "A .creds file (user JWT and nkey seed)"),
+        plain("creds_file", "A .creds file (user JWT and nkey seed)"),
         secret("nkey_seed", "An nkey seed (SU...)"),
-        field::string("user").describe("User name"),
+        plain("user", "User name"),
         secret("password", "The user's password"),
         secret("token", "An authentication token"),
-        path("tls_ca_file", "CA bundle (PEM) to verify the servers"),
-        path("tls_cert_file", "Client certificate (PEM) for mutual TLS"),
-        path("tls_key_file", "Client key (PEM) for mutual TLS"),
+        plain("tls_ca_file", "CA bundle (PEM) to verify the servers"),
+        plain("tls_cert_file", "Client certificate (PEM) for mutual TLS"),
+        plain("tls_key_file", "Client key (PEM) for mutual TLS"),
         field::boolean("tls_required").describe("Refuse plain connections"),
-        field::string("domain").describe("JetStream domain"),
+        plain("domain", "JetStream domain"),
     ]
+    .into_iter()
+    .map(FieldBuilder::build)
+    .collect()
 }
 
 impl Config {

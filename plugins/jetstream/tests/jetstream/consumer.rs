@@ -104,3 +104,50 @@ async fn bad_ids_and_missing_streams_are_refused() {
     let message = failed(&env.create(TYPE, elsewhere).await, ErrorCode::NotFound);
     assert!(message.contains("NOPE/shipping"), "{message}");
 }
+
+#[tokio::test]
+async fn listed_under_a_parent_stream_only_that_streams_consumers_come_back() {
+    use orrery_plugin_sdk::schema::{ListRequest, ListedResource, Request};
+    use orrery_plugin_sdk::Answer;
+
+    let env = with_stream().await;
+    let other = props([("name", "AUDIT".into()), ("storage", "memory".into())]);
+    ok(&env.create(stream::TYPE, other).await);
+    ok(&env.create(TYPE, shipping(30)).await);
+    let mut audit = shipping(30);
+    audit.insert("stream".into(), "AUDIT".into());
+    audit.remove("filter_subjects");
+    ok(&env.create(TYPE, audit).await);
+
+    let under = |stream: &str| {
+        Request::List(ListRequest {
+            request_id: "list".into(),
+            resource_type: TYPE.into(),
+            target: env.target.clone(),
+            parent: Some(ListedResource {
+                native_id: stream.into(),
+                properties: props([("name", stream.into())]),
+            }),
+            ..Default::default()
+        })
+    };
+    let timeout = std::time::Duration::from_secs(10);
+    let Answer::List(page) = env.client.request(&under("AUDIT"), timeout).await.unwrap() else {
+        panic!("not a list answer");
+    };
+    let ids: Vec<_> = page
+        .resources
+        .iter()
+        .map(|r| r.native_id.as_str())
+        .collect();
+    assert_eq!(ids, ["AUDIT/shipping"]);
+    assert_eq!(page.resources[0].properties["stream"], Value::from("AUDIT"));
+    // Without a parent (an older host), every stream's.
+    let all: Vec<String> = env
+        .list_all(TYPE, 0)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(all, ["AUDIT/shipping", "ORDERS/shipping"]);
+}

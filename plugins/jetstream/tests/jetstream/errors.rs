@@ -56,3 +56,24 @@ async fn a_bad_target_config_is_an_invalid_request() {
         assert!(message.contains("target `test`"), "{message}");
     }
 }
+
+#[test]
+fn the_announcement_marks_the_credentials_secret() {
+    let announcement = orrery_plugin_sdk::announcement(&JetstreamPlugin::default());
+    let secret: Vec<&str> = announcement
+        .target_config
+        .iter()
+        .filter(|f| f.hints.is_secret())
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(secret, ["nkey_seed", "password", "token"]);
+    let consumer = announcement
+        .resources
+        .iter()
+        .find(|r| r.type_name == "Jetstream::Consumer")
+        .unwrap();
+    assert_eq!(
+        consumer.parent.as_ref().unwrap().resource_type,
+        "Jetstream::Stream"
+    );
+}
