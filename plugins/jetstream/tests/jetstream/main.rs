@@ -7,4 +7,5 @@ mod cluster;
 mod common;
 mod consumer;
 mod errors;
+mod fixtures;
 mod stream;
