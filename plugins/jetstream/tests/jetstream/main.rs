@@ -6,6 +6,8 @@ mod buckets;
 mod cluster;
 mod common;
 mod consumer;
+mod cycle;
 mod errors;
 mod fixtures;
+mod orrery;
 mod stream;
