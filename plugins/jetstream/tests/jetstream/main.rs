@@ -8,6 +8,7 @@ mod common;
 mod consumer;
 mod cycle;
 mod errors;
+mod example;
 mod fixtures;
 mod orrery;
 mod stream;
