@@ -14,7 +14,7 @@ pub struct Cluster {
     _dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -2,6 +2,7 @@
 //! tests start (ORRERY_NATS_SERVER, or scripts/ensure-nats.sh's binary).
 
 mod asynchronous;
+mod auth;
 mod buckets;
 mod cluster;
 mod common;
