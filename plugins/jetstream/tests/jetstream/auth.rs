@@ -41,11 +41,16 @@ impl Secured {
     }
 
     fn start(authorization: &str) -> Secured {
+        Secured::start_with(&format!("authorization {{ {authorization} }}\n"))
+    }
+
+    /// With `extra` server configuration.
+    fn start_with(extra: &str) -> Secured {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let conf = format!(
             "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\n\
-             authorization {{ {authorization} }}\n",
+             {extra}",
             dir.path().join("js").display()
         );
         let file = dir.path().join("server.conf");
@@ -156,4 +161,58 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[tokio::test]
+async fn mutual_tls_with_the_ca_and_a_client_certificate() {
+    let certs = tempfile::tempdir().unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/nats/gen-certs.sh"
+    );
+    let made = Command::new("sh")
+        .arg(script)
+        .args(["--out", certs.path().to_str().unwrap(), "--client", "app"])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let path = |name: &str| certs.path().join(name).to_str().unwrap().to_owned();
+    let server = Secured::start_with(&format!(
+        "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}\n",
+        path("server.crt"),
+        path("server.key"),
+        path("ca.crt")
+    ));
+    let (ca, cert, key) = (path("ca.crt"), path("app.crt"), path("app.key"));
+    let mutual = server.with(&[
+        ("tls_ca_file", &ca),
+        ("tls_cert_file", &cert),
+        ("tls_key_file", &key),
+    ]);
+    let mut required = mutual.clone();
+    required.insert("tls_required".into(), true.into());
+    for config in [mutual, required] {
+        let env = PluginEnv::start(JetstreamPlugin::default(), config).await;
+        let name = format!("TLS{}", env.target.config.len());
+        ok(&env
+            .create(TYPE, props([("name", name.as_str().into())]))
+            .await);
+    }
+    let no_client_cert = PluginEnv::start(
+        JetstreamPlugin::default(),
+        server.with(&[("tls_ca_file", &ca)]),
+    )
+    .await;
+    let message = failed(
+        &no_client_cert.read(TYPE, "TLS4").await,
+        ErrorCode::NetworkFailure,
+    );
+    assert!(message.contains("cannot connect"), "{message}");
+    let half = server.with(&[("tls_ca_file", &ca), ("tls_cert_file", &cert)]);
+    let half = PluginEnv::start(JetstreamPlugin::default(), half).await;
+    failed(&half.read(TYPE, "TLS4").await, ErrorCode::InvalidRequest);
 }
