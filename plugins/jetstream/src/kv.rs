@@ -1,12 +1,13 @@
 //! `Jetstream::KvBucket`: a key-value bucket, stored as stream `KV_<bucket>`.
 
+use orrery_plugin_sdk::resource;
 use orrery_plugin_sdk::schema::ResourceSchema;
-use orrery_plugin_sdk::{field, resource};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::lifecycle::Managed;
+use crate::mapping::fields::{id, int, text};
 use crate::mapping::{object, renamed, seconds, Rename};
-use crate::streamlike::StreamBacked;
 
 /// The type name.
 pub const TYPE: &str = "Jetstream::KvBucket";
@@ -24,7 +25,7 @@ pub struct KvBucket {
     replicas: Option<i64>,
 }
 
-impl StreamBacked for KvBucket {
+impl Managed for KvBucket {
     const TYPE: &'static str = TYPE;
     const PREFIX: &'static str = "KV_";
     const ID: &'static str = "bucket";
@@ -36,40 +37,22 @@ impl StreamBacked for KvBucket {
     ];
 
     fn schema() -> ResourceSchema {
-        let int = |name: &str, what: &str| field::integer(name).provider_default().describe(what);
         resource(TYPE)
             .describe("A JetStream key-value bucket")
             .identifier(["bucket"])
-            .field(
-                field::string("bucket")
-                    .required()
-                    .create_only()
-                    .describe("Bucket name"),
-            )
-            .field(
-                field::string("description")
-                    .provider_default()
-                    .describe("What it is for"),
-            )
+            .field(id("bucket", "Bucket name"))
+            .field(text("description", "What it is for"))
             .field(int("history", "Values kept per key (1-64)"))
-            .field(int("ttl", "Seconds a value is kept, 0 for ever"))
-            .field(int("max_bytes", "Largest bucket size, -1 for no limit"))
-            .field(int("max_value_size", "Largest value, -1 for no limit"))
-            .field(
-                field::string("storage")
-                    .provider_default()
-                    .create_only()
-                    .describe("`file` or `memory`"),
-            )
-            .field(int(
-                "replicas",
-                "Copies kept (1-5); a change is asynchronous",
-            ))
+            .field(int("ttl", "Seconds a value is kept, 0: for ever"))
+            .field(int("max_bytes", "Largest bucket, -1: no limit"))
+            .field(int("max_value_size", "Largest value, -1: no limit"))
+            .field(text("storage", "file or memory").create_only())
+            .field(int("replicas", "Copies (1-5); changes are asynchronous"))
             .build()
     }
 
-    fn id(&self) -> &str {
-        &self.bucket
+    fn native_id(&self) -> String {
+        self.bucket.clone()
     }
 
     /// What clients expect of a bucket's stream (as the NATS clients make it).

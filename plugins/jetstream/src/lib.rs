@@ -4,19 +4,20 @@
 //! `Jetstream::KvBucket` and `Jetstream::ObjectBucket`, on the servers a
 //! target's config names (never the NATS that carries Orrery's own bus).
 //!
-//! Streams and buckets are all streams underneath ([`streamlike`]); every
-//! call goes through the raw JetStream API ([`api`]). A replica change or a
+//! Every type follows one [`lifecycle`] (streams and buckets are all
+//! streams underneath); every call goes through the raw JetStream API
+//! ([`api`]). A replica change or a
 //! placement move answers `InProgress`, and `status` reports success once
 //! the replicas are current ([`settle`]).
 
 pub mod api;
 pub mod consumer;
 pub mod kv;
+pub mod lifecycle;
 pub mod mapping;
 pub mod object;
 pub mod settle;
 pub mod stream;
-pub mod streamlike;
 pub mod target;
 
 use async_nats::jetstream::Context;
@@ -26,10 +27,11 @@ use orrery_plugin_sdk::schema::{
 };
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
 
+use consumer::Consumer;
 use kv::KvBucket;
+use lifecycle::Managed;
 use object::ObjectBucket;
 use stream::Stream;
-use streamlike::StreamBacked;
 use target::Connections;
 
 /// The plugin: connections are made on first use and kept per target config.
@@ -71,6 +73,18 @@ impl JetstreamPlugin {
     }
 }
 
+/// Calls `lifecycle::$f::<T>(args)` for the type `kind` stands for.
+macro_rules! each {
+    ($kind:expr, $f:ident($($arg:expr),*)) => {
+        match $kind {
+            Kind::Stream => lifecycle::$f::<Stream>($($arg),*).await,
+            Kind::Consumer => lifecycle::$f::<Consumer>($($arg),*).await,
+            Kind::Kv => lifecycle::$f::<KvBucket>($($arg),*).await,
+            Kind::Object => lifecycle::$f::<ObjectBucket>($($arg),*).await,
+        }
+    };
+}
+
 impl ResourcePlugin for JetstreamPlugin {
     fn info(&self) -> PluginInfo {
         PluginInfo {
@@ -83,7 +97,7 @@ impl ResourcePlugin for JetstreamPlugin {
     fn resources(&self) -> Vec<ResourceSchema> {
         vec![
             Stream::schema(),
-            consumer::schema(),
+            Consumer::schema(),
             KvBucket::schema(),
             ObjectBucket::schema(),
         ]
@@ -106,90 +120,61 @@ impl ResourcePlugin for JetstreamPlugin {
         let (kind, js) = self
             .connect(&request.resource_type, &request.target)
             .await?;
-        let properties = &request.properties;
-        match kind {
-            Kind::Stream => streamlike::create::<Stream>(&js, properties).await,
-            Kind::Consumer => consumer::create(&js, properties).await,
-            Kind::Kv => streamlike::create::<KvBucket>(&js, properties).await,
-            Kind::Object => streamlike::create::<ObjectBucket>(&js, properties).await,
-        }
+        each!(kind, create(&js, &request.properties))
     }
 
     async fn read(&self, request: ReadRequest) -> OpResult {
         let (kind, js) = self
             .connect(&request.resource_type, &request.target)
             .await?;
-        let id = &request.native_id;
-        match kind {
-            Kind::Stream => streamlike::read::<Stream>(&js, id).await,
-            Kind::Consumer => consumer::read(&js, id).await,
-            Kind::Kv => streamlike::read::<KvBucket>(&js, id).await,
-            Kind::Object => streamlike::read::<ObjectBucket>(&js, id).await,
-        }
+        each!(kind, read(&js, &request.native_id))
     }
 
     async fn update(&self, request: UpdateRequest) -> OpResult {
         let (kind, js) = self
             .connect(&request.resource_type, &request.target)
             .await?;
-        let (id, properties) = (&request.native_id, &request.properties);
-        match kind {
-            Kind::Stream => streamlike::update::<Stream>(&js, id, properties).await,
-            Kind::Consumer => consumer::update(&js, id, properties).await,
-            Kind::Kv => streamlike::update::<KvBucket>(&js, id, properties).await,
-            Kind::Object => streamlike::update::<ObjectBucket>(&js, id, properties).await,
-        }
+        each!(kind, update(&js, &request.native_id, &request.properties))
     }
 
     async fn delete(&self, request: DeleteRequest) -> OpResult {
         let (kind, js) = self
             .connect(&request.resource_type, &request.target)
             .await?;
-        let id = &request.native_id;
-        match kind {
-            Kind::Stream => streamlike::delete::<Stream>(&js, id).await,
-            Kind::Consumer => consumer::delete(&js, id).await,
-            Kind::Kv => streamlike::delete::<KvBucket>(&js, id).await,
-            Kind::Object => streamlike::delete::<ObjectBucket>(&js, id).await,
-        }
+        each!(kind, delete(&js, &request.native_id))
     }
 
     async fn status(&self, request: StatusRequest) -> OpResult {
         let (kind, js) = self
             .connect(&request.resource_type, &request.target)
             .await?;
-        let id = &request.native_id;
+        let what = format!("{} `{}`", request.resource_type, request.native_id);
         if !matches!(request.operation, Operation::Create | Operation::Update) {
             return Err(PluginError::invalid(format!(
-                "{} `{id}`: only creates and updates are asynchronous, not {}",
-                request.resource_type, request.operation
+                "{what}: only creates and updates are asynchronous, not {}",
+                request.operation
             )));
         }
-        let polls = settle::next_poll(&request, &format!("{} `{id}`", request.resource_type))?;
-        match kind {
-            Kind::Stream => streamlike::status::<Stream>(&js, id, polls).await,
-            Kind::Consumer => consumer::status(&js, id, polls).await,
-            Kind::Kv => streamlike::status::<KvBucket>(&js, id, polls).await,
-            Kind::Object => streamlike::status::<ObjectBucket>(&js, id, polls).await,
-        }
+        let polls = settle::next_poll(&request, &what)?;
+        each!(kind, status(&js, &request.native_id, polls))
     }
 
     async fn list(&self, request: ListRequest) -> Result<ListPage, PluginError> {
         let (kind, js) = self
             .connect(&request.resource_type, &request.target)
             .await?;
-        match kind {
-            Kind::Stream => streamlike::list::<Stream>(&js, &request).await,
-            Kind::Consumer => {
-                // Discovery asks per stream; an older host asks for all.
-                let streams = match &request.parent {
-                    Some(stream) => vec![stream.native_id.clone()],
-                    None => api::names(&js, consumer::TYPE, "STREAM.NAMES", "streams").await?,
-                };
-                consumer::list(&js, &streams, &request).await
-            }
-            Kind::Kv => streamlike::list::<KvBucket>(&js, &request).await,
-            Kind::Object => streamlike::list::<ObjectBucket>(&js, &request).await,
-        }
+        let streams = match (kind, &request.parent) {
+            // Discovery asks per stream; an older host asks for all.
+            (Kind::Consumer, Some(stream)) => vec![stream.native_id.clone()],
+            _ => api::names(&js, &request.resource_type, "STREAM.NAMES", "streams").await?,
+        };
+        let ids = match kind {
+            Kind::Stream => lifecycle::stream_ids::<Stream>(&streams),
+            Kind::Consumer => consumer::ids(&js, &streams).await?,
+            Kind::Kv => lifecycle::stream_ids::<KvBucket>(&streams),
+            Kind::Object => lifecycle::stream_ids::<ObjectBucket>(&streams),
+        };
+        let token = request.page_token.as_deref();
+        each!(kind, list(&js, ids, request.page_size, token))
     }
 }

@@ -120,3 +120,33 @@ pub fn object(value: Value) -> Map<String, Value> {
         _ => Map::new(),
     }
 }
+
+/// Schema fields the server defaults when the author leaves them out.
+pub mod fields {
+    use orrery_plugin_sdk::{field, FieldBuilder};
+
+    /// The name an identity is made of: required, create-only.
+    pub fn id(name: &str, what: &str) -> FieldBuilder {
+        field::string(name).required().create_only().describe(what)
+    }
+
+    /// A string.
+    pub fn text(name: &str, what: &str) -> FieldBuilder {
+        field::string(name).provider_default().describe(what)
+    }
+
+    /// An integer.
+    pub fn int(name: &str, what: &str) -> FieldBuilder {
+        field::integer(name).provider_default().describe(what)
+    }
+
+    /// A list.
+    pub fn list(name: &str, what: &str) -> FieldBuilder {
+        field::list(name).provider_default().describe(what)
+    }
+
+    /// A map.
+    pub fn map(name: &str, what: &str) -> FieldBuilder {
+        field::map(name).provider_default().describe(what)
+    }
+}

@@ -1,13 +1,14 @@
 //! `Jetstream::ObjectBucket`: an object store bucket, stored as stream
 //! `OBJ_<bucket>`.
 
+use orrery_plugin_sdk::resource;
 use orrery_plugin_sdk::schema::ResourceSchema;
-use orrery_plugin_sdk::{field, resource};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::lifecycle::Managed;
+use crate::mapping::fields::{id, int, text};
 use crate::mapping::{object, renamed, seconds, Rename};
-use crate::streamlike::StreamBacked;
 
 /// The type name.
 pub const TYPE: &str = "Jetstream::ObjectBucket";
@@ -23,7 +24,7 @@ pub struct ObjectBucket {
     replicas: Option<i64>,
 }
 
-impl StreamBacked for ObjectBucket {
+impl Managed for ObjectBucket {
     const TYPE: &'static str = TYPE;
     const PREFIX: &'static str = "OBJ_";
     const ID: &'static str = "bucket";
@@ -36,43 +37,17 @@ impl StreamBacked for ObjectBucket {
         resource(TYPE)
             .describe("A JetStream object store bucket")
             .identifier(["bucket"])
-            .field(
-                field::string("bucket")
-                    .required()
-                    .create_only()
-                    .describe("Bucket name"),
-            )
-            .field(
-                field::string("description")
-                    .provider_default()
-                    .describe("What it is for"),
-            )
-            .field(
-                field::integer("ttl")
-                    .provider_default()
-                    .describe("Seconds an object is kept, 0 for ever"),
-            )
-            .field(
-                field::integer("max_bytes")
-                    .provider_default()
-                    .describe("Largest bucket size, -1 for no limit"),
-            )
-            .field(
-                field::string("storage")
-                    .provider_default()
-                    .create_only()
-                    .describe("`file` or `memory`"),
-            )
-            .field(
-                field::integer("replicas")
-                    .provider_default()
-                    .describe("Copies kept (1-5); a change is asynchronous"),
-            )
+            .field(id("bucket", "Bucket name"))
+            .field(text("description", "What it is for"))
+            .field(int("ttl", "Seconds an object is kept, 0: for ever"))
+            .field(int("max_bytes", "Largest bucket, -1: no limit"))
+            .field(text("storage", "file or memory").create_only())
+            .field(int("replicas", "Copies (1-5); changes are asynchronous"))
             .build()
     }
 
-    fn id(&self) -> &str {
-        &self.bucket
+    fn native_id(&self) -> String {
+        self.bucket.clone()
     }
 
     /// What clients expect of a bucket's stream (as the NATS clients make it).

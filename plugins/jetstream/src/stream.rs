@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 
+use orrery_plugin_sdk::resource;
 use orrery_plugin_sdk::schema::ResourceSchema;
-use orrery_plugin_sdk::{field, resource};
 use serde::{Deserialize, Serialize};
 
+use crate::lifecycle::Managed;
+use crate::mapping::fields::{id, int, list, map, text};
 use crate::mapping::{renamed, seconds, Rename};
-use crate::streamlike::StreamBacked;
 
 /// The type name.
 pub const TYPE: &str = "Jetstream::Stream";
@@ -52,10 +53,8 @@ pub struct Origin {
     filter_subject: Option<String>,
 }
 
-impl StreamBacked for Stream {
+impl Managed for Stream {
     const TYPE: &'static str = TYPE;
-    const PREFIX: &'static str = "";
-    const ID: &'static str = "name";
     const RENAMES: &'static [Rename] = &[
         renamed("replicas", "num_replicas"),
         seconds("max_age", "max_age"),
@@ -63,71 +62,40 @@ impl StreamBacked for Stream {
     ];
 
     fn schema() -> ResourceSchema {
-        let int = |name: &str, what: &str| field::integer(name).provider_default().describe(what);
-        let text = |name: &str, what: &str| field::string(name).provider_default().describe(what);
         resource(TYPE)
             .describe("A JetStream stream")
             .identifier(["name"])
-            .field(
-                field::string("name")
-                    .required()
-                    .create_only()
-                    .describe("Stream name"),
-            )
+            .field(id("name", "Stream name"))
             .field(text("description", "What it is for"))
-            .field(
-                field::list("subjects")
-                    .provider_default()
-                    .describe("Subjects it stores"),
-            )
-            .field(text("storage", "`file` or `memory`").create_only())
-            .field(text("retention", "`limits`, `interest` or `workqueue`").create_only())
-            .field(int(
-                "replicas",
-                "Copies kept (1-5); a change is asynchronous",
-            ))
-            .field(int("max_msgs", "Most messages kept, -1 for no limit"))
-            .field(int("max_bytes", "Most bytes kept, -1 for no limit"))
-            .field(int("max_age", "Seconds a message is kept, 0 for ever"))
-            .field(int("max_msg_size", "Largest message, -1 for no limit"))
+            .field(list("subjects", "Subjects it stores"))
+            .field(text("storage", "file or memory").create_only())
+            .field(text("retention", "limits, interest or workqueue").create_only())
+            .field(int("replicas", "Copies (1-5); changes are asynchronous"))
+            .field(int("max_msgs", "Most messages, -1: no limit"))
+            .field(int("max_bytes", "Most bytes, -1: no limit"))
+            .field(int("max_age", "Seconds a message is kept, 0: for ever"))
+            .field(int("max_msg_size", "Largest message, -1: no limit"))
             .field(int(
                 "max_msgs_per_subject",
-                "Most messages per subject, -1 for no limit",
+                "Most per subject, -1: no limit",
             ))
-            .field(int("max_consumers", "Most consumers, -1 for no limit").create_only())
-            .field(text(
-                "discard",
-                "`old` or `new`: what goes when a limit is hit",
-            ))
+            .field(int("max_consumers", "Most consumers, -1: no limit").create_only())
+            .field(text("discard", "old or new: what goes at a limit"))
             .field(int(
                 "duplicate_window",
-                "Seconds publishes are deduplicated for",
+                "Seconds publishes are deduplicated",
             ))
-            .field(
-                field::map("placement")
-                    .provider_default()
-                    .describe("{cluster, tags}; a change moves the stream"),
-            )
-            .field(
-                field::map("mirror")
-                    .provider_default()
-                    .create_only()
-                    .describe("{name, filter_subject} of the stream mirrored"),
-            )
-            .field(
-                field::list("sources")
-                    .provider_default()
-                    .describe("[{name, filter_subject}] of streams sourced"),
-            )
-            .field(
-                field::map("metadata")
-                    .provider_default()
-                    .describe("String labels"),
-            )
+            .field(map(
+                "placement",
+                "{cluster, tags}; a change moves the stream",
+            ))
+            .field(map("mirror", "{name, filter_subject} mirrored").create_only())
+            .field(list("sources", "[{name, filter_subject}] sourced"))
+            .field(map("metadata", "String labels"))
             .build()
     }
 
-    fn id(&self) -> &str {
-        &self.name
+    fn native_id(&self) -> String {
+        self.name.clone()
     }
 }
