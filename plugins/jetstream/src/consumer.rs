@@ -116,6 +116,13 @@ impl Managed for Consumer {
         Ok(json!({ "stream_name": stream, "config": config, "action": action }))
     }
 
+    /// Ephemeral consumers (a client's, e.g. a KV watcher's) are not managed.
+    fn listed(info: &Value) -> bool {
+        info["config"]["durable_name"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty())
+    }
+
     fn identify(id: &str, mut config: Value) -> Result<Value, PluginError> {
         // One filter may come back as `filter_subject`.
         if let Some(one) = config["filter_subject"].as_str().filter(|s| !s.is_empty()) {

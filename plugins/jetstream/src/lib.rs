@@ -1,7 +1,8 @@
 //! # orrery-plugin-jetstream
 //!
 //! Manages NATS JetStream: `Jetstream::Stream`, `Jetstream::Consumer`,
-//! `Jetstream::KvBucket` and `Jetstream::ObjectBucket`, on the servers a
+//! `Jetstream::KvBucket`, `Jetstream::KvEntry` and `Jetstream::ObjectBucket`,
+//! on the servers a
 //! target's config names (never the NATS that carries Orrery's own bus).
 //!
 //! Every type follows one [`lifecycle`] (streams and buckets are all
@@ -13,6 +14,7 @@
 pub mod api;
 pub mod consumer;
 pub mod kv;
+pub mod kv_entry;
 pub mod lifecycle;
 pub mod mapping;
 pub mod object;
@@ -46,6 +48,7 @@ enum Kind {
     Stream,
     Consumer,
     Kv,
+    Entry,
     Object,
 }
 
@@ -54,10 +57,11 @@ fn kind(resource_type: &str) -> Result<Kind, PluginError> {
         stream::TYPE => Ok(Kind::Stream),
         consumer::TYPE => Ok(Kind::Consumer),
         kv::TYPE => Ok(Kind::Kv),
+        kv_entry::TYPE => Ok(Kind::Entry),
         object::TYPE => Ok(Kind::Object),
         other => Err(PluginError::invalid(format!(
             "unknown resource type `{other}`; this plugin manages Jetstream::Stream, \
-             Jetstream::Consumer, Jetstream::KvBucket and Jetstream::ObjectBucket"
+             Jetstream::Consumer, Jetstream::KvBucket, Jetstream::KvEntry and Jetstream::ObjectBucket"
         ))),
     }
 }
@@ -73,13 +77,15 @@ impl JetstreamPlugin {
     }
 }
 
-/// Calls `lifecycle::$f::<T>(args)` for the type `kind` stands for.
+/// Calls `lifecycle::$f::<T>(args)` for the type `kind` stands for (or
+/// `kv_entry::$f(args)`: entries are not configs).
 macro_rules! each {
     ($kind:expr, $f:ident($($arg:expr),*)) => {
         match $kind {
             Kind::Stream => lifecycle::$f::<Stream>($($arg),*).await,
             Kind::Consumer => lifecycle::$f::<Consumer>($($arg),*).await,
             Kind::Kv => lifecycle::$f::<KvBucket>($($arg),*).await,
+            Kind::Entry => kv_entry::$f($($arg),*).await,
             Kind::Object => lifecycle::$f::<ObjectBucket>($($arg),*).await,
         }
     };
@@ -99,6 +105,7 @@ impl ResourcePlugin for JetstreamPlugin {
             Stream::schema(),
             Consumer::schema(),
             KvBucket::schema(),
+            kv_entry::schema(),
             ObjectBucket::schema(),
         ]
     }
@@ -166,12 +173,14 @@ impl ResourcePlugin for JetstreamPlugin {
         let streams = match (kind, &request.parent) {
             // Discovery asks per stream; an older host asks for all.
             (Kind::Consumer, Some(stream)) => vec![stream.native_id.clone()],
+            (Kind::Entry, Some(bucket)) => vec![format!("KV_{}", bucket.native_id)],
             _ => api::names(&js, &request.resource_type, "STREAM.NAMES", "streams").await?,
         };
         let ids = match kind {
             Kind::Stream => lifecycle::stream_ids::<Stream>(&streams),
             Kind::Consumer => consumer::ids(&js, &streams).await?,
             Kind::Kv => lifecycle::stream_ids::<KvBucket>(&streams),
+            Kind::Entry => kv_entry::ids(&js, &lifecycle::stream_ids::<KvBucket>(&streams)).await?,
             Kind::Object => lifecycle::stream_ids::<ObjectBucket>(&streams),
         };
         let token = request.page_token.as_deref();

@@ -72,6 +72,11 @@ pub trait Managed: Serialize + DeserializeOwned {
         Ok(Value::Object(config))
     }
 
+    /// Whether a listed resource is one of this type (consumers: durable).
+    fn listed(_info: &Value) -> bool {
+        true
+    }
+
     /// The server's config with the identity properties `id` holds.
     fn identify(id: &str, mut config: Value) -> Result<Value, PluginError> {
         config[Self::ID] = id.into();
@@ -202,6 +207,7 @@ pub async fn list<T: Managed>(
     let mut resources = Vec::with_capacity(page.len());
     for id in page {
         match info::<T>(js, &id).await {
+            Ok(info) if !T::listed(&info) => {}
             Ok(info) => resources.push(ListedResource {
                 properties: properties::<T>(&id, &info)?,
                 native_id: id,

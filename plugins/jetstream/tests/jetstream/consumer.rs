@@ -76,6 +76,12 @@ async fn a_consumer_is_created_updated_listed_and_deleted() {
     );
     assert!(message.contains("ack_policy"), "{message}");
 
+    // A client's ephemeral consumer is not a managed resource.
+    let raw = env.js().await.get_stream("ORDERS").await.unwrap();
+    let _ephemeral = raw
+        .create_consumer(async_nats::jetstream::consumer::pull::Config::default())
+        .await
+        .unwrap();
     let listed = env.list_all(TYPE, 0).await;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].0, "ORDERS/shipping");

@@ -14,7 +14,8 @@ use crate::common::NatsServer;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/conformance");
 
-/// The fixtures, pointed at `server`, whose consumers' streams now exist.
+/// The fixtures, pointed at `server`, where the consumers' streams and the
+/// entries' buckets now exist.
 async fn fixtures_for(server: &NatsServer) -> Vec<Fixture> {
     let js = async_nats::jetstream::new(server.client().await);
     let streams = std::iter::once("conf-orders".to_owned())
@@ -24,6 +25,16 @@ async fn fixtures_for(server: &NatsServer) -> Vec<Fixture> {
             subjects: vec![name.clone()],
             name,
             storage: async_nats::jetstream::stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    for bucket in
+        std::iter::once("conf-kv".to_owned()).chain((0..8).map(|i| format!("conf-kv-c{i}")))
+    {
+        js.create_key_value(async_nats::jetstream::kv::Config {
+            bucket,
             ..Default::default()
         })
         .await
@@ -43,7 +54,7 @@ async fn fixtures_for(server: &NatsServer) -> Vec<Fixture> {
 async fn the_plugin_is_conformant() {
     let server = NatsServer::start().await;
     let fixtures = fixtures_for(&server).await;
-    assert_eq!(fixtures.len(), 4);
+    assert_eq!(fixtures.len(), 5);
     let client = harness::start(JetstreamPlugin::default()).await.unwrap();
     let report = conformance::run(&client, &fixtures, &Options::default()).await;
     assert!(report.passed(), "{}", report.to_text());
@@ -51,6 +62,7 @@ async fn the_plugin_is_conformant() {
         "Jetstream::Stream",
         "Jetstream::Consumer",
         "Jetstream::KvBucket",
+        "Jetstream::KvEntry",
         "Jetstream::ObjectBucket",
     ] {
         let ran = report
@@ -91,7 +103,7 @@ async fn orrery_plugin_test_passes_on_the_built_binary() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for ty in ["Stream", "Consumer", "KvBucket", "ObjectBucket"] {
+    for ty in ["Stream", "Consumer", "KvBucket", "KvEntry", "ObjectBucket"] {
         assert!(
             stdout.contains(&format!("concurrent_operations [Jetstream::{ty}]")),
             "{stdout}"

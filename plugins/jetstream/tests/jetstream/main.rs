@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod consumer;
 mod cycle;
+mod entry;
 mod errors;
 mod example;
 mod fixtures;
