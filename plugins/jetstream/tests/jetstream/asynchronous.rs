@@ -149,3 +149,37 @@ async fn a_placement_move_is_in_progress_until_the_stream_has_moved() {
 fn bytes_of(n: usize) -> bytes::Bytes {
     bytes::Bytes::from(vec![b'x'; n])
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orrery_apply_polls_a_replica_change_until_it_is_done() {
+    let cluster = Cluster::start().await;
+    let js = jetstream::new(async_nats::connect(&cluster.urls[0]).await.unwrap());
+    let orrery = crate::orrery::Orrery::embedded();
+    let servers: Vec<String> = cluster.urls.iter().map(|u| format!("\"{u}\"")).collect();
+    let doc = |replicas: u32| {
+        format!(
+            "stack: replicated\ntargets:\n  - name: c1\n    plugin: jetstream\n    config: {{ servers: [{}] }}\n\
+             resources:\n  - label: events\n    type: Jetstream::Stream\n    target: c1\n    properties: {{ name: EVENTS, subjects: [\"events.>\"], replicas: {replicas} }}\n",
+            servers.join(", ")
+        )
+    };
+    let file = orrery.write("stack.yaml", &doc(1));
+    let run = orrery.run_file("apply", &file, &["--yes"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let payload = bytes_of(4096);
+    for i in 0..200 {
+        js.publish(format!("events.{i}"), payload.clone())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let file = orrery.write("stack.yaml", &doc(3));
+    let run = orrery.run_file("apply", &file, &["--yes"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("update events: in_progress"), "{run:?}");
+    assert!(run.stdout.contains("update events: succeeded"), "{run:?}");
+    assert_eq!(replicas(&js, "EVENTS").await, (3, true));
+    let run = orrery.run_file("plan", &file, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
