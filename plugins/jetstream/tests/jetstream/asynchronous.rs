@@ -18,7 +18,7 @@ async fn settle(
     operation: Operation,
     mut event: ProgressEvent,
 ) -> (ProgressEvent, u32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let mut polls = 0;
     while event.status == OperationStatus::InProgress {
         assert!(Instant::now() < deadline, "never settled: {event:?}");

@@ -68,7 +68,7 @@ impl Cluster {
         let url = cluster.urls[0].clone();
         wait_until_async(
             "the cluster's JetStream answers",
-            Duration::from_secs(30),
+            Duration::from_secs(60),
             || {
                 let url = url.clone();
                 async move {
