@@ -216,3 +216,34 @@ async fn mutual_tls_with_the_ca_and_a_client_certificate() {
     let half = PluginEnv::start(JetstreamPlugin::default(), half).await;
     failed(&half.read(TYPE, "TLS4").await, ErrorCode::InvalidRequest);
 }
+
+#[tokio::test]
+async fn an_nkey_seed_authenticates_and_never_shows_in_a_message() {
+    let user = nkeys::KeyPair::new_user();
+    let seed = user.seed().unwrap();
+    let server = Secured::start(&format!("users: [ {{ nkey: \"{}\" }} ]", user.public_key()));
+    let env = PluginEnv::start(
+        JetstreamPlugin::default(),
+        server.with(&[("nkey_seed", &seed)]),
+    )
+    .await;
+    ok(&env.create(TYPE, props([("name", "N".into())])).await);
+    let other = nkeys::KeyPair::new_user().seed().unwrap();
+    let wrong = PluginEnv::start(
+        JetstreamPlugin::default(),
+        server.with(&[("nkey_seed", &other)]),
+    )
+    .await;
+    let message = failed(&wrong.read(TYPE, "N").await, ErrorCode::InvalidCredentials);
+    assert!(!message.contains(&other), "{message}");
+    let garbage = PluginEnv::start(
+        JetstreamPlugin::default(),
+        server.with(&[("nkey_seed", "SUnot-a-seed")]),
+    )
+    .await;
+    let message = failed(
+        &garbage.read(TYPE, "N").await,
+        ErrorCode::InvalidCredentials,
+    );
+    assert!(!message.contains("not-a-seed"), "{message}");
+}
