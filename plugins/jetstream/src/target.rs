@@ -69,7 +69,12 @@ pub fn fields() -> Vec<FieldSchema> {
 impl Config {
     fn of(target: &Target) -> Result<Config, PluginError> {
         let config: Config = from_properties(&target.config).map_err(|e| {
-            PluginError::invalid(format!("config of target `{}`: {}", target.name, e.message))
+            // Serde quotes a scalar of the wrong type, which may be a secret.
+            let detail = match e.message.split_once(": invalid ") {
+                Some((field, _)) => format!("{field}: wrong type or value (not shown)"),
+                None => e.message,
+            };
+            PluginError::invalid(format!("config of target `{}`: {detail}", target.name))
         })?;
         if config.servers.is_empty() {
             return Err(PluginError::invalid(format!(

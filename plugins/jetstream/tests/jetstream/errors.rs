@@ -55,6 +55,14 @@ async fn a_bad_target_config_is_an_invalid_request() {
         let message = failed(&env.read(TYPE, "X").await, ErrorCode::InvalidRequest);
         assert!(message.contains("target `test`"), "{message}");
     }
+    let mut target = config(&["nats://127.0.0.1:1"]);
+    target.insert("password".into(), 987_654_321.into());
+    let env = PluginEnv::start(JetstreamPlugin::default(), target).await;
+    let message = failed(&env.read(TYPE, "X").await, ErrorCode::InvalidRequest);
+    assert!(
+        message.contains("`password`") && !message.contains("987654321"),
+        "{message}"
+    );
 }
 
 #[test]
