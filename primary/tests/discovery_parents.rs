@@ -20,8 +20,11 @@ use orrery_schema::{
 /// over two pages. Records every list request it answers.
 #[derive(Default)]
 struct Catalogs {
-    seen: Mutex<Vec<(String, Option<String>, Option<String>)>>,
+    seen: Mutex<Vec<Listing>>,
 }
+
+/// A list request as seen: type, parent's native id, page token.
+type Listing = (String, Option<String>, Option<String>);
 
 fn listed(id: &str, props: &[(&str, &str)]) -> ListedResource {
     ListedResource {
