@@ -3,8 +3,8 @@
 use std::future::Future;
 
 use orrery_schema::{
-    CreateRequest, DeleteRequest, DiscoveryFilter, ErrorCode, LabelConfig, ListRequest, RateLimit,
-    ReadRequest, ResourceSchema, StatusRequest, UpdateRequest,
+    CreateRequest, DeleteRequest, DiscoveryFilter, ErrorCode, FieldSchema, LabelConfig,
+    ListRequest, RateLimit, ReadRequest, ResourceSchema, StatusRequest, UpdateRequest,
 };
 
 use crate::result::{ListPage, OpResult, PluginError};
@@ -48,6 +48,15 @@ pub trait ResourcePlugin: Send + Sync + 'static {
     /// Where the runtime's labels live on resources.
     fn label_config(&self) -> LabelConfig {
         LabelConfig::default()
+    }
+
+    /// The fields of a target's `config`, e.g. a host and a password. Mark
+    /// credentials secret ([`crate::FieldBuilder::opaque`] or
+    /// `write_only`): the runtime then never records, logs or shows them in
+    /// clear. The default declares none, and the runtime falls back to
+    /// treating secret-looking names (`password`, `token`, …) as secret.
+    fn target_config(&self) -> Vec<FieldSchema> {
+        Vec::new()
     }
 
     /// Creates a resource. A natural identifier that is taken must yield

@@ -11,7 +11,10 @@
 //! assert_eq!(schema.identifier, vec!["path".to_string()]);
 //! ```
 
-use orrery_schema::{EdgeKind, FieldHint, FieldSchema, FieldType, ResourceSchema, UpdateMethod};
+use orrery_schema::{
+    ConcurrencyKey, EdgeKind, FieldHint, FieldSchema, FieldType, ParentScope, ResourceSchema,
+    UpdateMethod,
+};
 
 /// Starts the schema of a resource type.
 pub fn resource(type_name: &str) -> ResourceBuilder {
@@ -42,6 +45,37 @@ impl ResourceBuilder {
     /// Adds a field.
     pub fn field(mut self, field: FieldBuilder) -> Self {
         self.0.fields.push(field.0);
+        self
+    }
+
+    /// Runs at most `limit` operations at once per expansion of `key`, a
+    /// template such as `database:{database}` filled from each resource's
+    /// properties (see [`ConcurrencyKey`]). Types of one plugin sharing a
+    /// template share its slots.
+    pub fn concurrency_key(mut self, key: &str, limit: u32) -> Self {
+        self.0.concurrency = Some(ConcurrencyKey {
+            key: key.to_owned(),
+            limit,
+        });
+        self
+    }
+
+    /// Lists the type once per resource of `parent_type` (its
+    /// `ListRequest::parent` names the parent); each pair maps a child
+    /// property to the parent property it comes from, e.g.
+    /// `[("database", "name")]`.
+    pub fn parent<const N: usize>(
+        mut self,
+        parent_type: &str,
+        properties: [(&str, &str); N],
+    ) -> Self {
+        self.0.parent = Some(ParentScope {
+            resource_type: parent_type.to_owned(),
+            properties: properties
+                .iter()
+                .map(|(child, parent)| ((*child).to_owned(), (*parent).to_owned()))
+                .collect(),
+        });
         self
     }
 
@@ -153,5 +187,9 @@ impl FieldBuilder {
     /// How a reference through this field orders operations.
     pub fn edge_kind(self, kind: EdgeKind) -> Self {
         self.hint(|h| h.edge_kind = kind)
+    }
+    /// The finished field, e.g. for [`crate::ResourcePlugin::target_config`].
+    pub fn build(self) -> FieldSchema {
+        self.0
     }
 }

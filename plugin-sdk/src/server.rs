@@ -43,6 +43,7 @@ pub fn announcement<P: ResourcePlugin>(plugin: &P) -> Announcement {
         discovery_filters: plugin.discovery_filters(),
         label_config: plugin.label_config(),
         resources: plugin.resources(),
+        target_config: plugin.target_config(),
         sdk: concat!("orrery-plugin-sdk/", env!("CARGO_PKG_VERSION")).to_owned(),
     }
 }

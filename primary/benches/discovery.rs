@@ -131,6 +131,7 @@ async fn raw_listing(bus: &LocalBus, target_name: &str, hold: bool) -> (u64, u64
     let mut held: Vec<ListedResource> = Vec::new();
     loop {
         let request = Request::List(ListRequest {
+            parent: None,
             request_id: uuid::Uuid::now_v7().to_string(),
             resource_type: THING.into(),
             target: target(target_name),

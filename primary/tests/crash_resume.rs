@@ -196,6 +196,7 @@ async fn things(bus: &NatsBus, prefix: &str) -> BTreeMap<String, usize> {
         let mut token = None;
         loop {
             let request = Request::List(ListRequest {
+                parent: None,
                 request_id: format!("list-{prefix}-{t}"),
                 resource_type: "Testbed::Async::Thing".into(),
                 target: Target {

@@ -121,6 +121,8 @@ fn field(name: &str, field_type: FieldType, description: &str, hints: FieldHint)
 fn resource_schema(i: usize) -> ResourceSchema {
     let hint = FieldHint::default;
     ResourceSchema {
+        concurrency: None,
+        parent: None,
         type_name: format!("Bench::Service::Type{i:03}"),
         description: format!("Resource type number {i}, generated for the codec benchmark."),
         identifier: vec!["name".into()],

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::envelope::PROTOCOL_MAJOR;
 use crate::open_enum::open_enum;
-use crate::resource_schema::ResourceSchema;
+use crate::resource_schema::{FieldSchema, ResourceSchema};
 use crate::value::Value;
 
 open_enum! {
@@ -115,6 +115,13 @@ pub struct Announcement {
     pub label_config: LabelConfig,
     /// One schema per resource type.
     pub resources: Vec<ResourceSchema>,
+    /// The fields of the plugin's target configuration (`config:` of a
+    /// target in a stack). A field whose hints are secret
+    /// ([`crate::FieldHint::is_secret`]) is never recorded, logged or shown
+    /// in clear. Empty from plugins that do not declare it: the runtime then
+    /// falls back to treating secret-looking names as secret.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub target_config: Vec<FieldSchema>,
     /// The SDK that built the plugin, e.g. `orrery-plugin-sdk/0.1.0`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub sdk: String,
@@ -132,6 +139,7 @@ impl Default for Announcement {
             discovery_filters: Vec::new(),
             label_config: LabelConfig::default(),
             resources: Vec::new(),
+            target_config: Vec::new(),
             sdk: String::new(),
         }
     }
@@ -141,6 +149,11 @@ impl Announcement {
     /// The schema of `type_name`.
     pub fn resource(&self, type_name: &str) -> Option<&ResourceSchema> {
         self.resources.iter().find(|r| r.type_name == type_name)
+    }
+
+    /// The target-configuration field named `name`, if declared.
+    pub fn target_field(&self, name: &str) -> Option<&FieldSchema> {
+        self.target_config.iter().find(|f| f.name == name)
     }
 
     /// Whether the plugin declared a capability.

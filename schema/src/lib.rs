@@ -53,7 +53,8 @@ pub use request::{
     ReadRequest, Request, RequestError, StatusRequest, Target, UpdateRequest,
 };
 pub use resource_schema::{
-    EdgeKind, FieldHint, FieldSchema, FieldType, ResourceSchema, UpdateMethod,
+    ConcurrencyKey, EdgeKind, FieldHint, FieldSchema, FieldType, ParentScope, ResourceSchema,
+    UpdateMethod,
 };
 pub use uuid::Uuid;
 pub use value::{PropertyMap, Value};

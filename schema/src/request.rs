@@ -122,6 +122,10 @@ pub struct ListRequest {
     /// The `next_page_token` of the previous page; absent for the first page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
+    /// For a type with a [`crate::ParentScope`], the parent whose children
+    /// to list (as its own list returned it); absent for other types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ListedResource>,
 }
 
 /// One resource in a list page.

@@ -211,11 +211,88 @@ pub struct ResourceSchema {
     pub fields: Vec<FieldSchema>,
     /// Whether `list` is supported, so discovery can find unmanaged resources.
     pub discoverable: bool,
+    /// Operations that must not run more than a few at once (e.g. grants in
+    /// one database, which PostgreSQL fails with `tuple concurrently
+    /// updated`). Absent: only the rate limit applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyKey>,
+    /// The resource lives inside another one and is listed per parent (the
+    /// schemas of a database, the consumers of a stream). Absent: listed
+    /// per target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentScope>,
+}
+
+/// Serialises operations under a key computed from each resource's
+/// properties.
+///
+/// Operations of one plugin namespace on one target whose keys expand to
+/// the same text run at most `limit` at once, across resource types: a
+/// `Grant` and a `DefaultPrivileges` that both declare
+/// `database:{database}` share the slots of their database. The key is held
+/// from an operation's start until it succeeds, fails or backs off to retry
+/// (an operation answering `InProgress` keeps it while it is polled).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConcurrencyKey {
+    /// A template: literal text with `{property}` placeholders filled from
+    /// the resource's properties (desired ones for create and update,
+    /// recorded ones for delete), e.g. `database:{database}`. A placeholder
+    /// naming an absent property expands to the empty string; `{{` and `}}`
+    /// stand for literal braces.
+    pub key: String,
+    /// Most operations in flight under one expanded key; 0 is taken as 1.
+    pub limit: u32,
+}
+
+/// Where a child resource type is listed: once per resource of a parent
+/// type.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ParentScope {
+    /// The parent's resource type, of the same plugin, e.g.
+    /// `Postgres::Database`.
+    pub resource_type: String,
+    /// Properties of the child that take their value from the parent's: child
+    /// property → parent property, e.g. `database` → `name`. Discovery fills
+    /// them in on the children it lists when the plugin leaves them out.
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 impl ResourceSchema {
     /// The field named `name`.
     pub fn field(&self, name: &str) -> Option<&FieldSchema> {
         self.fields.iter().find(|f| f.name == name)
+    }
+}
+
+impl ConcurrencyKey {
+    /// The key for a resource whose properties are looked up by `property`
+    /// (which returns the property's text, or `None` when it is absent).
+    pub fn expand(&self, property: impl Fn(&str) -> Option<String>) -> String {
+        let mut out = String::with_capacity(self.key.len());
+        let mut rest = self.key.as_str();
+        while let Some(i) = rest.find(['{', '}']) {
+            out.push_str(&rest[..i]);
+            let tail = &rest[i..];
+            if tail.starts_with("{{") || tail.starts_with("}}") {
+                out.push_str(&tail[..1]);
+                rest = &tail[2..];
+            } else if let (true, Some(end)) = (tail.starts_with('{'), tail.find('}')) {
+                out.push_str(&property(&tail[1..end]).unwrap_or_default());
+                rest = &tail[end + 1..];
+            } else {
+                // A lone brace is literal text.
+                out.push_str(&tail[..1]);
+                rest = &tail[1..];
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The limit, with 0 taken as 1.
+    pub fn effective_limit(&self) -> u32 {
+        self.limit.max(1)
     }
 }

@@ -27,11 +27,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use orrery_schema::{
-    decode, encode, Announcement, Cancel, Capability, Condition, CreateRequest, DeleteRequest,
-    DiscoveryFilter, EdgeKind, Envelope, ErrorCode, FieldHint, FieldSchema, FieldType, LabelConfig,
-    ListRequest, ListResult, ListedResource, MatchOp, MessageKind, Operation, OperationStatus,
-    ProgressEvent, PropertyMap, ProtocolError, RateLimit, ReadRequest, ResourceSchema,
-    StatusRequest, Target, TraceContext, UpdateMethod, UpdateRequest, Uuid, Value,
+    decode, encode, Announcement, Cancel, Capability, ConcurrencyKey, Condition, CreateRequest,
+    DeleteRequest, DiscoveryFilter, EdgeKind, Envelope, ErrorCode, FieldHint, FieldSchema,
+    FieldType, LabelConfig, ListRequest, ListResult, ListedResource, MatchOp, MessageKind,
+    Operation, OperationStatus, ParentScope, ProgressEvent, PropertyMap, ProtocolError, RateLimit,
+    ReadRequest, ResourceSchema, StatusRequest, Target, TraceContext, UpdateMethod, UpdateRequest,
+    Uuid, Value,
 };
 use rmpv::Value as Mp;
 use serde::de::DeserializeOwned;
@@ -259,6 +260,10 @@ fn cases() -> Vec<Case> {
             "v1/announcement_attaches_to.msgpack",
             announcement_attaches_to,
         ),
+        encoded(
+            "v1/announcement_target_config_concurrency_parent.msgpack",
+            announcement_target_config_concurrency_parent,
+        ),
         handmade(
             "v1/announcement_unknown_fields.msgpack",
             announcement_unknown_fields_bytes,
@@ -307,6 +312,7 @@ fn cases() -> Vec<Case> {
         ),
         encoded("v1/list_request_first_page.msgpack", list_request_first),
         encoded("v1/list_request_next_page.msgpack", list_request_next),
+        encoded("v1/list_request_of_parent.msgpack", list_request_of_parent),
         // Answers.
         encoded("v1/list_result_page.msgpack", list_result_page),
         encoded("v1/list_result_failure.msgpack", list_result_failure),
@@ -512,6 +518,7 @@ fn announcement_default() -> Announcement {
         discovery_filters: Vec::new(),
         label_config: LabelConfig::default(),
         resources: Vec::new(),
+        target_config: Vec::new(),
         sdk: String::new(),
     }
 }
@@ -600,6 +607,8 @@ fn announcement_realistic() -> Announcement {
             ),
         ],
         discoverable: true,
+        concurrency: None,
+        parent: None,
     };
     let directory = ResourceSchema {
         type_name: "Local::Fs::Directory".into(),
@@ -620,6 +629,8 @@ fn announcement_realistic() -> Announcement {
             field("entries", FieldType::List, "", FieldHint::default()),
         ],
         discoverable: true,
+        concurrency: None,
+        parent: None,
     };
     let service = ResourceSchema {
         type_name: "Local::Process::Service".into(),
@@ -648,6 +659,8 @@ fn announcement_realistic() -> Announcement {
             field("cpu_share", FieldType::Number, "", FieldHint::default()),
         ],
         discoverable: false,
+        concurrency: None,
+        parent: None,
     };
     Announcement {
         protocol: 1,
@@ -691,7 +704,50 @@ fn announcement_realistic() -> Announcement {
             tags_property: Some("labels".into()),
         },
         resources: vec![file, directory, service],
+        target_config: Vec::new(),
         sdk: "orrery-plugin-sdk/0.1.0".into(),
+    }
+}
+
+/// Release 0.2: secret target-config fields, a concurrency key and a
+/// parent-scoped type.
+fn announcement_target_config_concurrency_parent() -> Announcement {
+    let grant = ResourceSchema {
+        type_name: "Postgres::Grant".into(),
+        description: String::new(),
+        identifier: vec!["database".into(), "role".into()],
+        fields: vec![
+            field("database", FieldType::String, "", FieldHint::default()),
+            field("role", FieldType::String, "", FieldHint::default()),
+        ],
+        discoverable: true,
+        concurrency: Some(ConcurrencyKey {
+            key: "database:{database}".into(),
+            limit: 1,
+        }),
+        parent: Some(ParentScope {
+            resource_type: "Postgres::Database".into(),
+            properties: BTreeMap::from([("database".into(), "name".into())]),
+        }),
+    };
+    Announcement {
+        name: "postgres".into(),
+        version: "0.2.0".into(),
+        namespace: "Postgres".into(),
+        resources: vec![grant],
+        target_config: vec![
+            field("host", FieldType::String, "", FieldHint::default()),
+            field(
+                "password",
+                FieldType::String,
+                "",
+                FieldHint {
+                    opaque: true,
+                    ..Default::default()
+                },
+            ),
+        ],
+        ..announcement_default()
     }
 }
 
@@ -1183,6 +1239,20 @@ fn list_request_first() -> ListRequest {
         target: target(),
         page_size: 100,
         page_token: None,
+        parent: None,
+    }
+}
+
+/// Release 0.2: the children of one parent.
+fn list_request_of_parent() -> ListRequest {
+    ListRequest {
+        page_size: 50,
+        parent: Some(ListedResource {
+            native_id: "app".into(),
+            properties: PropertyMap::from([("name".into(), Value::from("app"))]),
+        }),
+        resource_type: "Postgres::Schema".into(),
+        ..list_request_first()
     }
 }
 

@@ -433,6 +433,7 @@ fn v1_announcement() -> v1::Announcement {
 fn v1_announcement_decodes_as_current_with_attaches_to_folded() {
     let got: Announcement = current(&frozen(&v1_announcement()));
     let expected = Announcement {
+        target_config: Vec::new(),
         protocol: 1,
         name: "disks".into(),
         version: "0.1.0".into(),
@@ -442,6 +443,8 @@ fn v1_announcement_decodes_as_current_with_attaches_to_folded() {
         discovery_filters: Vec::new(),
         label_config: LabelConfig::default(),
         resources: vec![ResourceSchema {
+            concurrency: None,
+            parent: None,
             type_name: "Disk::Attachment".into(),
             description: "Attaches a disk to an instance.".into(),
             identifier: vec!["disk".into(), "instance".into()],
@@ -542,6 +545,7 @@ fn current_announcement() -> Announcement {
         ..Default::default()
     };
     Announcement {
+        target_config: Vec::new(),
         protocol: 1,
         name: "cloud".into(),
         version: "2.4.0".into(),
@@ -558,6 +562,8 @@ fn current_announcement() -> Announcement {
             tags_property: None,
         },
         resources: vec![ResourceSchema {
+            concurrency: None,
+            parent: None,
             type_name: "Cloud::Volume::Attachment".into(),
             description: String::new(),
             identifier: vec!["volume".into()],
@@ -790,6 +796,7 @@ fn v3_announcement() -> v3::Announcement {
 fn v3_announcement_decodes_as_current_with_unknown_values() {
     let got: Announcement = current(&frozen(&v3_announcement()));
     let expected = Announcement {
+        target_config: Vec::new(),
         protocol: 1,
         name: "cloud".into(),
         version: "7.0.0".into(),
@@ -806,6 +813,8 @@ fn v3_announcement_decodes_as_current_with_unknown_values() {
             tags_property: Some("tags".into()),
         },
         resources: vec![ResourceSchema {
+            concurrency: None,
+            parent: None,
             type_name: "Cloud::Network::Interface".into(),
             description: "A network interface.".into(),
             identifier: vec!["address".into()],

@@ -10,12 +10,12 @@ use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use orrery_schema::{
-    decode, encode, Announcement, Cancel, Capability, Condition, CreateRequest, DecodeError,
-    DeleteRequest, DiscoveryFilter, EdgeKind, EncodeError, Envelope, ErrorCode, FieldHint,
-    FieldSchema, FieldType, FrameDecoder, LabelConfig, ListRequest, ListResult, ListedResource,
-    MatchOp, MessageKind, Operation, OperationStatus, ProgressEvent, PropertyMap, ProtocolError,
-    RateLimit, ReadRequest, ResourceSchema, StatusRequest, Target, TraceContext, UpdateMethod,
-    UpdateRequest, Uuid, Value, MAX_MESSAGE_BYTES,
+    decode, encode, Announcement, Cancel, Capability, ConcurrencyKey, Condition, CreateRequest,
+    DecodeError, DeleteRequest, DiscoveryFilter, EdgeKind, EncodeError, Envelope, ErrorCode,
+    FieldHint, FieldSchema, FieldType, FrameDecoder, LabelConfig, ListRequest, ListResult,
+    ListedResource, MatchOp, MessageKind, Operation, OperationStatus, ParentScope, ProgressEvent,
+    PropertyMap, ProtocolError, RateLimit, ReadRequest, ResourceSchema, StatusRequest, Target,
+    TraceContext, UpdateMethod, UpdateRequest, Uuid, Value, MAX_MESSAGE_BYTES,
 };
 use proptest::collection::{btree_map, vec};
 use proptest::option;
@@ -177,14 +177,26 @@ fn resource_schema() -> impl Strategy<Value = ResourceSchema> {
         vec(short_string(), 0..3),
         vec(field_schema(), 0..4),
         any::<bool>(),
+        option::of((short_string(), any::<u32>())),
+        option::of((
+            short_string(),
+            btree_map(short_string(), short_string(), 0..3),
+        )),
     )
         .prop_map(
-            |(type_name, description, identifier, fields, discoverable)| ResourceSchema {
-                type_name,
-                description,
-                identifier,
-                fields,
-                discoverable,
+            |(type_name, description, identifier, fields, discoverable, concurrency, parent)| {
+                ResourceSchema {
+                    type_name,
+                    description,
+                    identifier,
+                    fields,
+                    discoverable,
+                    concurrency: concurrency.map(|(key, limit)| ConcurrencyKey { key, limit }),
+                    parent: parent.map(|(resource_type, properties)| ParentScope {
+                        resource_type,
+                        properties,
+                    }),
+                }
             },
         )
 }
@@ -223,6 +235,7 @@ fn announcement() -> impl Strategy<Value = Announcement> {
         vec(filter, 0..2),
         labels,
         vec(resource_schema(), 0..3),
+        vec(field_schema(), 0..3),
         short_string(),
     )
         .prop_map(
@@ -233,6 +246,7 @@ fn announcement() -> impl Strategy<Value = Announcement> {
                 discovery_filters,
                 label_config,
                 resources,
+                target_config,
                 sdk,
             )| Announcement {
                 protocol,
@@ -244,6 +258,7 @@ fn announcement() -> impl Strategy<Value = Announcement> {
                 discovery_filters,
                 label_config,
                 resources,
+                target_config,
                 sdk,
             },
         )
@@ -348,14 +363,19 @@ fn list_request() -> impl Strategy<Value = ListRequest> {
         target(),
         any::<u32>(),
         option::of(short_string()),
+        option::of((short_string(), property_map())),
     )
         .prop_map(
-            |(request_id, resource_type, target, page_size, page_token)| ListRequest {
+            |(request_id, resource_type, target, page_size, page_token, parent)| ListRequest {
                 request_id,
                 resource_type,
                 target,
                 page_size,
                 page_token,
+                parent: parent.map(|(native_id, properties)| ListedResource {
+                    native_id,
+                    properties,
+                }),
             },
         )
 }

@@ -132,6 +132,7 @@ fn wire_structs() -> Vec<(&'static str, BTreeSet<String>)> {
             "Announcement",
             written_keys(&Announcement {
                 sdk: "x".into(),
+                target_config: vec![FieldSchema::default()],
                 ..Announcement::default()
             }),
         ),
@@ -149,9 +150,13 @@ fn wire_structs() -> Vec<(&'static str, BTreeSet<String>)> {
             "ResourceSchema",
             written_keys(&ResourceSchema {
                 description: "x".into(),
+                concurrency: Some(ConcurrencyKey::default()),
+                parent: Some(ParentScope::default()),
                 ..ResourceSchema::default()
             }),
         ),
+        ("ConcurrencyKey", written_keys(&ConcurrencyKey::default())),
+        ("ParentScope", written_keys(&ParentScope::default())),
         (
             "FieldSchema",
             written_keys(&FieldSchema {
@@ -176,6 +181,7 @@ fn wire_structs() -> Vec<(&'static str, BTreeSet<String>)> {
             "ListRequest",
             written_keys(&ListRequest {
                 page_token: some(),
+                parent: Some(ListedResource::default()),
                 ..ListRequest::default()
             }),
         ),

@@ -301,6 +301,7 @@ impl Suite {
                 target: target.clone(),
                 page_size: self.options.page_size,
                 page_token: token.take(),
+                parent: None,
             });
             let page = match self
                 .client

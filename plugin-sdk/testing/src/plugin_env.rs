@@ -162,6 +162,7 @@ impl PluginEnv {
         page_token: Option<String>,
     ) -> ListResult {
         let request = Request::List(ListRequest {
+            parent: None,
             request_id: "list".into(),
             resource_type: resource_type.into(),
             target: self.target.clone(),

@@ -3,7 +3,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use orrery_schema::{Condition, DiscoveryFilter, MatchOp, PropertyMap, ResourceSchema, Value};
+use orrery_schema::{
+    Condition, DiscoveryFilter, ListedResource, MatchOp, ParentScope, PropertyMap, ResourceSchema,
+    Value,
+};
 
 use crate::keys::ManagedKey;
 use crate::record::StoredResource;
@@ -54,6 +57,57 @@ pub fn excluded(
                 .iter()
                 .all(|c| condition_holds(c, properties))
         })
+}
+
+/// The discoverable types of a plugin in the order discovery lists them:
+/// every type after the parent type it is listed under
+/// ([`ResourceSchema::parent`]), otherwise in announced order. A parent that
+/// is not announced, not discoverable, or part of a cycle does not hold its
+/// children back: they are listed per target, without a parent.
+pub fn listing_order(resources: &[ResourceSchema]) -> Vec<&ResourceSchema> {
+    let discoverable: Vec<&ResourceSchema> = resources.iter().filter(|r| r.discoverable).collect();
+    let mut placed: HashSet<&str> = HashSet::new();
+    let mut order = Vec::with_capacity(discoverable.len());
+    // Each pass places every type whose parent is placed (or absent); a
+    // pass that places nothing leaves only cycles, placed as they come.
+    while order.len() < discoverable.len() {
+        let before = order.len();
+        for r in &discoverable {
+            let waits = r.parent.as_ref().is_some_and(|p| {
+                p.resource_type != r.type_name
+                    && !placed.contains(p.resource_type.as_str())
+                    && discoverable.iter().any(|d| d.type_name == p.resource_type)
+            });
+            if !waits && !placed.contains(r.type_name.as_str()) {
+                placed.insert(&r.type_name);
+                order.push(*r);
+            }
+        }
+        if order.len() == before {
+            for r in &discoverable {
+                if placed.insert(&r.type_name) {
+                    order.push(*r);
+                }
+            }
+        }
+    }
+    order
+}
+
+/// Fills the properties a child takes from its parent
+/// ([`ParentScope::properties`]) where the plugin left them out.
+pub fn inherit_from_parent(
+    scope: &ParentScope,
+    parent: &ListedResource,
+    properties: &mut PropertyMap,
+) {
+    for (child, from) in &scope.properties {
+        if let Some(value) = parent.properties.get(from) {
+            properties
+                .entry(child.clone())
+                .or_insert_with(|| value.clone());
+        }
+    }
 }
 
 /// Drops write-only and opaque fields (plugins should never return them).
@@ -363,5 +417,60 @@ mod tests {
         let of_x = ManagedIds::new(keys(), &merged[0].stacks);
         assert!(!of_x.contains("f"));
         assert!(of_x.contains("g"));
+    }
+
+    fn schema(name: &str, parent: Option<&str>) -> ResourceSchema {
+        ResourceSchema {
+            type_name: name.into(),
+            discoverable: true,
+            parent: parent.map(|p| ParentScope {
+                resource_type: p.into(),
+                properties: [("database".to_owned(), "name".to_owned())].into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn children_are_listed_after_their_parents() {
+        let types = vec![
+            schema("Grant", Some("Schema")),
+            schema("Schema", Some("Database")),
+            schema("Role", None),
+            schema("Database", None),
+            // Parent not announced: listed per target, in place.
+            schema("Orphan", Some("Ghost")),
+            // A cycle holds nothing back forever.
+            schema("A", Some("B")),
+            schema("B", Some("A")),
+        ];
+        let mut hidden = schema("Hidden", None);
+        hidden.discoverable = false;
+        let mut all = types.clone();
+        all.push(hidden);
+        let order: Vec<&str> = listing_order(&all)
+            .iter()
+            .map(|r| r.type_name.as_str())
+            .collect();
+        assert_eq!(
+            order,
+            ["Role", "Database", "Orphan", "Schema", "Grant", "A", "B"]
+        );
+    }
+
+    #[test]
+    fn children_inherit_what_they_leave_out_from_their_parent() {
+        let scope = schema("Schema", Some("Database")).parent.unwrap();
+        let parent = ListedResource {
+            native_id: "app".into(),
+            properties: props(&[("name", Value::from("app"))]),
+        };
+        let mut left_out = props(&[("name", Value::from("public"))]);
+        inherit_from_parent(&scope, &parent, &mut left_out);
+        assert_eq!(left_out.get("database"), Some(&Value::from("app")));
+        // What the plugin says wins.
+        let mut given = props(&[("database", Value::from("other"))]);
+        inherit_from_parent(&scope, &parent, &mut given);
+        assert_eq!(given.get("database"), Some(&Value::from("other")));
     }
 }

@@ -6,8 +6,9 @@ use orrery_schema::EdgeKind;
 
 use crate::plan::{Action, Plan};
 use crate::record::StoredResource;
-use crate::scheduler::Task;
-use crate::stack::{Catalog, Graph, Stack};
+use crate::scheduler::{Group, Task};
+use crate::stack::{Catalog, Expr, Graph, Stack};
+use orrery_schema::Value;
 
 /// What one task does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,12 +225,68 @@ pub fn build(
     let tasks = ops
         .iter()
         .zip(deps)
-        .map(|(op, deps)| Task {
-            deps,
-            bucket: bucket(catalog, &op.plugin, &op.target),
+        .map(|(op, deps)| {
+            let bucket = bucket(catalog, &op.plugin, &op.target);
+            Task {
+                deps,
+                group: group(stack.map(|(s, _)| s), catalog, op, &bucket),
+                bucket,
+            }
         })
         .collect();
     (ops, tasks)
+}
+
+/// The concurrency group of `op`, from its type's
+/// [`orrery_schema::ConcurrencyKey`]: expanded with the desired properties
+/// for a create or update, the recorded ones for a delete, and scoped to the
+/// op's bucket (plugin namespace and target).
+fn group(stack: Option<&Stack>, catalog: &Catalog, op: &Op, bucket: &str) -> Option<Group> {
+    let key = catalog
+        .plugin(&op.plugin)?
+        .resource(&op.resource_type)?
+        .concurrency
+        .as_ref()?;
+    let declared = op
+        .index
+        .filter(|_| !matches!(op.kind, OpKind::Delete { .. }))
+        .and_then(|i| stack.and_then(|s| s.resources.get(i)));
+    let expanded = key.expand(|property| match (declared, stack) {
+        (Some(decl), Some(stack)) => decl.properties.get(property).map(|e| key_text(stack, e)),
+        _ => op
+            .stored
+            .as_ref()
+            .and_then(|s| s.properties.get(property))
+            .map(value_text),
+    });
+    Some(Group {
+        key: format!("{bucket}#{expanded}"),
+        limit: key.effective_limit(),
+    })
+}
+
+/// A property's text in a concurrency key: a literal, or the literal a
+/// `${label.property}` reference points at. Other values (known only after
+/// apply) key by the expression itself, so resources referencing the same
+/// value share a group.
+fn key_text(stack: &Stack, expr: &Expr) -> String {
+    let pointed = match expr {
+        Expr::Ref(r) => stack
+            .resource(&r.resource)
+            .and_then(|d| d.properties.get(&r.property)),
+        _ => None,
+    };
+    match crate::stack::literal(pointed.unwrap_or(expr)) {
+        Some(value) => value_text(value),
+        None => format!("{expr:?}"),
+    }
+}
+
+fn value_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
 }
 
 /// Whether task `from` waits, directly or not, for task `to`.

@@ -239,7 +239,7 @@ impl Executor {
         }
         if let Some((stack, _)) = stack {
             // Secret-looking configuration is never stored in clear.
-            let targets = orrery_core::plan::storable_targets(&stack.targets);
+            let targets = orrery_core::plan::storable_targets(&stack.targets, &self.catalog);
             self.store.put_targets(&stack.name, &targets)?;
         }
         let (ops, tasks) = ops::build(stack, &self.catalog, plan, stored);

@@ -138,6 +138,7 @@ impl Lookup {
         let mut token: Option<String> = None;
         for _ in 0..MAX_LIST_PAGES {
             let request = Request::List(ListRequest {
+                parent: None,
                 request_id: uuid::Uuid::now_v7().to_string(),
                 resource_type: self.resource_type.clone(),
                 target: self.target.clone(),

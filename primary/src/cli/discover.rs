@@ -281,12 +281,13 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
         &options,
     )
     .await;
+    let storable = orrery_core::plan::storable_targets(&targets, plugins.catalog());
     plugins.stop().await;
     let record = result?;
     if args.file.is_some() {
         // Later commands without the document need the targets.
         if store.targets(&stack)?.is_empty() {
-            store.put_targets(&stack, &orrery_core::plan::storable_targets(&targets))?;
+            store.put_targets(&stack, &storable)?;
         }
     }
     if args.common.output == Output::Json {

@@ -40,7 +40,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use orrery_bus::transport::Transport;
 use orrery_plugin_sdk::Answer;
-use orrery_schema::{ErrorCode, ListRequest, PropertyMap, ReadRequest, Request, Target};
+use orrery_schema::{
+    Announcement, ErrorCode, ListRequest, ListedResource, ParentScope, PropertyMap, ReadRequest,
+    Request, ResourceSchema, Target,
+};
 use serde::Serialize;
 
 use crate::apply::Pacer;
@@ -49,8 +52,8 @@ use crate::stack::{Catalog, TargetDecl};
 use crate::state::{StateStore, StoreError, StoredResource};
 
 use self::core::{
-    changed_fields, excluded, is_discovered, merge_targets, strip_secrets, unmanaged_label,
-    with_drift, ManagedIds,
+    changed_fields, excluded, inherit_from_parent, is_discovered, listing_order, merge_targets,
+    strip_secrets, unmanaged_label, with_drift, ManagedIds,
 };
 pub use self::core::{Drift, TargetRef, DRIFT_KEY, UNMANAGED_STACK};
 use crate::state::fingerprint;
@@ -259,11 +262,28 @@ pub async fn discover(
             });
             continue;
         };
-        let wire_target = Target {
-            name: target.decl.name.clone(),
-            config: target.decl.config.clone(),
+        let listing = Listing {
+            transport,
+            store,
+            options,
+            pacer: &pacer,
+            jitter: &jitter,
+            target,
+            announcement,
+            wire_target: Target {
+                name: target.decl.name.clone(),
+                config: target.decl.config.clone(),
+            },
         };
-        for schema in announcement.resources.iter().filter(|s| s.discoverable) {
+        // Types some other type is listed under: their listed resources
+        // are kept (for this target only) to list the children of each.
+        let parent_types: BTreeSet<&str> = announcement
+            .resources
+            .iter()
+            .filter_map(|r| r.parent.as_ref().map(|p| p.resource_type.as_str()))
+            .collect();
+        let mut parents: HashMap<&str, Vec<ListedResource>> = HashMap::new();
+        for schema in listing_order(&announcement.resources) {
             report.listings += 1;
             // What the store knows of this type on this target, by key
             // only: memory grows with one type's keys, never with records.
@@ -276,85 +296,29 @@ pub async fn discover(
                 .into_iter()
                 .map(|k| (k.label, k.fingerprint))
                 .collect();
-            let mut token: Option<String> = None;
-            let complete = loop {
-                let request = Request::List(ListRequest {
-                    request_id: uuid::Uuid::now_v7().to_string(),
-                    resource_type: schema.type_name.clone(),
-                    target: wire_target.clone(),
-                    page_size: options.page_size,
-                    page_token: token.take(),
-                });
-                let page = match pacer
-                    .call(
-                        transport,
-                        &announcement.name,
-                        &request,
-                        options.timeout,
-                        &options.retry,
-                        &jitter,
-                    )
-                    .await
-                {
-                    Ok(Answer::List(page)) => page,
-                    Ok(_) => {
-                        report.failures.push(failure(
-                            target,
-                            &schema.type_name,
-                            ErrorCode::InternalFailure,
-                            "the plugin did not answer `list` with a list page".into(),
-                        ));
-                        break false;
+            let mut kept = parent_types
+                .contains(schema.type_name.as_str())
+                .then(Vec::new);
+            let mut pass = Pass {
+                schema,
+                managed: &managed,
+                recorded: &mut recorded,
+                report: &mut report,
+                kept: kept.as_mut(),
+            };
+            let scoped = schema.parent.as_ref().and_then(|scope| {
+                parents
+                    .get(scope.resource_type.as_str())
+                    .map(|list| (scope, list))
+            });
+            let complete = match scoped {
+                None => listing.pages(&mut pass, None).await?,
+                Some((scope, list)) => {
+                    let mut complete = true;
+                    for parent in list {
+                        complete &= listing.pages(&mut pass, Some((scope, parent))).await?;
                     }
-                    Err((code, message)) => {
-                        report
-                            .failures
-                            .push(failure(target, &schema.type_name, code, message));
-                        break false;
-                    }
-                };
-                report.pages += 1;
-                report.largest_page = report.largest_page.max(page.resources.len());
-                for listed in page.resources {
-                    report.listed += 1;
-                    let mut properties = listed.properties;
-                    if excluded(
-                        &announcement.discovery_filters,
-                        &schema.type_name,
-                        &properties,
-                    ) {
-                        report.excluded += 1;
-                        continue;
-                    }
-                    let is_managed = managed.contains(&listed.native_id);
-                    metrics().discovered(&target.decl.plugin, is_managed, 1);
-                    if is_managed {
-                        report.managed += 1;
-                        continue;
-                    }
-                    report.unmanaged += 1;
-                    strip_secrets(Some(schema), &mut properties);
-                    let label =
-                        unmanaged_label(&target.decl.name, &schema.type_name, &listed.native_id);
-                    if recorded.remove(&label) == Some(fingerprint(&properties)) {
-                        continue;
-                    }
-                    store.put_resource(&StoredResource {
-                        stack: UNMANAGED_STACK.to_owned(),
-                        label,
-                        resource_type: schema.type_name.clone(),
-                        target: target.decl.name.clone(),
-                        plugin: announcement.name.clone(),
-                        native_id: listed.native_id,
-                        properties,
-                        managed: false,
-                        ..Default::default()
-                    })?;
-                    report.written += 1;
-                }
-                match page.next_page_token {
-                    Some(next) if !next.is_empty() => token = Some(next),
-                    _ => break true,
+                    complete
                 }
             };
             // Recorded, not listed again: gone, or managed now. (After an
@@ -365,11 +329,143 @@ pub async fn discover(
                     report.forgotten += 1;
                 }
             }
+            if let Some(kept) = kept {
+                parents.insert(&schema.type_name, kept);
+            }
         }
     }
     report.rate_limited_ms = pacer.waited().as_millis() as u64;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
+}
+
+/// What one discovery run lists on one target with.
+struct Listing<'a> {
+    transport: &'a dyn Transport,
+    store: &'a dyn StateStore,
+    options: &'a Options,
+    pacer: &'a Pacer,
+    jitter: &'a Mutex<Jitter>,
+    target: &'a TargetRef,
+    announcement: &'a Announcement,
+    wire_target: Target,
+}
+
+/// The listing of one type on one target, over one or more parents.
+struct Pass<'p> {
+    schema: &'p ResourceSchema,
+    managed: &'p ManagedIds,
+    /// Unmanaged records not listed yet.
+    recorded: &'p mut HashMap<String, u128>,
+    report: &'p mut DiscoverReport,
+    /// Every listed resource, when other types are listed under this one.
+    kept: Option<&'p mut Vec<ListedResource>>,
+}
+
+impl Listing<'_> {
+    /// Pages through `list` of the pass's type (under `parent`, for a
+    /// parent-scoped type), recording what no stack manages. Whether every
+    /// page arrived.
+    async fn pages(
+        &self,
+        pass: &mut Pass<'_>,
+        parent: Option<(&ParentScope, &ListedResource)>,
+    ) -> Result<bool, StoreError> {
+        let (target, announcement, schema) = (self.target, self.announcement, pass.schema);
+        let mut token: Option<String> = None;
+        loop {
+            let request = Request::List(ListRequest {
+                request_id: uuid::Uuid::now_v7().to_string(),
+                resource_type: schema.type_name.clone(),
+                target: self.wire_target.clone(),
+                page_size: self.options.page_size,
+                page_token: token.take(),
+                parent: parent.map(|(_, p)| p.clone()),
+            });
+            let page = match self
+                .pacer
+                .call(
+                    self.transport,
+                    &announcement.name,
+                    &request,
+                    self.options.timeout,
+                    &self.options.retry,
+                    self.jitter,
+                )
+                .await
+            {
+                Ok(Answer::List(page)) => page,
+                Ok(_) => {
+                    pass.report.failures.push(failure(
+                        target,
+                        &schema.type_name,
+                        ErrorCode::InternalFailure,
+                        "the plugin did not answer `list` with a list page".into(),
+                    ));
+                    return Ok(false);
+                }
+                Err((code, message)) => {
+                    pass.report
+                        .failures
+                        .push(failure(target, &schema.type_name, code, message));
+                    return Ok(false);
+                }
+            };
+            let report = &mut *pass.report;
+            report.pages += 1;
+            report.largest_page = report.largest_page.max(page.resources.len());
+            for listed in page.resources {
+                report.listed += 1;
+                let mut properties = listed.properties;
+                if let Some((scope, parent)) = parent {
+                    inherit_from_parent(scope, parent, &mut properties);
+                }
+                strip_secrets(Some(schema), &mut properties);
+                if let Some(kept) = pass.kept.as_deref_mut() {
+                    kept.push(ListedResource {
+                        native_id: listed.native_id.clone(),
+                        properties: properties.clone(),
+                    });
+                }
+                if excluded(
+                    &announcement.discovery_filters,
+                    &schema.type_name,
+                    &properties,
+                ) {
+                    report.excluded += 1;
+                    continue;
+                }
+                let is_managed = pass.managed.contains(&listed.native_id);
+                metrics().discovered(&target.decl.plugin, is_managed, 1);
+                if is_managed {
+                    report.managed += 1;
+                    continue;
+                }
+                report.unmanaged += 1;
+                let label =
+                    unmanaged_label(&target.decl.name, &schema.type_name, &listed.native_id);
+                if pass.recorded.remove(&label) == Some(fingerprint(&properties)) {
+                    continue;
+                }
+                self.store.put_resource(&StoredResource {
+                    stack: UNMANAGED_STACK.to_owned(),
+                    label,
+                    resource_type: schema.type_name.clone(),
+                    target: target.decl.name.clone(),
+                    plugin: announcement.name.clone(),
+                    native_id: listed.native_id,
+                    properties,
+                    managed: false,
+                    ..Default::default()
+                })?;
+                report.written += 1;
+            }
+            match page.next_page_token {
+                Some(next) if !next.is_empty() => token = Some(next),
+                _ => return Ok(true),
+            }
+        }
+    }
 }
 
 fn failure(target: &TargetRef, resource_type: &str, code: ErrorCode, message: String) -> Failure {

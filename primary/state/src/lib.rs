@@ -12,6 +12,7 @@ mod off_worker;
 mod postgres;
 pub mod secret_key;
 mod sqlite;
+mod write;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +32,7 @@ pub use postgres::{
     Migration, PgPool, PgStore, TlsMode, DEFAULT_POOL_SIZE, MIGRATIONS, PG_SCHEMA_VERSION,
 };
 pub use sqlite::SqliteStore;
+pub use write::Write;
 
 use orrery_core::stack::TargetDecl;
 
@@ -67,6 +69,21 @@ pub trait StateStore: Send + Sync {
     fn put_command_principal(&self, command_id: &str, principal: &str) -> Result<(), StoreError>;
     /// Records where an operation of a command stands.
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError>;
+    /// Applies `writes` in order, all or none (one transaction in both
+    /// backends). This default applies them one by one, for stores that
+    /// have nothing better.
+    fn write_batch(&self, writes: &[Write]) -> Result<(), StoreError> {
+        for write in writes {
+            match write {
+                Write::Operation { command_id, record } => {
+                    self.put_operation(command_id, record)?
+                }
+                Write::Resource(r) => self.put_resource(r)?,
+                Write::Removal { stack, label } => self.remove_resource(stack, label)?,
+            }
+        }
+        Ok(())
+    }
     /// The latest command of `stack` with its operations (a restarted
     /// primary resumes it when it is still `running`).
     fn latest_command_of(&self, stack: &str) -> Result<Option<CommandRecord>, StoreError>;

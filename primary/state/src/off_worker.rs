@@ -15,7 +15,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::{
     CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, DiscoveredKey,
-    LeaseGrant, ManagedKey, OperationRecord, StateStore, StoreError, StoredResource,
+    LeaseGrant, ManagedKey, OperationRecord, StateStore, StoreError, StoredResource, Write,
 };
 
 /// A store whose calls leave the calling runtime's other tasks running.
@@ -50,6 +50,9 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     }
     fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
         off_worker(|| self.0.remove_resource(stack, label))
+    }
+    fn write_batch(&self, writes: &[Write]) -> Result<(), StoreError> {
+        off_worker(|| self.0.write_batch(writes))
     }
     fn put_targets(&self, stack: &str, targets: &[TargetDecl]) -> Result<(), StoreError> {
         off_worker(|| self.0.put_targets(stack, targets))

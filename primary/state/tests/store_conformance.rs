@@ -27,7 +27,7 @@ use orrery_schema::{PropertyMap, Value};
 use orrery_state::{
     CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
     OpStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError, StoredResource,
-    MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
+    Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
 };
 
 // ---------------------------------------------------------------------------
@@ -181,6 +181,8 @@ conformance!(
     latest_command_is_the_last_begun,
     finish_command_records_status_and_time,
     operations_upsert_by_label_and_operation,
+    a_batch_applies_its_writes_in_order,
+    a_failing_batch_writes_nothing,
     operations_are_ordered_by_last_update,
     operations_do_not_need_their_command_first,
     operations_keep_native_id_and_context,
@@ -763,6 +765,72 @@ fn operations_upsert_by_label_and_operation(f: &Fixture) {
         vec![op("a", "create", "in_progress")],
         "commands do not share operations"
     );
+}
+
+fn a_batch_applies_its_writes_in_order(f: &Fixture) {
+    f.store.begin_command("c1", "web", "apply").unwrap();
+    f.store.put_resource(&resource("web", "old")).unwrap();
+    let running = op("a", "create", "running");
+    let succeeded = OperationRecord {
+        status: OpStatus::Succeeded,
+        ..running.clone()
+    };
+    let a = resource("web", "a");
+    f.store
+        .write_batch(&[
+            Write::Operation {
+                command_id: "c1".into(),
+                record: running,
+            },
+            Write::Resource(a.clone()),
+            // The same record twice: the later write wins.
+            Write::Operation {
+                command_id: "c1".into(),
+                record: succeeded.clone(),
+            },
+            Write::Resource(a.clone()),
+            Write::Removal {
+                stack: "web".into(),
+                label: "old".into(),
+            },
+        ])
+        .unwrap();
+    f.store.write_batch(&[]).unwrap();
+    assert_eq!(
+        f.store.command(Some("c1")).unwrap().unwrap().operations,
+        vec![succeeded]
+    );
+    assert_eq!(
+        f.store.resources(Some("web")).unwrap(),
+        vec![stored(&a, 2)],
+        "`old` removed; `a` written twice, so at version 2"
+    );
+}
+
+fn a_failing_batch_writes_nothing(f: &Fixture) {
+    f.store.begin_command("c1", "web", "apply").unwrap();
+    // The last write's properties are larger than a record may be: the
+    // batch fails, and the writes before it are not kept either.
+    let mut bad = resource("web", "bad");
+    bad.properties
+        .insert("huge".into(), Value::from("x".repeat(17 << 20)));
+    let result = f.store.write_batch(&[
+        Write::Resource(resource("web", "good")),
+        Write::Operation {
+            command_id: "c1".into(),
+            record: op("good", "create", "succeeded"),
+        },
+        Write::Resource(bad),
+    ]);
+    assert!(result.is_err(), "the bad write fails the batch");
+    assert!(f.store.resources(Some("web")).unwrap().is_empty());
+    assert!(f
+        .store
+        .command(Some("c1"))
+        .unwrap()
+        .unwrap()
+        .operations
+        .is_empty());
 }
 
 fn operations_are_ordered_by_last_update(f: &Fixture) {

@@ -60,12 +60,27 @@ pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
                 .any(|k| schema.field(k).is_none_or(|f| f.hints.is_secret())),
             None => !r.properties.is_empty(),
         }
-    }) || stack.targets.iter().any(|t| config_has_secrets(&t.config))
+    }) || stack.targets.iter().any(|t| {
+        config_has_secrets(&t.config)
+            || t.config
+                .iter()
+                .any(|(k, v)| *v != Value::Null && declared_secret(catalog, &t.plugin, k))
+    })
+}
+
+/// Whether `plugin` declares its target-configuration field `key` secret
+/// ([`orrery_schema::Announcement::target_config`]).
+pub fn declared_secret(catalog: &Catalog, plugin: &str, key: &str) -> bool {
+    catalog
+        .plugin(plugin)
+        .and_then(|a| a.target_field(key))
+        .is_some_and(|f| f.hints.is_secret())
 }
 
 /// Parts of a configuration key name that mark its value as possibly
-/// secret (compared in lower case). Until plugins declare which target
-/// configuration fields are secret, the name is all there is to go by.
+/// secret (compared in lower case). Plugins declare their secret target
+/// fields ([`declared_secret`]); the name still counts for nested keys, for
+/// plugins that declare nothing, and as a second line of defence.
 const SECRET_KEY_PARTS: &[&str] = &[
     "password",
     "passwd",
@@ -184,13 +199,18 @@ pub fn storable_config(config: &PropertyMap) -> PropertyMap {
     scrub_map(config, Keyed::Drop)
 }
 
-/// `targets` as they may be stored (see [`storable_config`]).
-pub fn storable_targets(targets: &[TargetDecl]) -> Vec<TargetDecl> {
+/// `targets` as they may be stored: fields their plugins declare secret
+/// left out, then [`storable_config`].
+pub fn storable_targets(targets: &[TargetDecl], catalog: &Catalog) -> Vec<TargetDecl> {
     targets
         .iter()
-        .map(|t| TargetDecl {
-            config: storable_config(&t.config),
-            ..t.clone()
+        .map(|t| {
+            let mut config = t.config.clone();
+            config.retain(|k, _| !declared_secret(catalog, &t.plugin, k));
+            TargetDecl {
+                config: storable_config(&config),
+                ..t.clone()
+            }
         })
         .collect()
 }
@@ -295,5 +315,46 @@ mod tests {
         assert!(!stored.contains_key("passphrase"), "left out, not redacted");
         assert!(!config_has_secrets(&stored), "what is stored holds none");
         assert!(config_has_secrets(&c));
+    }
+
+    #[test]
+    fn target_fields_a_plugin_declares_secret_are_secret_whatever_their_name() {
+        let mut catalog = Catalog::new();
+        catalog.insert(Announcement {
+            name: "p".into(),
+            resources: vec![resource("T").field(field::string("path")).build()],
+            target_config: vec![
+                field::string("host").build(),
+                field::string("creds").opaque().build(),
+                field::string("seed").write_only().build(),
+            ],
+            ..Default::default()
+        });
+        let doc = |cfg: &str| {
+            crate::stack::parse(
+                "s.yaml",
+                &format!(
+                    "stack: s\ntargets:\n  - name: t\n    plugin: p\n    config: {cfg}\nresources: []\n"
+                ),
+                "/",
+            )
+            .unwrap()
+        };
+        assert!(!declares_secrets(&doc("{ host: h }"), &catalog));
+        assert!(declares_secrets(&doc("{ host: h, creds: c1 }"), &catalog));
+        let stack = doc("{ host: h, creds: c1, seed: s1 }");
+        let stored = storable_targets(&stack.targets, &catalog);
+        let kept = format!("{stored:?}");
+        assert!(!kept.contains("c1") && !kept.contains("s1"), "{kept}");
+        assert_eq!(stored[0].config["host"], Value::from("h"));
+        // The same names under a plugin that declares nothing are kept: the
+        // schema, not the name, says they are secret.
+        let mut other = Catalog::new();
+        other.insert(Announcement {
+            name: "p".into(),
+            ..Default::default()
+        });
+        let kept = storable_targets(&stack.targets, &other);
+        assert_eq!(kept[0].config["creds"], Value::from("c1"));
     }
 }

@@ -19,6 +19,10 @@
 //! - **Concurrency.** At most [`Config::max_concurrency`] requests are in
 //!   flight: starts and polls both count; tasks waiting between two polls do
 //!   not.
+//! - **Concurrency groups.** A task may name a [`Group`]: at most its
+//!   limit of the group's tasks hold a slot at once. A ready task whose
+//!   group is full leaves its bucket's queue and waits in the group's, in
+//!   the same order, so other groups and buckets carry on.
 //! - **Rate limits.** Every task names a bucket (plugin namespace and
 //!   target). Every request takes a token from its bucket (a `verify_first`
 //!   start takes two: the read and the operation); a bucket without tokens
@@ -67,6 +71,21 @@ pub struct Task {
     /// The rate-limit key, e.g. `"Local/target-a"`: plugin namespace and
     /// target. Tasks with the same key share one token bucket.
     pub bucket: String,
+    /// A concurrency group the task belongs to, if any.
+    pub group: Option<Group>,
+}
+
+/// Tasks that must not run more than `limit` at once, e.g. the grants of
+/// one database (a plugin's [`orrery_schema::ConcurrencyKey`], expanded).
+/// A task holds one of its group's slots from its start until it succeeds,
+/// fails or backs off; polls of an operation in progress keep it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The group's name; tasks with equal names share its slots.
+    pub key: String,
+    /// Slots of the group (0 is taken as 1). Tasks of one group should
+    /// agree; the first task seen sets it.
+    pub limit: u32,
 }
 
 /// A bucket's rate limit.
@@ -365,6 +384,18 @@ struct Node {
     rate_limited: bool,
     /// Generation of the task's timer; older timers are stale.
     generation: u64,
+    /// The task's concurrency group, an index into `groups`.
+    group: Option<usize>,
+    /// Whether the task holds a slot of its group.
+    holds_slot: bool,
+}
+
+#[derive(Debug)]
+struct GroupSlots {
+    limit: u32,
+    held: u32,
+    /// Requests parked until a slot frees, in service order.
+    waiting: BTreeSet<Key>,
 }
 
 #[derive(Debug)]
@@ -410,6 +441,7 @@ impl Bucket {
 pub struct Scheduler {
     nodes: Vec<Node>,
     buckets: Vec<Bucket>,
+    groups: Vec<GroupSlots>,
     /// Buckets with queued requests that are not starved, by head request.
     active: BTreeSet<(Key, usize)>,
     /// Wake-ups: (instant, sequence, what). Stale entries are skipped.
@@ -457,6 +489,9 @@ impl Scheduler {
         let mut buckets = Vec::new();
         let mut deps_of = Vec::with_capacity(n);
         let mut task_bucket = Vec::with_capacity(n);
+        let mut group_ids: HashMap<String, usize> = HashMap::new();
+        let mut groups = Vec::new();
+        let mut task_group = Vec::with_capacity(n);
         for (id, task) in tasks.into_iter().enumerate() {
             let mut deps = task.deps;
             deps.sort_unstable();
@@ -478,6 +513,16 @@ impl Scheduler {
             });
             deps_of.push(deps);
             task_bucket.push(b);
+            task_group.push(task.group.map(|g| {
+                *group_ids.entry(g.key).or_insert_with(|| {
+                    groups.push(GroupSlots {
+                        limit: g.limit.max(1),
+                        held: 0,
+                        waiting: BTreeSet::new(),
+                    });
+                    groups.len() - 1
+                })
+            }));
         }
 
         let mut dependents = vec![Vec::new(); n];
@@ -492,7 +537,8 @@ impl Scheduler {
             .into_iter()
             .zip(task_bucket)
             .zip(&deps_of)
-            .map(|((dependents, bucket), deps)| Node {
+            .zip(task_group)
+            .map(|(((dependents, bucket), deps), group)| Node {
                 dependents,
                 bucket,
                 pending_deps: deps.len(),
@@ -503,6 +549,8 @@ impl Scheduler {
                 rate_limited: false,
                 queued: None,
                 generation: 0,
+                group,
+                holds_slot: false,
             })
             .collect();
         let mut counts = [0; KINDS];
@@ -510,6 +558,7 @@ impl Scheduler {
         let mut scheduler = Scheduler {
             nodes,
             buckets,
+            groups,
             active: BTreeSet::new(),
             timers: BinaryHeap::new(),
             timer_seq: 0,
@@ -545,6 +594,10 @@ impl Scheduler {
                 break;
             };
             let task = key.2;
+            if key.0 != POLL && !self.slot_free(task) {
+                self.park(task, key, b);
+                continue;
+            }
             let cost = if key.0 != POLL && self.nodes[task].verify_first {
                 2
             } else {
@@ -630,6 +683,9 @@ impl Scheduler {
             }
         }
         self.active.clear();
+        for group in &mut self.groups {
+            group.waiting.clear();
+        }
         for (b, bucket) in self.buckets.iter_mut().enumerate() {
             bucket.queue.retain(|key| key.0 == POLL);
             match bucket.queue.first() {
@@ -740,7 +796,47 @@ impl Scheduler {
         let node = &mut self.nodes[task];
         self.counts[kind(&node.state)] -= 1;
         self.counts[kind(&state)] += 1;
+        let keeps_slot = matches!(
+            state,
+            TaskState::Running { .. } | TaskState::Polling { .. } | TaskState::InProgress { .. }
+        );
         node.state = state;
+        if node.holds_slot && !keeps_slot {
+            node.holds_slot = false;
+            self.release_slot(task);
+        }
+    }
+
+    /// Whether a start of `task` may take a slot of its group now.
+    fn slot_free(&self, task: TaskId) -> bool {
+        self.nodes[task]
+            .group
+            .is_none_or(|g| self.groups[g].held < self.groups[g].limit)
+    }
+
+    /// Moves the head request `key` of bucket `b` to its group's queue.
+    fn park(&mut self, task: TaskId, key: Key, b: usize) {
+        let bucket = &mut self.buckets[b];
+        bucket.queue.pop_first();
+        if let Some(&next) = bucket.queue.first() {
+            self.active.insert((next, b));
+        }
+        if let Some(g) = self.nodes[task].group {
+            self.groups[g].waiting.insert(key);
+        }
+    }
+
+    /// Frees a slot of `task`'s group and requeues the first parked request.
+    fn release_slot(&mut self, task: TaskId) {
+        let Some(g) = self.nodes[task].group else {
+            return;
+        };
+        let group = &mut self.groups[g];
+        group.held -= 1;
+        if let Some(key) = group.waiting.pop_first() {
+            let now = self.now;
+            self.enqueue(key.2, key, now);
+        }
     }
 
     fn arm(&mut self, at: Instant, timer: Timer) {
@@ -848,6 +944,10 @@ impl Scheduler {
             node.attempt += 1;
             let attempt = node.attempt;
             let verify_first = node.verify_first;
+            if let Some(g) = node.group {
+                node.holds_slot = true;
+                self.groups[g].held += 1;
+            }
             self.starts += 1;
             if attempt > 1 {
                 self.retries += 1;

@@ -161,6 +161,17 @@ fn task(deps: &[TaskId], bucket: &str) -> Task {
     Task {
         deps: deps.to_vec(),
         bucket: bucket.to_owned(),
+        group: None,
+    }
+}
+
+fn grouped(bucket: &str, key: &str, limit: u32) -> Task {
+    Task {
+        group: Some(Group {
+            key: key.to_owned(),
+            limit,
+        }),
+        ..task(&[], bucket)
     }
 }
 
@@ -204,6 +215,7 @@ fn random_dag(seed: u64, n: usize, max_deps: u64, buckets: u64) -> Vec<Task> {
         tasks[label[rank]] = Task {
             deps,
             bucket: format!("Local/target-{}", below(&mut rng, buckets)),
+            group: None,
         };
     }
     tasks
@@ -1060,4 +1072,127 @@ fn a_request_waiting_for_a_token_is_reported_once_until_it_starts() {
     let second = s.poll(t0 + SEC);
     assert_eq!(second.iter().map(Action::task).collect::<Vec<_>>(), waiting);
     assert!(s.take_newly_rate_limited().is_empty());
+}
+
+/// A plugin answering every request `Success` after `latency`.
+fn steady_plugin(latency: Duration) -> Plugin {
+    Box::new(move |_, _| (latency, Outcome::Success))
+}
+
+/// The most tasks of `members` holding a request in flight at once.
+fn peak_overlap(sim: &Sim, members: &[TaskId]) -> usize {
+    let mut events: Vec<(Instant, i32)> = Vec::new();
+    let mut open: HashMap<TaskId, Instant> = HashMap::new();
+    for &(at, action) in &sim.log {
+        if members.contains(&action.task()) {
+            open.insert(action.task(), at);
+        }
+    }
+    for &(at, task, _) in &sim.outcomes {
+        if let Some(start) = open.remove(&task) {
+            events.push((start, 1));
+            events.push((at, -1));
+        }
+    }
+    // Ends sort before starts at the same instant: an answer frees the slot
+    // for a start in the same step.
+    events.sort();
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, delta) in events {
+        now += delta;
+        peak = peak.max(now);
+    }
+    peak as usize
+}
+
+#[test]
+fn a_concurrency_group_runs_at_most_its_limit_at_once() {
+    // 20 grants in database a (limit 1), 20 in database b (limit 2), 20
+    // ungrouped, all in one bucket, 64 slots.
+    let mut tasks = Vec::new();
+    tasks.extend((0..20).map(|_| grouped("Postgres/t", "Postgres/t#database:a", 1)));
+    tasks.extend((0..20).map(|_| grouped("Postgres/t", "Postgres/t#database:b", 2)));
+    tasks.extend((0..20).map(|_| task(&[], "Postgres/t")));
+    let mut sim = Sim::new(tasks, HashMap::new(), config(64), steady_plugin(10 * MS));
+    sim.run();
+    assert!(sim.states().iter().all(|s| *s == TaskState::Succeeded));
+    let a: Vec<TaskId> = (0..20).collect();
+    let b: Vec<TaskId> = (20..40).collect();
+    let free: Vec<TaskId> = (40..60).collect();
+    assert_eq!(peak_overlap(&sim, &a), 1, "group a has one slot");
+    assert_eq!(peak_overlap(&sim, &b), 2, "group b has two slots");
+    assert_eq!(
+        peak_overlap(&sim, &free),
+        20,
+        "ungrouped tasks all run at once"
+    );
+    // Group a is serial: 20 answers of 10 ms each, back to back.
+    let last_a = sim
+        .outcomes
+        .iter()
+        .filter(|(_, t, _)| a.contains(t))
+        .map(|(at, _, _)| *at)
+        .max()
+        .unwrap();
+    assert_eq!(last_a - sim.t0, 200 * MS);
+}
+
+#[test]
+fn a_group_slot_is_kept_while_in_progress_and_freed_by_a_retry_backoff() {
+    let tasks = vec![grouped("a", "g", 1), grouped("a", "g", 1)];
+    let t0 = crate::test_clock::epoch();
+    let mut s = Scheduler::new(tasks, HashMap::new(), config(8), t0).unwrap();
+    let start = |task, attempt| Action::Start {
+        task,
+        attempt,
+        verify_first: false,
+    };
+    assert_eq!(s.poll(t0), vec![start(0, 1)], "one slot: task 1 waits");
+    assert_eq!(s.state(1), &TaskState::Ready);
+    s.on_outcome(
+        0,
+        Outcome::InProgress {
+            retry_after: Some(SEC),
+        },
+        t0,
+    );
+    assert_eq!(s.poll(t0), vec![], "in progress keeps the slot");
+    assert_eq!(s.poll(t0 + SEC), vec![Action::Poll { task: 0 }]);
+    s.on_outcome(
+        0,
+        Outcome::Failed {
+            code: ErrorCode::ServiceInternalError,
+            retry_after: None,
+        },
+        t0 + SEC,
+    );
+    assert!(matches!(s.state(0), TaskState::BackingOff { .. }));
+    assert_eq!(s.poll(t0 + SEC), vec![start(1, 1)], "backing off frees it");
+    s.on_outcome(1, Outcome::Success, t0 + SEC);
+    let retry_at = s.next_wakeup().unwrap();
+    assert_eq!(s.poll(retry_at), vec![start(0, 2)]);
+    s.on_outcome(0, Outcome::Success, retry_at);
+    assert!(s.is_finished());
+}
+
+#[test]
+fn cancel_cancels_tasks_waiting_for_a_group_slot() {
+    let tasks = vec![
+        grouped("a", "g", 1),
+        grouped("a", "g", 1),
+        grouped("a", "g", 1),
+    ];
+    let t0 = crate::test_clock::epoch();
+    let mut s = Scheduler::new(tasks, HashMap::new(), config(8), t0).unwrap();
+    assert_eq!(s.poll(t0).len(), 1);
+    s.cancel(t0);
+    assert_eq!(s.state(1), &TaskState::Canceled);
+    assert_eq!(s.state(2), &TaskState::Canceled);
+    s.on_outcome(0, Outcome::Success, t0);
+    assert_eq!(
+        s.poll(t0),
+        vec![],
+        "nothing parked comes back after a cancel"
+    );
+    assert!(s.is_finished());
 }

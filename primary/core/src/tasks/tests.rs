@@ -722,3 +722,76 @@ mod generated {
         }
     }
 }
+
+#[test]
+fn concurrency_keys_group_ops_by_expanded_template_within_a_bucket() {
+    let mut catalog = catalog();
+    catalog.insert(Announcement {
+        name: "p".into(),
+        namespace: "P".into(),
+        resources: vec![
+            resource("Db").field(field::string("name")).build(),
+            resource("Grant")
+                .field(field::string("database"))
+                .field(field::string("role"))
+                .concurrency_key("database:{database}", 1)
+                .build(),
+        ],
+        ..Default::default()
+    });
+    let stack = stack()
+        .resource("db", "Db", &[("name", s("app"))])
+        .resource("g1", "Grant", &[("database", s("app")), ("role", s("r1"))])
+        // A reference to a literal keys like the literal itself.
+        .resource(
+            "g2",
+            "Grant",
+            &[("database", s("${db.name}")), ("role", s("r2"))],
+        )
+        .resource("g3", "Grant", &[("database", s("other"))])
+        .resource_on("g4", "Grant", "u", &[("database", s("app"))])
+        .build();
+    let graph = ts::graph(&stack, &catalog);
+    let gone = stored("g0", "Grant", &[("database", s("app"))]);
+    let plan = plan::plan(
+        &stack,
+        &graph,
+        &catalog,
+        std::slice::from_ref(&gone),
+        Mode::Reconcile,
+        &ts::hasher(),
+    );
+    let (ops, tasks) = build(Some((&stack, &graph)), &catalog, &plan, &[gone]);
+    let groups: Vec<(String, Option<String>)> = ops
+        .iter()
+        .zip(&tasks)
+        .map(|(op, t)| (name(op), t.group.as_ref().map(|g| g.key.clone())))
+        .collect();
+    let key = |k: &str| Some(k.to_owned());
+    for expected in [
+        ("create db".to_owned(), None),
+        ("create g1".to_owned(), key("P/t#database:app")),
+        ("create g2".to_owned(), key("P/t#database:app")),
+        ("create g3".to_owned(), key("P/t#database:other")),
+        ("create g4".to_owned(), key("P/u#database:app")),
+        // A delete keys by the recorded properties.
+        ("delete g0".to_owned(), key("P/t#database:app")),
+    ] {
+        assert!(groups.contains(&expected), "{expected:?} not in {groups:?}");
+    }
+    assert!(tasks
+        .iter()
+        .filter_map(|t| t.group.as_ref())
+        .all(|g| g.limit == 1));
+}
+
+#[test]
+fn concurrency_key_templates_expand_placeholders_and_escapes() {
+    let key = orrery_schema::ConcurrencyKey {
+        key: "db:{database}/{schema}{{x}} {".into(),
+        limit: 0,
+    };
+    let expanded = key.expand(|p| (p == "database").then(|| "app".to_owned()));
+    assert_eq!(expanded, "db:app/{x} {");
+    assert_eq!(key.effective_limit(), 1);
+}

@@ -63,10 +63,10 @@ use tokio_postgres::Row;
 
 use super::StateStore;
 use crate::codec::{decode_context, encode_context, encode_resource};
-use crate::StoreError;
 use crate::{
     CommandRecord, CommandStatus, OpStatus, OperationRecord, StoredResource, RECORD_FORMAT,
 };
+use crate::{StoreError, Write};
 use orrery_core::stack::TargetDecl;
 
 pub use tls::{TlsMode, DEFAULT_POOL_SIZE};
@@ -156,6 +156,120 @@ const IDLE_CHECK: Duration = Duration::from_secs(30);
 
 /// Server time in Unix milliseconds (one clock for every primary).
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+fn put_resource_sql() -> String {
+    format!(
+        "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id,
+             properties, secret_hashes, deps, managed, version, format, updated_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, {NOW_MS})
+         ON CONFLICT (stack, label) DO UPDATE SET resource_type = EXCLUDED.resource_type,
+             target = EXCLUDED.target, plugin = EXCLUDED.plugin,
+             native_id = EXCLUDED.native_id, properties = EXCLUDED.properties,
+             secret_hashes = EXCLUDED.secret_hashes, deps = EXCLUDED.deps,
+             managed = EXCLUDED.managed, version = resources.version + 1,
+             format = EXCLUDED.format, updated_ms = EXCLUDED.updated_ms"
+    )
+}
+
+fn put_operation_sql() -> String {
+    format!(
+        "INSERT INTO operations (command_id, label, operation, request_id, status, attempts,
+             error_code, message, updated_ms, native_id, context)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {NOW_MS}, $9, $10)
+         ON CONFLICT (command_id, label, operation) DO UPDATE SET
+             request_id = EXCLUDED.request_id, status = EXCLUDED.status,
+             attempts = EXCLUDED.attempts, error_code = EXCLUDED.error_code,
+             message = EXCLUDED.message, updated_ms = EXCLUDED.updated_ms,
+             native_id = EXCLUDED.native_id, context = EXCLUDED.context"
+    )
+}
+
+const REMOVE_RESOURCE_SQL: &str = "DELETE FROM resources WHERE stack = $1 AND label = $2";
+
+/// A [`Write`] with its encoded columns, which the statements' parameters
+/// borrow.
+enum Encoded<'a> {
+    Operation {
+        command_id: &'a str,
+        record: &'a OperationRecord,
+        status: &'static str,
+        context: Option<Vec<u8>>,
+    },
+    Resource {
+        r: &'a StoredResource,
+        props: Vec<u8>,
+        hashes: String,
+        deps: String,
+    },
+    Removal {
+        stack: &'a str,
+        label: &'a str,
+    },
+}
+
+impl<'a> Encoded<'a> {
+    fn of(write: &'a Write) -> Result<Self, StoreError> {
+        Ok(match write {
+            Write::Operation { command_id, record } => Encoded::Operation {
+                command_id,
+                record,
+                status: record.status.as_str(),
+                context: encode_context(record)?,
+            },
+            Write::Resource(r) => {
+                let (props, hashes, deps) = encode_resource(r)?;
+                Encoded::Resource {
+                    r,
+                    props,
+                    hashes,
+                    deps,
+                }
+            }
+            Write::Removal { stack, label } => Encoded::Removal { stack, label },
+        })
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        match self {
+            Encoded::Operation {
+                command_id,
+                record: op,
+                status,
+                context,
+            } => vec![
+                command_id,
+                &op.label,
+                &op.operation,
+                &op.request_id,
+                status,
+                &op.attempts,
+                &op.error_code,
+                &op.message,
+                &op.native_id,
+                context,
+            ],
+            Encoded::Resource {
+                r,
+                props,
+                hashes,
+                deps,
+            } => vec![
+                &r.stack,
+                &r.label,
+                &r.resource_type,
+                &r.target,
+                &r.plugin,
+                &r.native_id,
+                props,
+                hashes,
+                deps,
+                &r.managed,
+                &RECORD_FORMAT,
+            ],
+            Encoded::Removal { stack, label } => vec![stack, label],
+        }
+    }
+}
 
 /// A pooled connection (with its statement cache).
 pub(super) type Cl = ClientWrapper;
@@ -439,17 +553,7 @@ impl PgPool {
     /// Records a resource's new state, bumping its version.
     pub async fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
         let (props, hashes, deps) = encode_resource(r)?;
-        let sql = format!(
-            "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id,
-                 properties, secret_hashes, deps, managed, version, format, updated_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, {NOW_MS})
-             ON CONFLICT (stack, label) DO UPDATE SET resource_type = EXCLUDED.resource_type,
-                 target = EXCLUDED.target, plugin = EXCLUDED.plugin,
-                 native_id = EXCLUDED.native_id, properties = EXCLUDED.properties,
-                 secret_hashes = EXCLUDED.secret_hashes, deps = EXCLUDED.deps,
-                 managed = EXCLUDED.managed, version = resources.version + 1,
-                 format = EXCLUDED.format, updated_ms = EXCLUDED.updated_ms"
-        );
+        let sql = put_resource_sql();
         on_conn!(self, |c| {
             execute(
                 c,
@@ -511,12 +615,7 @@ impl PgPool {
     /// Forgets a resource.
     pub async fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
         on_conn!(self, |c| {
-            execute(
-                c,
-                "DELETE FROM resources WHERE stack = $1 AND label = $2",
-                &[&stack, &label],
-            )
-            .await?;
+            execute(c, REMOVE_RESOURCE_SQL, &[&stack, &label]).await?;
             Ok(())
         })
     }
@@ -612,16 +711,7 @@ impl PgPool {
         op: &OperationRecord,
     ) -> Result<(), StoreError> {
         let context = encode_context(op)?;
-        let sql = format!(
-            "INSERT INTO operations (command_id, label, operation, request_id, status, attempts,
-                 error_code, message, updated_ms, native_id, context)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {NOW_MS}, $9, $10)
-             ON CONFLICT (command_id, label, operation) DO UPDATE SET
-                 request_id = EXCLUDED.request_id, status = EXCLUDED.status,
-                 attempts = EXCLUDED.attempts, error_code = EXCLUDED.error_code,
-                 message = EXCLUDED.message, updated_ms = EXCLUDED.updated_ms,
-                 native_id = EXCLUDED.native_id, context = EXCLUDED.context"
-        );
+        let sql = put_operation_sql();
         on_conn!(self, |c| {
             execute(
                 c,
@@ -640,6 +730,37 @@ impl PgPool {
                 ],
             )
             .await?;
+            Ok(())
+        })
+    }
+
+    /// Applies `writes` in one transaction, their statements pipelined on
+    /// one connection: one round trip for the batch, not one per write.
+    pub async fn write_batch(&self, writes: &[Write]) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let encoded = writes
+            .iter()
+            .map(Encoded::of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = encoded.iter().map(Encoded::params).collect();
+        let (resource_sql, operation_sql) = (put_resource_sql(), put_operation_sql());
+        on_conn!(self, |c| {
+            let tx = c.transaction().await?;
+            let resource = tx.prepare_cached(&resource_sql).await?;
+            let operation = tx.prepare_cached(&operation_sql).await?;
+            let removal = tx.prepare_cached(REMOVE_RESOURCE_SQL).await?;
+            let statements = encoded.iter().zip(&params).map(|(e, p)| {
+                let statement = match e {
+                    Encoded::Operation { .. } => &operation,
+                    Encoded::Resource { .. } => &resource,
+                    Encoded::Removal { .. } => &removal,
+                };
+                tx.execute(statement, p)
+            });
+            futures::future::try_join_all(statements).await?;
+            tx.commit().await?;
             Ok(())
         })
     }
@@ -1053,6 +1174,11 @@ impl StateStore for PgStore {
     fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
         let (stack, label) = (stack.to_owned(), label.to_owned());
         bridge!(self, remove_resource(&stack, &label))
+    }
+
+    fn write_batch(&self, writes: &[Write]) -> Result<(), StoreError> {
+        let writes = writes.to_vec();
+        bridge!(self, write_batch(&writes))
     }
 
     fn put_targets(&self, stack: &str, targets: &[TargetDecl]) -> Result<(), StoreError> {

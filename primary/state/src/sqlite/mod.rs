@@ -15,7 +15,7 @@ use orrery_schema::PropertyMap;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::codec::{decode_context, encode_context, encode_resource};
-use crate::{secret_key, StateStore, StoreError};
+use crate::{secret_key, StateStore, StoreError, Write};
 use crate::{
     CommandRecord, CommandStatus, OpStatus, OperationRecord, StoredResource, RECORD_FORMAT,
 };
@@ -332,6 +332,40 @@ impl SqliteStore {
     }
 }
 
+fn put_resource_on(c: &Connection, r: &StoredResource) -> Result<(), StoreError> {
+    let (props, hashes, deps) = encode_resource(r)?;
+    c.prepare_cached(
+        "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version, format, updated_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)
+         ON CONFLICT (stack, label) DO UPDATE SET resource_type = ?3, target = ?4, plugin = ?5, native_id = ?6,
+           properties = ?7, secret_hashes = ?8, deps = ?9, managed = ?10, version = resources.version + 1, format = ?11, updated_ms = ?12",
+    )?
+    .execute(params![r.stack, r.label, r.resource_type, r.target, r.plugin, r.native_id, props, hashes, deps, r.managed, RECORD_FORMAT, now_ms()])?;
+    Ok(())
+}
+
+fn remove_resource_on(c: &Connection, stack: &str, label: &str) -> Result<(), StoreError> {
+    c.prepare_cached("DELETE FROM resources WHERE stack = ?1 AND label = ?2")?
+        .execute(params![stack, label])?;
+    Ok(())
+}
+
+fn put_operation_on(
+    c: &Connection,
+    command_id: &str,
+    op: &OperationRecord,
+) -> Result<(), StoreError> {
+    let context = encode_context(op)?;
+    c.prepare_cached(
+        "INSERT INTO operations (command_id, label, operation, request_id, status, attempts, error_code, message, updated_ms, native_id, context)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (command_id, label, operation) DO UPDATE SET request_id = ?4, status = ?5, attempts = ?6,
+           error_code = ?7, message = ?8, updated_ms = ?9, native_id = ?10, context = ?11",
+    )?
+    .execute(params![command_id, op.label, op.operation, op.request_id, op.status.as_str(), op.attempts, op.error_code, op.message, now_ms(), op.native_id, context])?;
+    Ok(())
+}
+
 /// Creates `dir` (and its parents) `0700`, whatever the umask; narrows an
 /// existing one that others can enter, with a warning.
 fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
@@ -465,15 +499,7 @@ impl StateStore for SqliteStore {
 
     /// Records a resource's new state (insert or replace), bumping its version.
     fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
-        let (props, hashes, deps) = encode_resource(r)?;
-        self.conn().execute(
-            "INSERT INTO resources (stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version, format, updated_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 1, ?11, ?12)
-             ON CONFLICT (stack, label) DO UPDATE SET resource_type = ?3, target = ?4, plugin = ?5, native_id = ?6,
-               properties = ?7, secret_hashes = ?8, deps = ?9, managed = ?10, version = resources.version + 1, format = ?11, updated_ms = ?12",
-            params![r.stack, r.label, r.resource_type, r.target, r.plugin, r.native_id, props, hashes, deps, r.managed, RECORD_FORMAT, now_ms()],
-        )?;
-        Ok(())
+        put_resource_on(&self.conn(), r)
     }
 
     fn put_resource_if_version(
@@ -560,11 +586,7 @@ impl StateStore for SqliteStore {
 
     /// Forgets a resource (after it was deleted).
     fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
-        self.conn().execute(
-            "DELETE FROM resources WHERE stack = ?1 AND label = ?2",
-            params![stack, label],
-        )?;
-        Ok(())
+        remove_resource_on(&self.conn(), stack, label)
     }
 
     /// Starts a command record.
@@ -587,14 +609,23 @@ impl StateStore for SqliteStore {
 
     /// Records where an operation stands, before acting on it and after.
     fn put_operation(&self, command_id: &str, op: &OperationRecord) -> Result<(), StoreError> {
-        let context = encode_context(op)?;
-        self.conn().execute(
-            "INSERT INTO operations (command_id, label, operation, request_id, status, attempts, error_code, message, updated_ms, native_id, context)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-             ON CONFLICT (command_id, label, operation) DO UPDATE SET request_id = ?4, status = ?5, attempts = ?6,
-               error_code = ?7, message = ?8, updated_ms = ?9, native_id = ?10, context = ?11",
-            params![command_id, op.label, op.operation, op.request_id, op.status.as_str(), op.attempts, op.error_code, op.message, now_ms(), op.native_id, context],
-        )?;
+        put_operation_on(&self.conn(), command_id, op)
+    }
+
+    /// One transaction: one commit for the whole batch.
+    fn write_batch(&self, writes: &[Write]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for write in writes {
+            match write {
+                Write::Operation { command_id, record } => {
+                    put_operation_on(&tx, command_id, record)?
+                }
+                Write::Resource(r) => put_resource_on(&tx, r)?,
+                Write::Removal { stack, label } => remove_resource_on(&tx, stack, label)?,
+            }
+        }
+        tx.commit()?;
         Ok(())
     }
 
