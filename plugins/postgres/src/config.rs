@@ -1,7 +1,7 @@
 //! The target configuration: which server, as whom, and how TLS is checked.
 
-use orrery_plugin_sdk::schema::Target;
-use orrery_plugin_sdk::{from_properties, PluginError};
+use orrery_plugin_sdk::schema::{FieldSchema, Target};
+use orrery_plugin_sdk::{field, from_properties, PluginError};
 use serde::Deserialize;
 
 use crate::tls::TlsMode;
@@ -67,4 +67,26 @@ impl TargetConfig {
     pub fn describe(&self, database: &str) -> String {
         format!("{}:{}/{database}", self.host, self.port)
     }
+}
+
+/// The fields of [`TargetConfig`], announced so the runtime knows the
+/// password is secret.
+pub fn fields() -> Vec<FieldSchema> {
+    vec![
+        field::string("host").describe("Host name or address (default localhost)"),
+        field::integer("port").describe("Port (default 5432)"),
+        field::string("database").describe("Database for cluster-wide work (default postgres)"),
+        field::string("user").describe("Role to log in as (default postgres)"),
+        field::string("password")
+            .write_only()
+            .opaque()
+            .describe("Password of `user`"),
+        field::string("sslmode")
+            .describe("disable, prefer (default), require, verify-ca or verify-full, as libpq"),
+        field::string("ca_file").describe("PEM file of the CA certificates to trust"),
+        field::integer("pool_size").describe("Connections kept per database, 1 to 64 (default 8)"),
+    ]
+    .into_iter()
+    .map(|f| f.build())
+    .collect()
 }

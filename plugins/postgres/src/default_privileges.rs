@@ -8,7 +8,7 @@ use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{grantee, ident};
-use crate::{acl, id, page, Cx};
+use crate::{acl, database, id, page, Cx};
 
 pub const TYPE: &str = "Postgres::DefaultPrivileges";
 
@@ -35,6 +35,7 @@ pub fn schema() -> ResourceSchema {
         .field(field::string("grantee").required().create_only().describe("`public` for PUBLIC"))
         .field(field::list("privileges").required())
         .field(field::boolean("with_grant_option").provider_default())
+        .parent(database::TYPE, [("database", "name")])
         .build()
 }
 

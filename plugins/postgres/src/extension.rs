@@ -6,7 +6,7 @@ use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{ident, literal};
-use crate::{id, page, Cx};
+use crate::{database, id, page, Cx};
 
 pub const TYPE: &str = "Postgres::Extension";
 
@@ -35,6 +35,7 @@ pub fn schema() -> ResourceSchema {
                 .provider_default()
                 .describe("Default: the newest"),
         )
+        .parent(database::TYPE, [("database", "name")])
         .build()
 }
 

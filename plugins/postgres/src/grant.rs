@@ -9,7 +9,7 @@ use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{grantee, ident, qualified};
-use crate::{acl, id, page, Cx};
+use crate::{acl, database, id, page, Cx};
 
 pub const TYPE: &str = "Postgres::Grant";
 
@@ -36,6 +36,7 @@ pub fn schema() -> ResourceSchema {
         .field(field::list("objects").create_only().describe("Tables, sequences or functions (`name(argtypes)`) of the schema"))
         .field(field::list("privileges").required().describe("e.g. [SELECT, INSERT]"))
         .field(field::boolean("with_grant_option").provider_default())
+        .parent(database::TYPE, [("database", "name")])
         .build()
 }
 

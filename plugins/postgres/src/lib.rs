@@ -23,13 +23,17 @@ mod tls;
 
 use deadpool_postgres::Object;
 use orrery_plugin_sdk::schema::{
-    CreateRequest, DeleteRequest, ErrorCode, ListRequest, RateLimit, ReadRequest, ResourceSchema,
-    Target, UpdateRequest,
+    ConcurrencyKey, CreateRequest, DeleteRequest, ErrorCode, FieldSchema, ListRequest, RateLimit,
+    ReadRequest, ResourceSchema, Target, UpdateRequest,
 };
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
 
 pub use config::TargetConfig;
 use pool::Pools;
+
+/// Set (to anything) in the plugin's environment, grants and default
+/// privileges announce no concurrency key. For tests only.
+pub const NO_CONCURRENCY_KEY: &str = "ORRERY_PLUGIN_POSTGRES_NO_CONCURRENCY_KEY";
 
 /// The `postgres` plugin: its only state is the connection pools.
 #[derive(Default)]
@@ -47,14 +51,32 @@ impl ResourcePlugin for PostgresPlugin {
     }
 
     fn resources(&self) -> Vec<ResourceSchema> {
+        let mut catalog_writes = [grant::schema(), default_privileges::schema()];
+        // GRANT and ALTER DEFAULT PRIVILEGES on one database rewrite shared
+        // catalog rows: two at once lose with `tuple concurrently updated`.
+        // The scheduler runs them one at a time per database. The variable
+        // exists so a test can show the failure the key prevents.
+        if std::env::var_os(NO_CONCURRENCY_KEY).is_none() {
+            for schema in &mut catalog_writes {
+                schema.concurrency = Some(ConcurrencyKey {
+                    key: "database:{database}".into(),
+                    limit: 1,
+                });
+            }
+        }
+        let [grant, default_privileges] = catalog_writes;
         vec![
             role::schema(),
             database::schema(),
             schema::schema(),
-            grant::schema(),
-            default_privileges::schema(),
+            grant,
+            default_privileges,
             extension::schema(),
         ]
+    }
+
+    fn target_config(&self) -> Vec<FieldSchema> {
+        config::fields()
     }
 
     fn rate_limit(&self) -> RateLimit {
@@ -190,9 +212,19 @@ async fn databases(cx: &Cx<'_>, what: &str) -> Result<Vec<String>, PluginError> 
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// The databases a list of a child type covers: its parent's, else all.
-async fn databases_listed(cx: &Cx<'_>, _request: &ListRequest) -> Result<Vec<String>, PluginError> {
-    databases(cx, "listing databases").await
+/// The databases a list of a child type covers: its parent's (discovery
+/// lists children per database found), else all.
+async fn databases_listed(cx: &Cx<'_>, request: &ListRequest) -> Result<Vec<String>, PluginError> {
+    match &request.parent {
+        Some(parent) => match parent.properties.get("name").and_then(|n| n.as_str()) {
+            Some(name) => Ok(vec![name.to_owned()]),
+            None => Err(PluginError::invalid(format!(
+                "listing {}: the parent `{}` has no `name`",
+                request.resource_type, parent.native_id
+            ))),
+        },
+        None => databases(cx, "listing databases").await,
+    }
 }
 
 /// The catalog's list, unless `recorded` holds the same items in the

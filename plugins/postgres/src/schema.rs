@@ -6,7 +6,7 @@ use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::ident;
-use crate::{id, page, Cx};
+use crate::{database, id, page, Cx};
 
 pub const TYPE: &str = "Postgres::Schema";
 
@@ -29,6 +29,7 @@ pub fn schema() -> ResourceSchema {
                 .provider_default()
                 .describe("Owning role"),
         )
+        .parent(database::TYPE, [("database", "name")])
         .build()
 }
 

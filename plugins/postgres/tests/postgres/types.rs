@@ -1,7 +1,10 @@
 //! What the conformance suite cannot see: secrets, drift, composite ids,
 //! dependent objects, parent-scoped listing.
 
-use orrery_plugin_sdk::schema::{ErrorCode, Request, Value};
+use std::time::Duration;
+
+use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, ListedResource, Request, Value};
+use orrery_plugin_sdk::Answer;
 use orrery_testing::props;
 
 use crate::common::{env, raw, unique};
@@ -161,4 +164,73 @@ async fn table_grants_have_a_composite_id_that_reads_back_as_an_import() {
         ids.contains(&format!("{role}/{db}/table/public/odd%2Fname%2Cx")),
         "{ids:?}"
     );
+}
+
+#[tokio::test]
+async fn children_are_listed_under_the_parent_database_given() {
+    let env = env().await;
+    let (db, other) = (unique("parent"), unique("other"));
+    for name in [&db, &other] {
+        env.create(
+            "Postgres::Database",
+            props([("name", name.as_str().into())]),
+        )
+        .await;
+        raw(name)
+            .await
+            .batch_execute("CREATE SCHEMA by_hand")
+            .await
+            .unwrap();
+    }
+    let request = Request::List(ListRequest {
+        request_id: "children".into(),
+        resource_type: "Postgres::Schema".into(),
+        target: env.target.clone(),
+        page_size: 0,
+        page_token: None,
+        parent: Some(ListedResource {
+            native_id: db.clone(),
+            properties: props([("name", db.as_str().into())]),
+        }),
+    });
+    let Answer::List(page) = env
+        .client
+        .request(&request, Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("not a list answer");
+    };
+    let ids: Vec<&str> = page
+        .resources
+        .iter()
+        .map(|r| r.native_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [format!("{db}/by_hand"), format!("{db}/public")],
+        "only the parent's schemas"
+    );
+}
+
+#[test]
+fn grants_and_default_privileges_share_one_slot_per_database() {
+    let plugin = orrery_plugin_postgres::PostgresPlugin::default();
+    let schemas = orrery_plugin_sdk::ResourcePlugin::resources(&plugin);
+    for ty in ["Postgres::Grant", "Postgres::DefaultPrivileges"] {
+        let schema = schemas.iter().find(|s| s.type_name == ty).unwrap();
+        let key = schema.concurrency.as_ref().expect("a concurrency key");
+        assert_eq!(
+            (key.key.as_str(), key.limit),
+            ("database:{database}", 1),
+            "{ty}"
+        );
+        assert_eq!(
+            schema.parent.as_ref().unwrap().resource_type,
+            "Postgres::Database"
+        );
+    }
+    let config = orrery_plugin_sdk::ResourcePlugin::target_config(&plugin);
+    let password = config.iter().find(|f| f.name == "password").unwrap();
+    assert!(password.hints.is_secret());
 }
