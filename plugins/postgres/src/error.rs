@@ -28,6 +28,8 @@ fn code_of(db: &DbError) -> ErrorCode {
     // GRANT and REVOKE rewrite one catalog row; two at once on the same
     // object lose the race with this internal error. Trying again works.
     if *state == SqlState::INTERNAL_ERROR && db.message().contains("tuple concurrently") {
+        // Logged: the runtime retries it, and nothing else would show it happened.
+        tracing::warn!(message = db.message(), "catalog race: retryable");
         return ErrorCode::ResourceConflict;
     }
     match state.code() {

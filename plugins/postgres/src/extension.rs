@@ -133,7 +133,9 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut all = Vec::new();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let conn = cx.conn(&database, &what).await?;
+        let Some(conn) = cx.listing(&database, &what).await? else {
+            continue;
+        };
         // plpgsql comes with every database: nobody manages it.
         let sql = format!("{SELECT} WHERE e.extname <> 'plpgsql'");
         for row in conn.query(&sql, &[]).await.map_err(cx.err(&what))? {

@@ -315,7 +315,9 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut grants: std::collections::BTreeMap<String, Grant> = Default::default();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let conn = cx.conn(&database, &what).await?;
+        let Some(conn) = cx.listing(&database, &what).await? else {
+            continue;
+        };
         let sql = format!(
             "SELECT l.*, CASE WHEN l.grantee = 0 THEN 'public' ELSE pg_get_userbyid(l.grantee)::text END FROM ({LIST}) AS l(object_type, schema, object, grantee, privilege, grantable)"
         );

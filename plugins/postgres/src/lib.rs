@@ -188,6 +188,16 @@ impl<'a> Cx<'a> {
         conn.batch_execute(sql).await.map_err(self.err(what))
     }
 
+    /// A connection for listing in `database`; `None` when it was dropped
+    /// since it was listed (discovery walks a server that keeps changing).
+    async fn listing(&self, database: &str, what: &str) -> Result<Option<Object>, PluginError> {
+        match self.conn(database, what).await {
+            Ok(conn) => Ok(Some(conn)),
+            Err(e) if e.code == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Closes this plugin's connections to `database`.
     fn forget(&self, database: &str) {
         self.pools.forget(&self.config, database);

@@ -113,7 +113,9 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut all = Vec::new();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let conn = cx.conn(&database, &what).await?;
+        let Some(conn) = cx.listing(&database, &what).await? else {
+            continue;
+        };
         let sql = format!("{SELECT} WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'");
         for row in conn.query(&sql, &[]).await.map_err(cx.err(&what))? {
             let s = Schema {
