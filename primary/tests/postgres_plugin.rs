@@ -74,8 +74,8 @@ fn json(run: &Run) -> serde_json::Value {
 }
 
 /// (label, action) of the plan's changes other than no-ops.
-fn changes(scratch: &Scratch, stack: &str) -> BTreeSet<(String, String)> {
-    let run = scratch.orrery(&["plan", stack, "--output", "json"]);
+fn changes(orrery: &dyn Fn(&[&str]) -> Run, stack: &str) -> BTreeSet<(String, String)> {
+    let run = orrery(&["plan", stack, "--output", "json"]);
     json(&run)["changes"]
         .as_array()
         .unwrap()
@@ -131,14 +131,65 @@ resources:
 
 #[test]
 fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
+    cycle(None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cycle_runs_through_a_satellite_over_nats() {
+    let nats = orrery_testing::nats::NatsServer::start().await;
+    let mut satellite = common::fleet::satellite_command(&nats.url, "pg-sat");
+    // The satellite serves the postgres plugin instead of `local`.
+    let args: Vec<_> = satellite.get_args().map(|a| a.to_owned()).collect();
+    let mut command = std::process::Command::new(satellite.get_program());
+    let plugin_at = args.iter().position(|a| a == "--plugin").unwrap() + 1;
+    for (i, arg) in args.iter().enumerate() {
+        if i == plugin_at {
+            command.arg(orrery_testing::binary("orrery-plugin-postgres"));
+        } else {
+            command.arg(arg);
+        }
+    }
+    satellite = command;
+    let _satellite = common::fleet::Killed(satellite.spawn().unwrap());
+    let client = nats.client().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while common::fleet::served(&client).await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the satellite did not register"
+        );
+    }
+    let url = nats.url.clone();
+    tokio::task::spawn_blocking(move || cycle(Some(&url)))
+        .await
+        .unwrap();
+    let served = common::fleet::served(&client).await;
+    assert!(
+        served.values().sum::<u64>() > 20,
+        "operations went through the satellite: {served:?}"
+    );
+}
+
+/// The whole cycle, embedded (`nats: None`) or through the satellites on
+/// `nats` (plugins are then never started by `orrery` itself).
+fn cycle(nats: Option<&str>) {
     let pg = server();
     let u = unique();
     let scratch = Scratch::new();
+    let orrery = |args: &[&str]| -> Run {
+        let mut command = scratch.command(args);
+        if let Some(url) = nats {
+            command
+                .args(["--nats-url", url])
+                .env("ORRERY_PLUGIN_DIR", "/nonexistent");
+        }
+        Run::from(command.output().unwrap())
+    };
     let stack = scratch.write("stack.yaml", &app_stack(&pg, &u, 20, "billing"));
     let stack = stack.to_str().unwrap();
     let db = format!("app_{u}");
 
-    let run = scratch.orrery(&["apply", stack, "--yes"]);
+    let run = orrery(&["apply", stack, "--yes"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("5 succeeded"), "{run:?}");
     let rows = pg.query(
@@ -147,7 +198,7 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
     );
     assert!(rows[0].get::<_, bool>(0));
     assert_eq!(
-        scratch.orrery(&["plan", stack]).code,
+        orrery(&["plan", stack]).code,
         0,
         "a second plan changes nothing"
     );
@@ -156,14 +207,14 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
     let edited = scratch.write("edited.yaml", &app_stack(&pg, &u, 30, "ledger"));
     let edited = edited.to_str().unwrap();
     assert_eq!(
-        changes(&scratch, edited),
+        changes(&orrery, edited),
         BTreeSet::from([
             pair("db", "update"),
             pair("schema", "replace"),
             pair("usage", "replace")
         ])
     );
-    let run = scratch.orrery(&["apply", edited, "--yes"]);
+    let run = orrery(&["apply", edited, "--yes"]);
     assert_eq!(run.code, 0, "{run:?}");
     let rows = pg.query(
         "postgres",
@@ -180,11 +231,11 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
             .collect::<Vec<_>>(),
         ["ledger"]
     );
-    assert_eq!(scratch.orrery(&["plan", edited]).code, 0, "converged");
+    assert_eq!(orrery(&["plan", edited]).code, 0, "converged");
 
     // Drift: changed behind Orrery's back, seen, and put back by apply.
     pg.sql("postgres", &format!("ALTER ROLE owner_{u} NOLOGIN"));
-    let run = scratch.orrery(&["drift", edited, "--output", "json"]);
+    let run = orrery(&["drift", edited, "--output", "json"]);
     assert_eq!(run.code, 2, "{run:?}");
     let drifted = json(&run)["drifted"].clone();
     assert_eq!(drifted[0]["label"], "owner", "{run:?}");
@@ -193,14 +244,14 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
         serde_json::json!(["login"]),
         "{run:?}"
     );
-    let run = scratch.orrery(&["apply", edited, "--yes"]);
+    let run = orrery(&["apply", edited, "--yes"]);
     assert_eq!(run.code, 0, "{run:?}");
     let rows = pg.query(
         "postgres",
         &format!("SELECT rolcanlogin FROM pg_roles WHERE rolname = 'owner_{u}'"),
     );
     assert!(rows[0].get::<_, bool>(0), "apply restored LOGIN");
-    assert_eq!(scratch.orrery(&["drift", edited]).code, 0);
+    assert_eq!(orrery(&["drift", edited]).code, 0);
 
     // Discover: what was made by hand shows up unmanaged, a grant among it.
     pg.sql("postgres", &format!("CREATE ROLE byhand_{u}"));
@@ -208,9 +259,9 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
         &db,
         &format!("CREATE SCHEMA byhand; GRANT CONNECT ON DATABASE app_{u} TO reader_{u}"),
     );
-    let run = scratch.orrery(&["discover", edited, "--output", "json"]);
+    let run = orrery(&["discover", edited, "--output", "json"]);
     assert_eq!(run.code, 0, "{run:?}");
-    let run = scratch.orrery(&["inventory", "--unmanaged", "--output", "json"]);
+    let run = orrery(&["inventory", "--unmanaged", "--output", "json"]);
     let unmanaged: BTreeSet<(String, String)> = json(&run)
         .as_array()
         .unwrap()
@@ -243,7 +294,7 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
         ("byhand", "Postgres::Role", format!("byhand_{u}")),
         ("connect", "Postgres::Grant", grant_id),
     ] {
-        let run = scratch.orrery(&[
+        let run = orrery(&[
             "import",
             "--stack",
             &format!("pg_{u}"),
@@ -272,11 +323,11 @@ fn a_database_its_roles_schema_and_grant_go_through_the_whole_cycle() {
     );
     let imported = scratch.write("imported.yaml", &imported);
     let imported = imported.to_str().unwrap();
-    let run = scratch.orrery(&["plan", imported]);
+    let run = orrery(&["plan", imported]);
     assert_eq!(run.code, 0, "imported resources plan as no-ops: {run:?}");
 
     // Destroy: everything goes, roles last (the database's owner after it).
-    let run = scratch.orrery(&["destroy", "--stack", &format!("pg_{u}"), "--yes"]);
+    let run = orrery(&["destroy", "--stack", &format!("pg_{u}"), "--yes"]);
     assert_eq!(run.code, 0, "{run:?}");
     let rows = pg.query(
         "postgres",
