@@ -436,3 +436,27 @@ fn without_the_concurrency_key_the_same_grants_race() {
 fn orrery_plugin_postgres_env() -> &'static str {
     "ORRERY_PLUGIN_POSTGRES_NO_CONCURRENCY_KEY"
 }
+
+#[test]
+fn the_example_applies_as_its_readme_says() {
+    let pg = server();
+    let scratch = Scratch::new();
+    // `try.sh` is what the README runs under scripts/with-postgres.sh; the
+    // test runs under it already.
+    let run = Run::from(
+        std::process::Command::new(common::root().join("examples/postgres/try.sh"))
+            .env("ORRERY_DATA_DIR", scratch.state())
+            .env("ORRERY_PLUGIN_DIR", orrery_testing::target_debug())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("8 succeeded"), "{run:?}");
+    assert!(run.stdout.contains("No changes"), "{run:?}");
+    let sql = "SELECT has_database_privilege('shop_readonly', 'shop', 'CONNECT')";
+    assert!(pg.query("postgres", sql)[0].get::<_, bool>(0));
+    let run = scratch.orrery(&["destroy", "--stack", "pg-example", "--yes"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let gone = "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'shop\\_%'";
+    assert_eq!(pg.query("postgres", gone)[0].get::<_, i64>(0), 0);
+}
