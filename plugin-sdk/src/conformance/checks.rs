@@ -446,7 +446,7 @@ impl Suite {
     async fn concurrency(&mut self, fixture: &Fixture, schema: &ResourceSchema) {
         let ty = fixture.resource_type.clone();
         let variants: Vec<PropertyMap> = (0..self.options.concurrency)
-            .map(|i| with_suffix(schema, &fixture.create, &format!("-c{i}")))
+            .map(|i| with_suffix(schema, fixture, &format!("-c{i}")))
             .collect();
         let result = self.concurrent_round(fixture, schema, variants).await;
         self.expect("concurrent_operations", &ty, result);
@@ -745,11 +745,13 @@ fn same_properties(
     }
 }
 
-/// `properties` with `suffix` appended to every string identifier field, so
-/// concurrent resources do not collide.
-fn with_suffix(schema: &ResourceSchema, properties: &PropertyMap, suffix: &str) -> PropertyMap {
-    let mut out = properties.clone();
-    for id in &schema.identifier {
+/// The fixture's `create` with `suffix` appended to every string
+/// identifier field (or those it names in `vary`), so concurrent resources
+/// do not collide.
+fn with_suffix(schema: &ResourceSchema, fixture: &Fixture, suffix: &str) -> PropertyMap {
+    let mut out = fixture.create.clone();
+    let varied = fixture.vary.as_ref().unwrap_or(&schema.identifier);
+    for id in varied {
         if let Some(Value::String(s)) = out.get_mut(id) {
             s.push_str(suffix);
         }

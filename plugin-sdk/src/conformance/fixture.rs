@@ -34,6 +34,12 @@ pub struct Fixture {
     /// A create-only change, merged over `create`; absent skips that check.
     #[serde(default)]
     pub replace: Option<PropertyMap>,
+    /// The identifier fields the concurrency check appends `-c0`, `-c1`,
+    /// ... to; absent means every string identifier field. A child type
+    /// names only its own (a schema's `name`, not its `database`), since
+    /// its parent must exist.
+    #[serde(default)]
+    pub vary: Option<Vec<String>>,
     /// The file it came from.
     #[serde(skip)]
     pub source: PathBuf,

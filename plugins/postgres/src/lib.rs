@@ -1,0 +1,282 @@
+//! # orrery-plugin-postgres
+//!
+//! Manages a PostgreSQL server's roles, databases, schemas, grants,
+//! default privileges and extensions (namespace `Postgres`). Each type
+//! lives in its own module; this file dispatches by type and holds what
+//! they share: the target's connection pools, the databases to walk, and
+//! the codes every type answers with.
+
+mod acl;
+mod config;
+mod database;
+mod default_privileges;
+mod error;
+mod extension;
+mod grant;
+mod id;
+mod page;
+mod pool;
+mod role;
+mod schema;
+mod sql;
+mod tls;
+
+use deadpool_postgres::Object;
+use orrery_plugin_sdk::schema::{
+    ConcurrencyKey, CreateRequest, DeleteRequest, ErrorCode, FieldSchema, ListRequest, RateLimit,
+    ReadRequest, ResourceSchema, Target, UpdateRequest,
+};
+use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
+
+pub use config::TargetConfig;
+use pool::Pools;
+
+/// Set (to anything) in the plugin's environment, grants and default
+/// privileges announce no concurrency key. For tests only.
+pub const NO_CONCURRENCY_KEY: &str = "ORRERY_PLUGIN_POSTGRES_NO_CONCURRENCY_KEY";
+
+/// The `postgres` plugin: its only state is the connection pools.
+#[derive(Default)]
+pub struct PostgresPlugin {
+    pools: Pools,
+}
+
+impl ResourcePlugin for PostgresPlugin {
+    fn info(&self) -> PluginInfo {
+        PluginInfo {
+            name: "postgres".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            namespace: "Postgres".into(),
+        }
+    }
+
+    fn resources(&self) -> Vec<ResourceSchema> {
+        let mut catalog_writes = [grant::schema(), default_privileges::schema()];
+        // GRANT and ALTER DEFAULT PRIVILEGES on one database rewrite shared
+        // catalog rows: two at once lose with `tuple concurrently updated`.
+        // The scheduler runs them one at a time per database. The variable
+        // exists so a test can show the failure the key prevents.
+        if std::env::var_os(NO_CONCURRENCY_KEY).is_none() {
+            for schema in &mut catalog_writes {
+                schema.concurrency = Some(ConcurrencyKey {
+                    key: "database:{database}".into(),
+                    limit: 1,
+                });
+            }
+        }
+        let [grant, default_privileges] = catalog_writes;
+        vec![
+            role::schema(),
+            database::schema(),
+            schema::schema(),
+            grant,
+            default_privileges,
+            extension::schema(),
+        ]
+    }
+
+    fn target_config(&self) -> Vec<FieldSchema> {
+        config::fields()
+    }
+
+    fn rate_limit(&self) -> RateLimit {
+        RateLimit {
+            requests_per_second: 500.0,
+            burst: 100,
+            max_in_flight: 64,
+        }
+    }
+
+    async fn create(&self, request: CreateRequest) -> OpResult {
+        let cx = Cx::new(&self.pools, &request.target)?;
+        let p = &request.properties;
+        match request.resource_type.as_str() {
+            role::TYPE => role::create(&cx, p).await,
+            database::TYPE => database::create(&cx, p).await,
+            schema::TYPE => schema::create(&cx, p).await,
+            grant::TYPE => grant::create(&cx, p).await,
+            default_privileges::TYPE => default_privileges::create(&cx, p).await,
+            extension::TYPE => extension::create(&cx, p).await,
+            other => Err(unknown(other)),
+        }
+    }
+
+    async fn read(&self, request: ReadRequest) -> OpResult {
+        let cx = Cx::new(&self.pools, &request.target)?;
+        let (id, p) = (request.native_id.as_str(), &request.properties);
+        match request.resource_type.as_str() {
+            role::TYPE => role::read(&cx, id, p).await,
+            database::TYPE => database::read(&cx, id, p).await,
+            schema::TYPE => schema::read(&cx, id).await,
+            grant::TYPE => grant::read(&cx, id, p).await,
+            default_privileges::TYPE => default_privileges::read(&cx, id, p).await,
+            extension::TYPE => extension::read(&cx, id).await,
+            other => Err(unknown(other)),
+        }
+    }
+
+    async fn update(&self, request: UpdateRequest) -> OpResult {
+        let cx = Cx::new(&self.pools, &request.target)?;
+        let (id, p) = (request.native_id.as_str(), &request.properties);
+        match request.resource_type.as_str() {
+            role::TYPE => role::update(&cx, id, p).await,
+            database::TYPE => database::update(&cx, id, p).await,
+            schema::TYPE => schema::update(&cx, id, p).await,
+            grant::TYPE => grant::update(&cx, id, p).await,
+            default_privileges::TYPE => default_privileges::update(&cx, id, p).await,
+            extension::TYPE => extension::update(&cx, id, p).await,
+            other => Err(unknown(other)),
+        }
+    }
+
+    async fn delete(&self, request: DeleteRequest) -> OpResult {
+        let cx = Cx::new(&self.pools, &request.target)?;
+        let (id, p) = (request.native_id.as_str(), &request.properties);
+        match request.resource_type.as_str() {
+            role::TYPE => role::delete(&cx, id, p).await,
+            database::TYPE => database::delete(&cx, id).await,
+            schema::TYPE => schema::delete(&cx, id).await,
+            grant::TYPE => grant::delete(&cx, id).await,
+            default_privileges::TYPE => default_privileges::delete(&cx, id).await,
+            extension::TYPE => extension::delete(&cx, id).await,
+            other => Err(unknown(other)),
+        }
+    }
+
+    async fn list(&self, request: ListRequest) -> Result<ListPage, PluginError> {
+        let cx = Cx::new(&self.pools, &request.target)?;
+        match request.resource_type.as_str() {
+            role::TYPE => role::list(&cx, &request).await,
+            database::TYPE => database::list(&cx, &request).await,
+            schema::TYPE => schema::list(&cx, &request).await,
+            grant::TYPE => grant::list(&cx, &request).await,
+            default_privileges::TYPE => default_privileges::list(&cx, &request).await,
+            extension::TYPE => extension::list(&cx, &request).await,
+            other => Err(unknown(other)),
+        }
+    }
+}
+
+/// One request's view of its target: the config and the pools to reach it.
+pub(crate) struct Cx<'a> {
+    config: TargetConfig,
+    pools: &'a Pools,
+}
+
+impl<'a> Cx<'a> {
+    fn new(pools: &'a Pools, target: &Target) -> Result<Self, PluginError> {
+        Ok(Cx {
+            config: TargetConfig::of(target)?,
+            pools,
+        })
+    }
+
+    /// A connection to `database`; `what` names the resource in errors.
+    async fn conn(&self, database: &str, what: &str) -> Result<Object, PluginError> {
+        self.pools.get(&self.config, database, what).await
+    }
+
+    /// A connection to the target's own database, for cluster-wide work.
+    async fn admin(&self, what: &str) -> Result<Object, PluginError> {
+        self.conn(&self.config.database, what).await
+    }
+
+    /// Runs `sql` on `database`; the connection goes back before this
+    /// returns, so a handler never holds two (a full pool would deadlock).
+    async fn exec(&self, database: &str, what: &str, sql: &str) -> Result<(), PluginError> {
+        let conn = self.conn(database, what).await?;
+        conn.batch_execute(sql).await.map_err(self.err(what))
+    }
+
+    /// A connection for listing in `database`; `None` when it was dropped
+    /// since it was listed (discovery walks a server that keeps changing).
+    async fn listing(&self, database: &str, what: &str) -> Result<Option<Object>, PluginError> {
+        match self.conn(database, what).await {
+            Ok(conn) => Ok(Some(conn)),
+            Err(e) if e.code == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Closes this plugin's connections to `database`.
+    fn forget(&self, database: &str) {
+        self.pools.forget(&self.config, database);
+    }
+
+    /// Maps a failure on `what` (see [`error::pg`]).
+    fn err<'w>(&self, what: &'w str) -> impl Fn(tokio_postgres::Error) -> PluginError + 'w {
+        move |e| error::pg(what, &e)
+    }
+}
+
+/// Every database that takes connections (templates aside), by name.
+async fn databases(cx: &Cx<'_>, what: &str) -> Result<Vec<String>, PluginError> {
+    let conn = cx.admin(what).await?;
+    let rows = conn
+        .query(
+            "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY 1",
+            &[],
+        )
+        .await
+        .map_err(cx.err(what))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The databases a list of a child type covers: its parent's (discovery
+/// lists children per database found), else all.
+async fn databases_listed(cx: &Cx<'_>, request: &ListRequest) -> Result<Vec<String>, PluginError> {
+    match &request.parent {
+        Some(parent) => match parent.properties.get("name").and_then(|n| n.as_str()) {
+            Some(name) => Ok(vec![name.to_owned()]),
+            None => Err(PluginError::invalid(format!(
+                "listing {}: the parent `{}` has no `name`",
+                request.resource_type, parent.native_id
+            ))),
+        },
+        None => databases(cx, "listing databases").await,
+    }
+}
+
+/// The catalog's list, unless `recorded` holds the same items in the
+/// author's order.
+fn same_set(recorded: Option<Vec<String>>, catalog: Option<Vec<String>>) -> Option<Vec<String>> {
+    match (recorded, catalog) {
+        (Some(mut want), Some(have)) => {
+            let original = want.clone();
+            want.sort();
+            want.dedup();
+            let mut sorted = have.clone();
+            sorted.sort();
+            if want == sorted {
+                Some(original)
+            } else {
+                Some(have)
+            }
+        }
+        (_, catalog) => catalog,
+    }
+}
+
+const TYPES: [&str; 6] = [
+    role::TYPE,
+    database::TYPE,
+    schema::TYPE,
+    grant::TYPE,
+    default_privileges::TYPE,
+    extension::TYPE,
+];
+
+fn unknown(resource_type: &str) -> PluginError {
+    PluginError::invalid(format!(
+        "unknown resource type `{resource_type}`; the postgres plugin manages {}",
+        TYPES.join(", ")
+    ))
+}
+
+/// `NotUpdatable`: the update changes a create-only field.
+fn not_updatable(field: &str, current: &str, desired: &str) -> PluginError {
+    PluginError::new(
+        ErrorCode::NotUpdatable,
+        format!("`{field}` is create-only: changing it from `{current}` to `{desired}` requires replacing the resource"),
+    )
+}

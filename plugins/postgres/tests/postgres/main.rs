@@ -1,0 +1,7 @@
+//! The postgres plugin against a real server (run under
+//! `scripts/with-postgres.sh`, which sets `ORRERY_TEST_DATABASE_URL`).
+
+mod common;
+mod conformance;
+mod errors;
+mod types;
