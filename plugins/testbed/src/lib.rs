@@ -11,6 +11,8 @@
 //! `throttle_every`, `fail_code` + `fail_every`, `crash_on` + `crash_after`
 //! (the process aborts), `delay_ms` and `panic_on`. Fault counters belong to
 //! the plugin instance, so in the binary they are global to the process.
+//! `listed` + `listed_bytes` make `list` return that many more things of
+//! that size, for tests of message sizes.
 
 pub mod faults;
 
@@ -269,9 +271,9 @@ impl ResourcePlugin for TestbedPlugin {
     }
 
     async fn list(&self, request: ListRequest) -> Result<ListPage, PluginError> {
-        self.begin(&request.target, Operation::List).await?;
+        let config = self.begin(&request.target, Operation::List).await?;
         kind(&request.resource_type)?;
-        let things: Vec<ListedResource> = self
+        let mut things: Vec<ListedResource> = self
             .things()
             .iter()
             .filter(|((target, ty, _), _)| {
@@ -282,6 +284,7 @@ impl ResourcePlugin for TestbedPlugin {
                 properties: properties.clone(),
             })
             .collect();
+        things.extend(listed(&config));
         let token = request.page_token.as_deref();
         let (resources, next_page_token) =
             paginate(things, |t| &t.native_id, request.page_size, token);
@@ -290,4 +293,20 @@ impl ResourcePlugin for TestbedPlugin {
             next_page_token,
         })
     }
+}
+
+/// The synthetic things `listed` asks for.
+fn listed(config: &Config) -> impl Iterator<Item = ListedResource> + '_ {
+    let bytes = usize::try_from(config.listed_bytes.unwrap_or(0)).unwrap_or(usize::MAX);
+    (0..config.listed.unwrap_or(0)).map(move |i| {
+        let name = format!("listed-{i:05}");
+        let properties = PropertyMap::from([
+            ("name".to_owned(), Value::from(name.clone())),
+            ("value".to_owned(), Value::from("v".repeat(bytes))),
+        ]);
+        ListedResource {
+            native_id: name,
+            properties,
+        }
+    })
 }

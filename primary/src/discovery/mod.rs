@@ -117,6 +117,10 @@ pub struct Failure {
     pub resource_type: String,
     /// The label (drift) or empty (discovery).
     pub label: String,
+    /// The plugin asked.
+    pub plugin: String,
+    /// The page of the listing that failed, from 1 (discovery); 0 for a read.
+    pub page: usize,
     /// The error code.
     pub code: String,
     /// Why.
@@ -254,6 +258,8 @@ pub async fn discover(
                 target: target.decl.name.clone(),
                 resource_type: String::new(),
                 label: String::new(),
+                plugin: target.decl.plugin.clone(),
+                page: 0,
                 code: ErrorCode::PluginUnavailable.to_string(),
                 message: format!("plugin `{}` is not running", target.decl.plugin),
             });
@@ -277,7 +283,9 @@ pub async fn discover(
                 .map(|k| (k.label, k.fingerprint))
                 .collect();
             let mut token: Option<String> = None;
+            let mut page_number = 0;
             let complete = loop {
+                page_number += 1;
                 let request = Request::List(ListRequest {
                     request_id: uuid::Uuid::now_v7().to_string(),
                     resource_type: schema.type_name.clone(),
@@ -301,15 +309,20 @@ pub async fn discover(
                         report.failures.push(failure(
                             target,
                             &schema.type_name,
+                            page_number,
                             ErrorCode::InternalFailure,
                             "the plugin did not answer `list` with a list page".into(),
                         ));
                         break false;
                     }
                     Err((code, message)) => {
-                        report
-                            .failures
-                            .push(failure(target, &schema.type_name, code, message));
+                        report.failures.push(failure(
+                            target,
+                            &schema.type_name,
+                            page_number,
+                            code,
+                            message,
+                        ));
                         break false;
                     }
                 };
@@ -372,14 +385,28 @@ pub async fn discover(
     Ok(report)
 }
 
-fn failure(target: &TargetRef, resource_type: &str, code: ErrorCode, message: String) -> Failure {
+/// A listing that stopped at `page`; the message names the plugin, target
+/// and page, so a line of output says which listing could not complete.
+fn failure(
+    target: &TargetRef,
+    resource_type: &str,
+    page: usize,
+    code: ErrorCode,
+    message: String,
+) -> Failure {
+    let plugin = &target.decl.plugin;
     Failure {
         stack: String::new(),
         target: target.decl.name.clone(),
         resource_type: resource_type.to_owned(),
         label: String::new(),
+        plugin: plugin.clone(),
+        page,
         code: code.to_string(),
-        message,
+        message: format!(
+            "plugin `{plugin}`, target `{}`, {resource_type} page {page}: {message}",
+            target.decl.name
+        ),
     }
 }
 
@@ -522,14 +549,21 @@ pub async fn sync_drift(
                 target: r.target.clone(),
                 resource_type: r.resource_type.clone(),
                 label: r.label.clone(),
+                plugin: r.plugin.clone(),
+                page: 0,
                 code: code.to_string(),
-                message,
+                message: format!(
+                    "plugin `{}`, target `{}`, read of `{}`: {message}",
+                    r.plugin, r.target, r.label
+                ),
             }),
             Ok(_) => report.failures.push(Failure {
                 stack: r.stack.clone(),
                 target: r.target.clone(),
                 resource_type: r.resource_type.clone(),
                 label: r.label.clone(),
+                plugin: r.plugin.clone(),
+                page: 0,
                 code: ErrorCode::InternalFailure.to_string(),
                 message: "the plugin answered `read` with a list page".into(),
             }),
@@ -660,7 +694,15 @@ pub async fn import(
                 message: "the plugin answered `read` with a list page".into(),
             })
         }
-        Err((code, message)) => return Err(DiscoveryError::Plugin { code, message }),
+        Err((code, message)) => {
+            return Err(DiscoveryError::Plugin {
+                code,
+                message: format!(
+                    "plugin `{plugin}`, target `{}`, read of {} `{}`: {message}",
+                    spec.target.name, spec.resource_type, spec.native_id
+                ),
+            })
+        }
     };
     let mut properties = event.properties.unwrap_or_default();
     strip_secrets(Some(schema), &mut properties);
