@@ -6,47 +6,14 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::fleet::{served, Killed};
-use common::{Run, Scratch};
+use common::fleet::{orrery_through_nats, served, testbed_satellite};
+use common::Scratch;
 use orrery_testing::nats;
 
 /// What the satellite keeps of the server's `max_payload` for envelopes.
 const LIMIT: usize = 1024 * 1024 - 1024;
-
-/// A satellite serving the testbed plugin, registered with the server.
-async fn testbed_satellite(server: &nats::NatsServer) -> Killed {
-    let child = Command::new(nats::binary("orrery-satellite"))
-        .args(["--nats-url", &server.url, "--id", "sat-sizes"])
-        .arg("--plugin")
-        .arg(nats::binary("orrery-plugin-testbed"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let satellite = Killed(child);
-    let client = server.client().await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while served(&client).await.is_empty() {
-        assert!(Instant::now() < deadline, "the satellite did not register");
-    }
-    satellite
-}
-
-/// `orrery ARGS --nats-url URL`, with plugins reachable only through NATS.
-async fn orrery_through_nats(scratch: &Scratch, url: &str, args: &[&str]) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_orrery"));
-    command
-        .args(args)
-        .args(["--nats-url", url])
-        .env("ORRERY_DATA_DIR", scratch.state())
-        .env("ORRERY_PLUGIN_DIR", "/nonexistent");
-    tokio::task::spawn_blocking(move || Run::from(command.output().unwrap()))
-        .await
-        .unwrap()
-}
 
 fn stack(name: &str, config: &str, resources: &str) -> String {
     format!(
@@ -71,7 +38,7 @@ async fn a_2_mib_create_fails_once_with_a_terminal_code_and_both_sizes() {
     let file = scratch.write("big.yaml", &doc);
     let started = Instant::now();
     let run = orrery_through_nats(
-        &scratch,
+        &scratch.state(),
         &server.url,
         &["apply", file.to_str().unwrap(), "--yes", "--output", "json"],
     )
@@ -106,7 +73,7 @@ async fn a_1_5_mb_listing_is_discovered_completely_through_a_satellite() {
     let doc = stack("wide", "listed: 150, listed_bytes: 10000", " []");
     let file = scratch.write("wide.yaml", &doc);
     let run = orrery_through_nats(
-        &scratch,
+        &scratch.state(),
         &server.url,
         &["discover", file.to_str().unwrap(), "--output", "json"],
     )
@@ -140,7 +107,7 @@ async fn a_plugin_that_never_answers_a_page_ends_discovery_with_a_named_error() 
     let file = scratch.write("stuck.yaml", &doc);
     let started = Instant::now();
     let run = orrery_through_nats(
-        &scratch,
+        &scratch.state(),
         &server.url,
         &[
             "discover",
