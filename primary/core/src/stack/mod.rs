@@ -24,6 +24,7 @@
 mod error;
 mod expr;
 mod graph;
+mod keys;
 pub mod limits;
 
 use std::collections::BTreeMap;
@@ -115,6 +116,17 @@ struct ResourceDoc {
     target: String,
     #[serde(default)]
     properties: PropertyMap,
+}
+
+/// Every key each part of a document accepts, by part (`document`,
+/// `target`, `resource`), as the parser knows them: `docs/stacks.md` is
+/// checked against this.
+pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
+    vec![
+        ("document", keys::fields_of::<Document>()),
+        ("target", keys::fields_of::<TargetDoc>()),
+        ("resource", keys::fields_of::<ResourceDoc>()),
+    ]
 }
 
 /// Parses a stack document. `source` names it in errors (a file path);
