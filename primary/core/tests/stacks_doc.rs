@@ -100,6 +100,7 @@ fn every_key_the_parser_accepts_is_documented_in_its_table() {
         ("document", "Top-level keys"),
         ("target", "Targets"),
         ("resource", "Resources"),
+        ("parameter", "Parameters"),
     ];
     let parts = stack::accepted_keys();
     assert_eq!(parts.len(), headings.len(), "a part without a heading here");

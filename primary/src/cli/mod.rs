@@ -17,6 +17,7 @@ mod inspect;
 mod plugin_test;
 mod server;
 mod stack_cmds;
+mod vars;
 
 /// Orrery: an infrastructure-as-code runtime with plugins across hosts.
 #[derive(Parser, Debug)]

@@ -21,6 +21,7 @@ use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
 use tokio::sync::mpsc;
 
+use super::vars::VarArgs;
 use super::Output;
 
 /// Options shared by commands that work on a stack.
@@ -80,6 +81,8 @@ pub struct ApplyArgs {
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
     #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -113,6 +116,8 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
     pub mode: ModeArg,
     #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -127,6 +132,8 @@ pub struct DestroyArgs {
     /// Destroy without asking for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    #[command(flatten)]
+    pub vars: VarArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -408,7 +415,10 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
         let result = async {
             let engine = service.config().engine;
             let prepared = service
-                .prepare(read_document(&args.file, args.mode.into(), engine)?)
+                .prepare_with(
+                    read_document(&args.file, args.mode.into(), engine)?,
+                    args.vars.inputs(&args.file)?,
+                )
                 .await?;
             let plan = service.plan(&prepared).await?;
             print_plan(
@@ -444,7 +454,10 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     let output = args.common.output;
     let engine = service.config().engine;
     let prepared = service
-        .prepare(read_document(&args.file, args.mode.into(), engine)?)
+        .prepare_with(
+            read_document(&args.file, args.mode.into(), engine)?,
+            args.vars.inputs(&args.file)?,
+        )
         .await?;
     if args.dry_run {
         let plan = service.plan(&prepared).await?;
@@ -504,7 +517,8 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let (name, document) = match (&args.stack, &args.file) {
         (Some(name), _) => (name.clone(), None),
         (None, Some(file)) => {
-            let stack = read_stack(file)?;
+            let doc = read_document(file, Mode::Reconcile, Engine::Embedded)?;
+            let stack = args.vars.inputs(file)?.parse(&doc)?;
             (stack.name.clone(), Some(stack))
         }
         (None, None) => bail!("name a stack document or --stack"),

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 pub use error::ServiceError;
+
 pub use plugins::{plugin_search_path, set_plugin_env, PluginError, PluginPool, Plugins};
 
 use crate::apply::{Event, Executor, Options, Report, Resumed};
@@ -30,6 +31,66 @@ use crate::lease::{self, Claim, Keeper, LeaseConfig};
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
 use crate::state::{CommandDocument, CommandHead, StateStore, Store, StoredResource};
+
+/// What a caller gives a stack document besides its text.
+#[derive(Clone, Debug, Default)]
+pub struct StackInputs {
+    /// Parameter values (`--var`, `--var-file`, the HTTP API's `vars`).
+    pub vars: std::collections::BTreeMap<String, stack::Supplied>,
+    /// Parameter values from `ORRERY_VAR_<name>`, below `vars`.
+    pub env: std::collections::BTreeMap<String, stack::Supplied>,
+    /// Where `file()` reads from; `None` refuses every `file()`.
+    pub files_dir: Option<std::path::PathBuf>,
+}
+
+impl StackInputs {
+    /// Parses `doc` with these inputs.
+    pub fn parse(&self, doc: &CommandDocument) -> Result<Stack, stack::StackError> {
+        let dir = self.files_dir.clone();
+        let read = move |path: &str| match &dir {
+            Some(dir) => read_relative(dir, path),
+            None => Err("no files can be read for this document".to_owned()),
+        };
+        stack::parse_with_inputs(
+            &doc.source,
+            &doc.text,
+            &doc.stack_dir,
+            &stack::Inputs {
+                vars: self.vars.clone(),
+                env: self.env.clone(),
+                files: &read,
+            },
+        )
+    }
+}
+
+/// `path` inside `dir`, read whole if not larger than `file()` takes: an
+/// absolute path or one with `..` is refused, so a document reads only
+/// what lies under its own directory.
+fn read_relative(dir: &std::path::Path, path: &str) -> Result<String, String> {
+    use std::io::Read;
+    let p = std::path::Path::new(path);
+    if p.is_absolute()
+        || p.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+    {
+        return Err("the path must be relative to the document, without `..`".to_owned());
+    }
+    let file = std::fs::File::open(dir.join(p)).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    let max = stack::eval::MAX_FILE_BYTES as u64;
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("the file is more than {max} bytes"));
+    }
+    Ok(text)
+}
 
 /// How the service reaches plugins, as recorded with its commands: a
 /// command is resumed only by a primary that reaches its plugins the same
@@ -175,15 +236,23 @@ impl Service {
     }
 
     /// Parses `document`, provides the plugins its targets name and
-    /// validates it against their schemas.
+    /// validates it against their schemas. Parameters take their defaults.
     pub async fn prepare(&self, document: CommandDocument) -> Result<Prepared, ServiceError> {
+        self.prepare_with(document, StackInputs::default()).await
+    }
+
+    /// [`Service::prepare`] with parameter values and, for `file()`, the
+    /// directory files are read from.
+    pub async fn prepare_with(
+        &self,
+        document: CommandDocument,
+        inputs: StackInputs,
+    ) -> Result<Prepared, ServiceError> {
         let mode = view::parse_mode(&document.mode).unwrap_or_default();
         let doc = document.clone();
-        let stack = tokio::task::spawn_blocking(move || {
-            stack::parse(&doc.source, &doc.text, &doc.stack_dir)
-        })
-        .await?
-        .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+        let stack = tokio::task::spawn_blocking(move || inputs.parse(&doc))
+            .await?
+            .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();
@@ -240,7 +309,11 @@ impl Service {
             document,
             plugins,
         } = prepared;
-        let record = (!plan::declares_secrets(&stack, &plugins.catalog)).then_some(document);
+        // Resumed from the document alone, an apply must mean the same:
+        // not when parameters took values from the caller or files were
+        // read, and never when it holds secrets.
+        let record = (!plan::declares_secrets(&stack, &plugins.catalog) && !stack.supplied)
+            .then_some(document);
         let command = self
             .begin(
                 CommandKind::Apply,
@@ -296,7 +369,7 @@ impl Service {
             name: name.to_owned(),
             source: String::new(),
             targets: document.map_or(recorded_targets, |d| d.targets),
-            resources: Vec::new(),
+            ..Stack::default()
         };
         let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;

@@ -293,7 +293,7 @@ fn created(
             Some(FieldDiff {
                 field: field.name.clone(),
                 before: Shown::Absent,
-                after: shown(field.hints.is_secret(), Some(desired)),
+                after: shown(r.is_secret(field), Some(desired)),
                 forces_replacement: false,
             })
         })
@@ -315,20 +315,21 @@ fn diff(
         if h.read_only {
             continue;
         }
+        let secret = r.is_secret(field);
         let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs));
         let differs = match desired.clone() {
             // Not known until a dependency is applied: assume it changes.
             Some(None) => true,
-            Some(Some(value)) if h.is_secret() => {
+            Some(Some(value)) if secret => {
                 stored.secret_hashes.get(&field.name) != Some(&hasher.hash(&field.name, &value))
             }
             Some(Some(value)) => stored.properties.get(&field.name) != Some(&value),
-            None if h.is_secret() => stored.secret_hashes.contains_key(&field.name),
+            None if secret => stored.secret_hashes.contains_key(&field.name),
             None => !h.provider_default && stored.properties.contains_key(&field.name),
         };
         if differs {
             changed.push(field.name.clone());
-            let before = if h.is_secret() {
+            let before = if secret {
                 if stored.secret_hashes.contains_key(&field.name) {
                     Shown::Sensitive
                 } else {
@@ -343,7 +344,7 @@ fn diff(
             diffs.push(FieldDiff {
                 field: field.name.clone(),
                 before,
-                after: shown(h.is_secret(), desired),
+                after: shown(secret, desired),
                 forces_replacement: h.forces_replacement(),
             });
             if h.forces_replacement() {

@@ -22,20 +22,30 @@
 //! ```
 
 mod error;
+pub mod eval;
 mod expr;
+mod functions;
 mod graph;
 mod keys;
 pub mod limits;
+mod params;
+mod syntax;
+mod variables;
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
 
 use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
 pub use error::{Problem, StackError};
+pub use eval::{EvalError, FileReader, Known};
 pub use expr::{Expr, Part, Reference};
+pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
 pub use limits::{Limit, Limits};
+pub use params::{Inputs, Kind, Supplied};
+pub use syntax::Ast;
 
 /// A target: a plugin and its configuration for one place resources live.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,10 +71,34 @@ pub struct ResourceDecl {
     pub properties: BTreeMap<String, Expr>,
     /// The line of the declaration, where it could be found.
     pub line: Option<usize>,
+    /// Properties whose value came from a secret parameter: planned,
+    /// shown and stored like write-only fields (hashed, never in clear).
+    pub secret: BTreeSet<String>,
+}
+
+impl ResourceDecl {
+    /// Whether `field`'s value must never be stored or shown: the type
+    /// says it is write-only or opaque, or it came from a secret parameter.
+    pub fn is_secret(&self, field: &orrery_schema::FieldSchema) -> bool {
+        field.hints.is_secret() || self.secret.contains(&field.name)
+    }
+
+    /// [`ResourceDecl::is_secret`] by field name, for a type that may
+    /// not be known (`None`).
+    pub fn is_secret_field(
+        &self,
+        schema: Option<&orrery_schema::ResourceSchema>,
+        name: &str,
+    ) -> bool {
+        self.secret.contains(name)
+            || schema
+                .and_then(|s| s.field(name))
+                .is_some_and(|f| f.hints.is_secret())
+    }
 }
 
 /// A parsed stack document.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stack {
     /// The stack's name: its identity in the state store.
     pub name: String,
@@ -74,6 +108,11 @@ pub struct Stack {
     pub targets: Vec<TargetDecl>,
     /// Resources.
     pub resources: Vec<ResourceDecl>,
+    /// Every parameter's value.
+    pub parameters: BTreeMap<String, Known>,
+    /// Whether a parameter took a value given by the caller rather than its
+    /// default: then the document alone does not say what was applied.
+    pub supplied: bool,
 }
 
 impl Stack {
@@ -92,6 +131,10 @@ impl Stack {
 #[serde(deny_unknown_fields)]
 struct Document {
     stack: String,
+    #[serde(default)]
+    parameters: BTreeMap<String, params::ParameterDoc>,
+    #[serde(default)]
+    variables: BTreeMap<String, Value>,
     #[serde(default)]
     targets: Vec<TargetDoc>,
     #[serde(default)]
@@ -126,19 +169,27 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("document", keys::fields_of::<Document>()),
         ("target", keys::fields_of::<TargetDoc>()),
         ("resource", keys::fields_of::<ResourceDoc>()),
+        ("parameter", keys::fields_of::<params::ParameterDoc>()),
     ]
 }
 
 /// Parses a stack document. `source` names it in errors (a file path);
-/// JSON is accepted too (it is YAML). `stack_dir` is the value of the
-/// built-in variable `${stack_dir}`.
+/// JSON is accepted too (it is YAML). `stack_dir` is the value of
+/// `${stack_dir}`. Parameters take their defaults and `file()` reads
+/// nothing; [`parse_with_inputs`] gives values and a file reader.
 ///
 /// The document is first held to the default [`Limits`] (16 MiB of text,
 /// 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and 32 MiB of
 /// scalars once aliases are expanded; see [`limits`]): past one, the error
 /// is [`Problem::TooLarge`] naming the line, and nothing was built.
 pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackError> {
-    parse_with_limits(source, text, stack_dir, &Limits::default())
+    parse_with(
+        source,
+        text,
+        stack_dir,
+        &Limits::default(),
+        &Inputs::default(),
+    )
 }
 
 /// [`parse`] with other limits.
@@ -147,6 +198,26 @@ pub fn parse_with_limits(
     text: &str,
     stack_dir: &str,
     limits: &Limits,
+) -> Result<Stack, StackError> {
+    parse_with(source, text, stack_dir, limits, &Inputs::default())
+}
+
+/// [`parse`] with parameter values and a reader for `file()`.
+pub fn parse_with_inputs(
+    source: &str,
+    text: &str,
+    stack_dir: &str,
+    inputs: &Inputs<'_>,
+) -> Result<Stack, StackError> {
+    parse_with(source, text, stack_dir, &Limits::default(), inputs)
+}
+
+fn parse_with(
+    source: &str,
+    text: &str,
+    stack_dir: &str,
+    limits: &Limits,
+    inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
     limits::check(text, limits).map_err(|refusal| {
         let (line, problem) = match refusal {
@@ -166,7 +237,6 @@ pub fn parse_with_limits(
         resource: None,
         problem: Problem::Syntax(e.to_string()),
     })?;
-    let vars = BTreeMap::from([("stack_dir".to_owned(), stack_dir.to_owned())]);
     // One pass over the text: looking each label up separately would make
     // parsing quadratic in the number of resources.
     let lines = label_lines(text);
@@ -177,28 +247,80 @@ pub fn parse_with_limits(
         resource: label.map(str::to_owned),
         problem,
     };
+    let key_line = |section: &str, key: &str| key_line(text, section, key);
+    let (parameters, supplied) =
+        params::resolve(&doc.parameters, inputs).map_err(|e| StackError {
+            file: source.to_owned(),
+            line: key_line("parameters", &e.name),
+            resource: None,
+            problem: Problem::Parameter {
+                name: e.name,
+                message: e.message,
+            },
+        })?;
+    // A document that reads files does not alone say what was applied.
+    let read_files = Cell::new(false);
+    let files = |path: &str| {
+        read_files.set(true);
+        (inputs.files)(path)
+    };
+    let no_vars = BTreeMap::new();
+    let env = |vars| eval::Env {
+        params: &parameters,
+        vars,
+        each: None,
+        count: None,
+        stack_dir,
+        files: &files,
+        secret: Cell::new(false),
+    };
+    let vars =
+        variables::compute(&doc.variables, &env(&no_vars)).map_err(|(name, error)| StackError {
+            file: source.to_owned(),
+            line: key_line("variables", &name),
+            resource: None,
+            problem: Problem::Expression {
+                at: format!("variable `{name}`"),
+                error,
+            },
+        })?;
+    let env = env(&vars);
     let mut targets = Vec::new();
     for t in doc.targets {
         let mut config = PropertyMap::new();
         for (k, v) in t.config {
-            // Targets cannot reference resources; only variables are expanded.
-            match Expr::from_value(v, &vars) {
-                Ok(Expr::Literal(v)) => {
+            env.secret.set(false);
+            let expr = Expr::from_value(v, &env).map_err(|error| {
+                at(
+                    None,
+                    Problem::Expression {
+                        at: format!("target `{}`: config `{k}`", t.name),
+                        error,
+                    },
+                )
+            })?;
+            // Targets are recorded in the store; only keys that look
+            // secret are kept out of it.
+            if env.secret.get() && !crate::plan::secret_looking_key(&k) {
+                return Err(at(
+                    None,
+                    Problem::Syntax(format!(
+                        "target `{}`: config `{k}` takes a secret parameter, but only keys that look secret (password, token, key, …) are kept out of the store",
+                        t.name
+                    )),
+                ));
+            }
+            match expr {
+                Expr::Literal(v) => {
                     config.insert(k, v);
                 }
-                Ok(_) => {
+                _ => {
                     return Err(at(
                         None,
                         Problem::Syntax(format!(
                             "target `{}`: config `{k}` cannot reference a resource",
                             t.name
                         )),
-                    ))
-                }
-                Err(e) => {
-                    return Err(at(
-                        None,
-                        Problem::Syntax(format!("target `{}`: {}", t.name, e.0)),
                     ))
                 }
             }
@@ -212,13 +334,21 @@ pub fn parse_with_limits(
     let mut resources = Vec::new();
     for r in doc.resources {
         let mut properties = BTreeMap::new();
+        let mut secret = BTreeSet::new();
         for (k, v) in r.properties {
-            let expr = Expr::from_value(v, &vars).map_err(|e| {
+            env.secret.set(false);
+            let expr = Expr::from_value(v, &env).map_err(|error| {
                 at(
                     Some(&r.label),
-                    Problem::Syntax(format!("property `{k}`: {}", e.0)),
+                    Problem::Expression {
+                        at: format!("property `{k}`"),
+                        error,
+                    },
                 )
             })?;
+            if env.secret.get() {
+                secret.insert(k.clone());
+            }
             properties.insert(k, expr);
         }
         resources.push(ResourceDecl {
@@ -227,6 +357,7 @@ pub fn parse_with_limits(
             resource_type: r.resource_type,
             target: r.target,
             properties,
+            secret,
         });
     }
     Ok(Stack {
@@ -234,7 +365,30 @@ pub fn parse_with_limits(
         source: source.to_owned(),
         targets,
         resources,
+        parameters,
+        supplied: supplied || read_files.get(),
     })
+}
+
+/// The line of `key:` one level inside the top-level `section:` map.
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        if !line.starts_with([' ', '\t', '#']) && !line.is_empty() {
+            inside = line.trim_end().strip_suffix(':') == Some(section)
+                || line.starts_with(&format!("{section}:"));
+            continue;
+        }
+        let l = line.trim_start();
+        if inside
+            && (l.strip_prefix(key).is_some_and(|r| r.starts_with(':'))
+                || l.strip_prefix(&format!("\"{key}\""))
+                    .is_some_and(|r| r.trim_start().starts_with(':')))
+        {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// The line declaring each label, found by its `label:` key (YAML) or

@@ -375,12 +375,12 @@ fn parse_problems_name_the_file_and_where_known_the_line_and_resource() {
         (
             "unknown variable in a property",
             doc(&[res("a", "Dir", "t", "path: '${nope}'")]),
-            "s.yaml:6: resource `a`: property `path`: `${nope}` is neither a reference `${resource.property}` nor a known variable (stack_dir)",
+            "s.yaml:6: resource `a`: property `path`: `nope` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`",
         ),
         (
             "unclosed template in a property",
             doc(&[res("a", "Dir", "t", "path: '${a.b'")]),
-            "s.yaml:6: resource `a`: property `path`: unclosed `${` in \"${a.b\"",
+            "s.yaml:6: resource `a`: property `path`: unclosed `${`",
         ),
         (
             "a target's config referencing a resource",
@@ -390,12 +390,15 @@ fn parse_problems_name_the_file_and_where_known_the_line_and_resource() {
         (
             "unknown variable in a target's config",
             targets("root: '${home}/x'"),
-            "s.yaml: target `t`: `${home}` is neither a reference `${resource.property}` nor a known variable (stack_dir)",
+            "s.yaml: target `t`: config `root`: `home` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`",
         ),
     ];
     for (what, text, expected) in cases {
         let e = parse("s.yaml", &text, "/srv").expect_err(what);
-        assert!(matches!(e.problem, Problem::Syntax(_)), "{what}");
+        assert!(
+            matches!(e.problem, Problem::Syntax(_) | Problem::Expression { .. }),
+            "{what}"
+        );
         assert_eq!(e.to_string(), expected, "{what}");
     }
 }
@@ -507,9 +510,27 @@ fn r(resource: &str, property: &str) -> Reference {
     }
 }
 
+/// Runs `f` with an environment of no parameters, `stack_dir` `/srv`.
+fn with_env<T>(f: impl FnOnce(&eval::Env<'_>) -> T) -> T {
+    let (params, vars) = (BTreeMap::new(), BTreeMap::new());
+    let no_files = |_: &str| Err("none".to_owned());
+    f(&eval::Env {
+        params: &params,
+        vars: &vars,
+        each: None,
+        count: None,
+        stack_dir: "/srv",
+        files: &no_files,
+        secret: std::cell::Cell::new(false),
+    })
+}
+
+fn from_value(v: Value) -> Result<Expr, EvalError> {
+    with_env(|env| Expr::from_value(v, env))
+}
+
 #[test]
 fn templates_parse_into_literals_references_and_parts() {
-    let vars = BTreeMap::from([("stack_dir".to_owned(), "/srv".to_owned())]);
     let text = |t: &str| Part::Text(t.into());
     // (template, expression)
     let cases: Vec<(&str, Expr)> = vec![
@@ -523,7 +544,10 @@ fn templates_parse_into_literals_references_and_parts() {
         ),
         ("${a.b}", Expr::Ref(r("a", "b"))),
         ("${ a.b }", Expr::Ref(r("a", "b"))),
-        ("${a.b.c}", Expr::Ref(r("a", "b.c"))),
+        (
+            "${a.b.c}",
+            Expr::Computed(Ast::Attr(Box::new(Ast::Ref(r("a", "b"))), "c".into())),
+        ),
         (
             "x${a.b}",
             Expr::Template(vec![text("x"), Part::Ref(r("a", "b"))]),
@@ -540,26 +564,26 @@ fn templates_parse_into_literals_references_and_parts() {
     ];
     for (template, expected) in cases {
         assert_eq!(
-            Expr::from_value(Value::from(template), &vars),
+            from_value(Value::from(template)),
             Ok(expected),
             "{template:?}"
         );
     }
     for (template, message) in [
-        ("${nope}", "`${nope}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${}", "`${}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${.b}", "`${.b}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${a.}", "`${a.}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${a.b} ${c", "unclosed `${` in \"${a.b} ${c\""),
+        ("${nope}", "`nope` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`"),
+        ("${}", "expected a value, found `}`"),
+        ("${.b}", "expected a value, found `.`"),
+        ("${a.}", "expected a name, found `}`"),
+        ("${a.b} ${c", "`c` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`"),
+        ("${a.b} ${c.d", "unclosed `${`"),
     ] {
-        let e = Expr::from_value(Value::from(template), &vars).expect_err(template);
-        assert_eq!(e.0, message, "{template:?}");
+        let e = from_value(Value::from(template)).expect_err(template);
+        assert_eq!(e.to_string(), message, "{template:?}");
     }
 }
 
 #[test]
 fn containers_keep_their_references_and_resolve_as_a_whole() {
-    let vars = BTreeMap::new();
     let value = Value::List(vec![
         Value::from("${a.n}"),
         Value::Map(
@@ -571,7 +595,7 @@ fn containers_keep_their_references_and_resolve_as_a_whole() {
             .collect(),
         ),
     ]);
-    let e = Expr::from_value(value, &vars).unwrap();
+    let e = from_value(value).unwrap();
     assert!(matches!(e, Expr::List(_)), "{e:?}");
     let mut refs = Vec::new();
     e.references(&mut refs);
@@ -599,11 +623,7 @@ fn containers_keep_their_references_and_resolve_as_a_whole() {
     let only_a = |reference: &Reference| (reference.resource == "a").then_some(Value::Int(7));
     assert_eq!(e.resolve(&only_a), None);
     // Containers without references are literals.
-    let lit = Expr::from_value(
-        Value::List(vec![Value::from("x"), Value::Bool(true)]),
-        &vars,
-    )
-    .unwrap();
+    let lit = from_value(Value::List(vec![Value::from("x"), Value::Bool(true)])).unwrap();
     assert_eq!(
         lit,
         Expr::Literal(Value::List(vec![Value::from("x"), Value::Bool(true)]))
@@ -616,7 +636,7 @@ fn containers_keep_their_references_and_resolve_as_a_whole() {
 
 #[test]
 fn referenced_values_become_text_inside_templates() {
-    let e = Expr::from_value(Value::from("<${a.v}>"), &BTreeMap::new()).unwrap();
+    let e = from_value(Value::from("<${a.v}>")).unwrap();
     for (value, text) in [
         (Value::from("s"), "<s>"),
         (Value::Int(-3), "<-3>"),
