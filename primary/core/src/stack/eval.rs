@@ -89,6 +89,29 @@ pub struct Env<'a> {
     pub secret: Cell<bool>,
 }
 
+impl<'a> Env<'a> {
+    /// This environment for one instance of a `for_each` or `count`
+    /// declaration.
+    pub fn instance<'b>(
+        &'b self,
+        each: Option<(&'b Value, &'b Value)>,
+        count: Option<i64>,
+    ) -> Env<'b>
+    where
+        'a: 'b,
+    {
+        Env {
+            params: self.params,
+            vars: self.vars,
+            each,
+            count,
+            stack_dir: self.stack_dir,
+            files: self.files,
+            secret: Cell::new(false),
+        }
+    }
+}
+
 /// What evaluation reads names from: the parse-time environment, or
 /// (at plan and apply time) resource properties.
 enum Scope<'a, 'b> {
@@ -105,6 +128,13 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
     let f = |a: &Ast| fold(a, env).map(Box::new);
     Ok(match ast {
         Ast::Ref(_) => ast.clone(),
+        Ast::InstanceRef(label, key, property) => {
+            let key = eval_in(key, &Scope::Parse(env))?;
+            Ast::Ref(Reference {
+                resource: super::instances::address(label, &key)?,
+                property: property.clone(),
+            })
+        }
         Ast::Attr(a, name) => Ast::Attr(f(a)?, name.clone()),
         Ast::Index(a, b) => Ast::Index(f(a)?, f(b)?),
         Ast::Unary(op, a) => Ast::Unary(*op, f(a)?),
@@ -192,6 +222,11 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
             EvalError::Unknown("`count.index` is only known in a resource with `count`".into())
         })?),
         Ast::StackDir => Value::String(env("`stack_dir`")?.stack_dir.to_owned()),
+        Ast::InstanceRef(label, _, property) => {
+            return Err(EvalError::Unknown(format!(
+                "`{label}[…].{property}`: a resource's property is not known here"
+            )))
+        }
         Ast::Ref(r) => match scope {
             Scope::Resolve(outputs) => outputs(r).ok_or(EvalError::Pending)?,
             Scope::Parse(_) => {

@@ -26,6 +26,7 @@ pub mod eval;
 mod expr;
 mod functions;
 mod graph;
+mod instances;
 mod keys;
 pub mod limits;
 mod params;
@@ -43,6 +44,7 @@ pub use eval::{EvalError, FileReader, Known};
 pub use expr::{Expr, Part, Reference};
 pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
+pub use instances::{address, MAX_INSTANCES};
 pub use limits::{Limit, Limits};
 pub use params::{Inputs, Kind, Supplied};
 pub use syntax::Ast;
@@ -148,6 +150,8 @@ struct TargetDoc {
     plugin: String,
     #[serde(default)]
     config: PropertyMap,
+    #[serde(default)]
+    for_each: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -159,6 +163,12 @@ struct ResourceDoc {
     target: String,
     #[serde(default)]
     properties: PropertyMap,
+    #[serde(default)]
+    for_each: Option<Value>,
+    #[serde(default)]
+    count: Option<Value>,
+    #[serde(default)]
+    enabled: Option<Value>,
 }
 
 /// Every key each part of a document accepts, by part (`document`,
@@ -285,80 +295,99 @@ fn parse_with(
             },
         })?;
     let env = env(&vars);
+    let too_many = |what: &str| {
+        at(
+            None,
+            Problem::Expression {
+                at: "`for_each`, `count`".to_owned(),
+                error: EvalError::Limit(format!(
+                    "the document expands to more than {MAX_INSTANCES} {what}"
+                )),
+            },
+        )
+    };
     let mut targets = Vec::new();
     for t in doc.targets {
-        let mut config = PropertyMap::new();
-        for (k, v) in t.config {
-            env.secret.set(false);
-            let expr = Expr::from_value(v, &env).map_err(|error| {
+        let copies =
+            instances::expand(t.for_each.as_ref(), None, &env).map_err(|(key, error)| {
                 at(
                     None,
                     Problem::Expression {
-                        at: format!("target `{}`: config `{k}`", t.name),
+                        at: format!("target `{}`: `{key}`", t.name),
                         error,
                     },
                 )
             })?;
-            // Targets are recorded in the store; only keys that look
-            // secret are kept out of it.
-            if env.secret.get() && !crate::plan::secret_looking_key(&k) {
-                return Err(at(
+        for copy in copies {
+            let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), None);
+            let name = instances::text_field(&t.name, "name", &env).map_err(|error| {
+                at(
                     None,
-                    Problem::Syntax(format!(
-                        "target `{}`: config `{k}` takes a secret parameter, but only keys that look secret (password, token, key, …) are kept out of the store",
-                        t.name
-                    )),
-                ));
-            }
-            match expr {
-                Expr::Literal(v) => {
-                    config.insert(k, v);
-                }
-                _ => {
-                    return Err(at(
-                        None,
-                        Problem::Syntax(format!(
-                            "target `{}`: config `{k}` cannot reference a resource",
-                            t.name
-                        )),
-                    ))
-                }
+                    Problem::Expression {
+                        at: format!("target `{}`: `name`", t.name),
+                        error,
+                    },
+                )
+            })?;
+            let config = target_config(&name, &t.config, &env).map_err(|p| at(None, p))?;
+            targets.push(TargetDecl {
+                name,
+                plugin: t.plugin.clone(),
+                config,
+            });
+            if targets.len() > MAX_INSTANCES {
+                return Err(too_many("targets"));
             }
         }
-        targets.push(TargetDecl {
-            name: t.name,
-            plugin: t.plugin,
-            config,
-        });
     }
     let mut resources = Vec::new();
     for r in doc.resources {
-        let mut properties = BTreeMap::new();
-        let mut secret = BTreeSet::new();
-        for (k, v) in r.properties {
-            env.secret.set(false);
-            let expr = Expr::from_value(v, &env).map_err(|error| {
-                at(
-                    Some(&r.label),
-                    Problem::Expression {
-                        at: format!("property `{k}`"),
-                        error,
-                    },
-                )
-            })?;
-            if env.secret.get() {
-                secret.insert(k.clone());
+        let line = line_of(&r.label);
+        let fail = |at: String, error| StackError {
+            file: source.to_owned(),
+            line,
+            resource: Some(r.label.clone()),
+            problem: Problem::Expression { at, error },
+        };
+        let copies = instances::expand(r.for_each.as_ref(), r.count.as_ref(), &env)
+            .map_err(|(key, error)| fail(format!("`{key}`"), error))?;
+        for copy in copies {
+            let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), copy.count);
+            let label = format!("{}{}", r.label, copy.suffix);
+            let fail = |at: String, error| StackError {
+                resource: Some(label.clone()),
+                ..fail(at, error)
+            };
+            if !instances::enabled(r.enabled.as_ref(), &env)
+                .map_err(|e| fail("`enabled`".into(), e))?
+            {
+                continue;
             }
-            properties.insert(k, expr);
+            let target = instances::text_field(&r.target, "target", &env)
+                .map_err(|e| fail("`target`".into(), e))?;
+            let mut properties = BTreeMap::new();
+            let mut secret = BTreeSet::new();
+            for (k, v) in &r.properties {
+                env.secret.set(false);
+                let expr = Expr::from_value(v.clone(), &env)
+                    .map_err(|e| fail(format!("property `{k}`"), e))?;
+                if env.secret.get() {
+                    secret.insert(k.clone());
+                }
+                properties.insert(k.clone(), expr);
+            }
+            resources.push(ResourceDecl {
+                line,
+                label,
+                resource_type: r.resource_type.clone(),
+                target,
+                properties,
+                secret,
+            });
+            if resources.len() > MAX_INSTANCES {
+                return Err(too_many("resources"));
+            }
         }
-        resources.push(ResourceDecl {
-            line: line_of(&r.label),
-            label: r.label,
-            resource_type: r.resource_type,
-            target: r.target,
-            properties,
-            secret,
-        });
     }
     Ok(Stack {
         name: doc.stack,
@@ -368,6 +397,42 @@ fn parse_with(
         parameters,
         supplied: supplied || read_files.get(),
     })
+}
+
+/// A target's configuration, its expressions computed: none may
+/// reference a resource, and a secret may only go under a key that is
+/// kept out of the store.
+fn target_config(
+    name: &str,
+    config: &PropertyMap,
+    env: &eval::Env<'_>,
+) -> Result<PropertyMap, Problem> {
+    let mut out = PropertyMap::new();
+    for (k, v) in config {
+        env.secret.set(false);
+        let expr = Expr::from_value(v.clone(), env).map_err(|error| Problem::Expression {
+            at: format!("target `{name}`: config `{k}`"),
+            error,
+        })?;
+        // Targets are recorded in the store; only keys that look secret
+        // are kept out of it.
+        if env.secret.get() && !crate::plan::secret_looking_key(k) {
+            return Err(Problem::Syntax(format!(
+                "target `{name}`: config `{k}` takes a secret parameter, but only keys that look secret (password, token, key, …) are kept out of the store"
+            )));
+        }
+        match expr {
+            Expr::Literal(v) => {
+                out.insert(k.clone(), v);
+            }
+            _ => {
+                return Err(Problem::Syntax(format!(
+                    "target `{name}`: config `{k}` cannot reference a resource"
+                )))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The line of `key:` one level inside the top-level `section:` map.

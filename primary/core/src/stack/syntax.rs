@@ -28,6 +28,9 @@ pub enum Ast {
     StackDir,
     /// `label.property`: a resource's recorded property.
     Ref(Reference),
+    /// `label[key].property`: an instance's recorded property; the key is
+    /// computed when the document is parsed, making it a [`Ast::Ref`].
+    InstanceRef(String, Box<Ast>, String),
     /// `x.name`: a map's entry.
     Attr(Box<Ast>, String),
     /// `x[i]`: a list's item or a map's entry.
@@ -82,6 +85,8 @@ impl Ast {
     pub fn references(&self, out: &mut Vec<Reference>) {
         match self {
             Ast::Ref(r) => out.push(r.clone()),
+            // Never left once parsed: folding makes it a `Ref`.
+            Ast::InstanceRef(..) => {}
             Ast::Attr(a, _) | Ast::Unary(_, a) => a.references(out),
             Ast::Index(a, b) | Ast::Binary(_, a, b) => {
                 a.references(out);
@@ -104,9 +109,19 @@ impl Ast {
 
     /// Whether a resource reference is inside.
     pub fn has_references(&self) -> bool {
-        let mut out = Vec::new();
-        self.references(&mut out);
-        !out.is_empty()
+        match self {
+            Ast::Ref(_) | Ast::InstanceRef(..) => true,
+            Ast::Attr(a, _) | Ast::Unary(_, a) => a.has_references(),
+            Ast::Index(a, b) | Ast::Binary(_, a, b) => a.has_references() || b.has_references(),
+            Ast::Cond(a, b, c) => a.has_references() || b.has_references() || c.has_references(),
+            Ast::List(items) | Ast::Call(_, items) => items.iter().any(Ast::has_references),
+            Ast::Const(_)
+            | Ast::Param(_)
+            | Ast::Var(_)
+            | Ast::Each(_)
+            | Ast::CountIndex
+            | Ast::StackDir => false,
+        }
     }
 }
 
@@ -418,34 +433,38 @@ impl Parser<'_> {
                     self.depth -= 1;
                     Ast::Call(name, args)
                 }
-                _ => {
-                    if !self.eat(".")? {
-                        return Err(EvalError::Unknown(format!(
-                            "`{name}` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`"
-                        )));
-                    }
+                "param" | "var" | "each" | "count" => {
+                    self.expect(".")?;
                     let field = self.ident()?;
                     match (name.as_str(), field.as_str()) {
                         ("param", _) => Ast::Param(field),
                         ("var", _) => Ast::Var(field),
                         ("each", "key") => Ast::Each(true),
                         ("each", "value") => Ast::Each(false),
-                        ("each", _) => {
-                            return Err(EvalError::Unknown(format!(
-                                "`each.{field}`: only `each.key` and `each.value` exist"
-                            )))
-                        }
                         ("count", "index") => Ast::CountIndex,
-                        ("count", _) => {
+                        _ => {
                             return Err(EvalError::Unknown(format!(
-                                "`count.{field}`: only `count.index` exists"
+                                "`{name}.{field}`: only `each.key`, `each.value` and `count.index` exist"
                             )))
                         }
-                        _ => Ast::Ref(Reference {
-                            resource: name,
-                            property: field,
-                        }),
                     }
+                }
+                _ if self.eat("[")? => {
+                    let key = self.expr()?;
+                    self.expect("]")?;
+                    self.expect(".")?;
+                    Ast::InstanceRef(name, Box::new(key), self.ident()?)
+                }
+                _ => {
+                    if !self.eat(".")? {
+                        return Err(EvalError::Unknown(format!(
+                            "`{name}` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`"
+                        )));
+                    }
+                    Ast::Ref(Reference {
+                        resource: name,
+                        property: self.ident()?,
+                    })
                 }
             },
             other => {

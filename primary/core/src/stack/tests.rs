@@ -653,3 +653,38 @@ fn referenced_values_become_text_inside_templates() {
         );
     }
 }
+
+#[test]
+fn instances_depend_exactly_on_the_instances_they_reference() {
+    let text = "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: dir\n    for_each: [a, b, c]\n    type: Dir\n    target: t\n    properties: { path: \"${each.key}\" }\n  - label: file\n    for_each: [a, b, c]\n    type: File\n    target: t\n    properties: { path: \"${dir[each.key].path}/f\", content: x }\n  - label: all\n    count: 2\n    type: File\n    target: t\n    properties: { path: \"all-${count.index}\", content: \"${dir[\\\"a\\\"].path}${dir[\\\"c\\\"].path}\" }\n";
+    let (stack, graph) = valid(text);
+    let labels: Vec<&str> = stack.resources.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            r#"dir["a"]"#,
+            r#"dir["b"]"#,
+            r#"dir["c"]"#,
+            r#"file["a"]"#,
+            r#"file["b"]"#,
+            r#"file["c"]"#,
+            "all[0]",
+            "all[1]",
+        ]
+    );
+    let deps = |i: usize| -> Vec<&str> { graph.deps[i].iter().map(|(d, _)| labels[*d]).collect() };
+    assert_eq!(deps(4), [r#"dir["b"]"#], "file[b] needs dir[b] only");
+    assert_eq!(deps(6), [r#"dir["a"]"#, r#"dir["c"]"#]);
+    assert!(deps(0).is_empty());
+    // Every instance keeps its declaration's line.
+    assert_eq!(stack.resources[5].line, Some(11));
+    // A reference to an instance that is not there is an unknown resource.
+    let bad = text.replace(
+        "for_each: [a, b, c]\n    type: File",
+        "for_each: [a, z]\n    type: File",
+    );
+    assert_eq!(
+        problems(&bad),
+        ["s.yaml:11: resource `file[\"z\"]`: references resource `dir[\"z\"]`, which the stack does not declare"]
+    );
+}

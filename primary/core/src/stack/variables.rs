@@ -98,7 +98,7 @@ fn uses(value: &Value, out: &mut Vec<String>) {
 fn vars_of(ast: &Ast, out: &mut Vec<String>) {
     match ast {
         Ast::Var(n) => out.push(n.clone()),
-        Ast::Attr(a, _) | Ast::Unary(_, a) => vars_of(a, out),
+        Ast::Attr(a, _) | Ast::Unary(_, a) | Ast::InstanceRef(_, a, _) => vars_of(a, out),
         Ast::Index(a, b) | Ast::Binary(_, a, b) => {
             vars_of(a, out);
             vars_of(b, out);
