@@ -101,6 +101,7 @@ fn every_key_the_parser_accepts_is_documented_in_its_table() {
         ("target", "Targets"),
         ("resource", "Resources"),
         ("parameter", "Parameters"),
+        ("output", "Outputs"),
     ];
     let parts = stack::accepted_keys();
     assert_eq!(parts.len(), headings.len(), "a part without a heading here");

@@ -469,10 +469,18 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     }
     // The stack's command: the one a primary did not finish (its lease
     // taken; refused while another primary runs it), or a new one.
+    let (name, has_outputs) = (
+        prepared.stack.name.clone(),
+        !prepared.stack.outputs.is_empty(),
+    );
     let command = service
         .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
         .await?;
-    run(command, args.yes, "Apply these changes?", output).await
+    let code = run(command, args.yes, "Apply these changes?", output).await?;
+    if has_outputs {
+        super::output_cmd::print_after_apply(service.outputs(&name).await?.as_ref(), output);
+    }
+    Ok(code)
 }
 
 /// Settles what an interrupted command left, plans, asks, executes.

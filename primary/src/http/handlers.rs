@@ -375,6 +375,26 @@ pub struct CommandsQuery {
     limit: Option<usize>,
 }
 
+/// `GET /v1/stacks/{name}/outputs`: what the stack's last apply recorded;
+/// secret outputs are `{"secret": true}`.
+pub async fn outputs_handler(
+    State(state): AppState,
+    principal: Principal,
+    PathParam(name): PathParam,
+) -> ApiResult<Json<Value>> {
+    principal.require(Role::Viewer, &name)?;
+    let Some(recorded) = state.service.outputs(&name).await? else {
+        return Err(ApiError::not_found(format!(
+            "stack `{name}` has no recorded outputs"
+        )));
+    };
+    let outputs: serde_json::Map<String, Value> = recorded
+        .iter()
+        .map(|(k, v)| (k.clone(), crate::service::outputs::to_json(v)))
+        .collect();
+    Ok(Json(json!({ "stack": name, "outputs": outputs })))
+}
+
 /// `GET /v1/commands`.
 pub async fn commands_handler(
     State(state): AppState,

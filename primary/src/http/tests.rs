@@ -296,3 +296,31 @@ async fn plan_requests_give_parameter_values_in_vars() {
         assert_eq!(reply["errors"][0]["text"], message, "{reply}");
     }
 }
+
+#[tokio::test]
+async fn stack_outputs_are_served_with_secret_ones_masked() {
+    use orrery_schema::{PropertyMap, Value as V};
+    let f = fixture();
+    let (status, reply) = get(&f, "/v1/stacks/web/outputs").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{reply}");
+    let entry = |k: &str, v: V| V::Map(PropertyMap::from([(k.to_owned(), v)]));
+    let recorded = PropertyMap::from([
+        ("url".to_owned(), entry("value", V::from("http://x"))),
+        (
+            "ports".to_owned(),
+            entry("value", V::List(vec![V::Int(80)])),
+        ),
+        ("token".to_owned(), entry("secret", V::Bool(true))),
+    ]);
+    f.primary
+        .shared
+        .store
+        .put_outputs("web", &recorded)
+        .unwrap();
+    let (status, reply) = get(&f, "/v1/stacks/web/outputs").await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(
+        reply,
+        json!({"stack": "web", "outputs": {"url": "http://x", "ports": [80], "token": {"secret": true}}})
+    );
+}

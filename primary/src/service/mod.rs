@@ -14,6 +14,7 @@
 //! - [`error`]: the domain errors.
 
 mod error;
+pub mod outputs;
 pub mod plugins;
 pub mod view;
 
@@ -228,6 +229,16 @@ impl Service {
     /// How commands run.
     pub fn config(&self) -> &ServiceConfig {
         &self.config
+    }
+
+    /// The outputs stack `name` recorded (see [`outputs`]); `None` when it
+    /// never recorded any.
+    pub async fn outputs(
+        &self,
+        name: &str,
+    ) -> Result<Option<orrery_schema::PropertyMap>, ServiceError> {
+        let name = name.to_owned();
+        on_store(&self.store, move |s| Ok(s.outputs(&name)?)).await
     }
 
     /// Stops the plugins this service started.
@@ -622,6 +633,16 @@ impl Command {
             .await;
         }
         let report = report?;
+        // Outputs from what is recorded now; a destroy leaves none.
+        let (stack, kind) = (self.stack.clone(), self.kind);
+        on_store(&self.store, move |s| {
+            let values = match kind {
+                CommandKind::Apply => outputs::compute(&stack, &s.resources(Some(&stack.name))?),
+                CommandKind::Destroy => Default::default(),
+            };
+            Ok(s.put_outputs(&stack.name, &values)?)
+        })
+        .await?;
         tracing::info!(command = %report.command_id, ok = report.ok(), succeeded = report.succeeded,
             failed = report.failed.len(), elapsed_ms = report.elapsed_ms, "command finished");
         Ok(report)

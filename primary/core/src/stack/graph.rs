@@ -151,6 +151,31 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             }
         }
     }
+    for (name, output) in &stack.outputs {
+        let mut refs = Vec::new();
+        output.value.references(&mut refs);
+        for reference in refs {
+            let problem = match index.get(reference.resource.as_str()) {
+                None => Problem::UnknownResource(reference.resource.clone()),
+                Some(&j) => match schema_of(j) {
+                    Some(s) if s.field(&reference.property).is_none() => Problem::UnknownProperty {
+                        resource: reference.resource.clone(),
+                        property: reference.property.clone(),
+                    },
+                    _ => continue,
+                },
+            };
+            errors.push(StackError {
+                file: stack.source.clone(),
+                line: None,
+                resource: None,
+                problem: Problem::Expression {
+                    at: format!("output `{name}`"),
+                    error: super::EvalError::Unknown(problem_text(problem)),
+                },
+            });
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -167,6 +192,18 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             )])
         }
     }
+}
+
+/// What a problem says, without where.
+fn problem_text(problem: Problem) -> String {
+    let text = StackError {
+        file: String::new(),
+        line: None,
+        resource: None,
+        problem,
+    }
+    .to_string();
+    text.strip_prefix(": ").unwrap_or(&text).to_owned()
 }
 
 /// Kahn's algorithm; on a cycle, returns one cycle's members in order

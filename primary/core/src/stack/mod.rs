@@ -78,6 +78,16 @@ pub struct ResourceDecl {
     pub secret: BTreeSet<String>,
 }
 
+/// An output as declared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputDecl {
+    /// Its value, computed when the stack's resources are recorded.
+    pub value: Expr,
+    /// Declared `secret: true`, or computed from a secret parameter:
+    /// shown masked and its value never stored.
+    pub secret: bool,
+}
+
 impl ResourceDecl {
     /// Whether `field`'s value must never be stored or shown: the type
     /// says it is write-only or opaque, or it came from a secret parameter.
@@ -112,6 +122,8 @@ pub struct Stack {
     pub resources: Vec<ResourceDecl>,
     /// Every parameter's value.
     pub parameters: BTreeMap<String, Known>,
+    /// Outputs, by name.
+    pub outputs: BTreeMap<String, OutputDecl>,
     /// Whether a parameter took a value given by the caller rather than its
     /// default: then the document alone does not say what was applied.
     pub supplied: bool,
@@ -138,9 +150,22 @@ struct Document {
     #[serde(default)]
     variables: BTreeMap<String, Value>,
     #[serde(default)]
+    outputs: BTreeMap<String, OutputDoc>,
+    #[serde(default)]
     targets: Vec<TargetDoc>,
     #[serde(default)]
     resources: Vec<ResourceDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputDoc {
+    value: Value,
+    #[serde(default)]
+    secret: bool,
+    #[serde(default)]
+    #[allow(dead_code)] // documentation for readers of the document
+    description: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -180,6 +205,7 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("target", keys::fields_of::<TargetDoc>()),
         ("resource", keys::fields_of::<ResourceDoc>()),
         ("parameter", keys::fields_of::<params::ParameterDoc>()),
+        ("output", keys::fields_of::<OutputDoc>()),
     ]
 }
 
@@ -389,7 +415,23 @@ fn parse_with(
             }
         }
     }
+    let mut outputs = BTreeMap::new();
+    for (name, o) in doc.outputs {
+        env.secret.set(false);
+        let value = Expr::from_value(o.value, &env).map_err(|error| StackError {
+            file: source.to_owned(),
+            line: key_line("outputs", &name),
+            resource: None,
+            problem: Problem::Expression {
+                at: format!("output `{name}`"),
+                error,
+            },
+        })?;
+        let secret = o.secret || env.secret.get();
+        outputs.insert(name, OutputDecl { value, secret });
+    }
     Ok(Stack {
+        outputs,
         name: doc.stack,
         source: source.to_owned(),
         targets,

@@ -688,3 +688,25 @@ fn instances_depend_exactly_on_the_instances_they_reference() {
         ["s.yaml:11: resource `file[\"z\"]`: references resource `dir[\"z\"]`, which the stack does not declare"]
     );
 }
+
+#[test]
+fn outputs_are_checked_and_secret_ones_marked() {
+    let text = "stack: s\nparameters:\n  pw: { type: secret, default: abc }\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: a\n    type: Dir\n    target: t\n    properties: { path: a }\noutputs:\n  path: { value: \"${a.path}\" }\n  pw: { value: \"x${param.pw}\" }\n  hidden: { value: 1, secret: true }\n";
+    let (stack, _) = valid(text);
+    let secret: Vec<(&str, bool)> = stack
+        .outputs
+        .iter()
+        .map(|(n, o)| (n.as_str(), o.secret))
+        .collect();
+    assert_eq!(secret, [("hidden", true), ("path", false), ("pw", true)]);
+    let bad = text
+        .replace("${a.path}", "${ghost.path}")
+        .replace("x${param.pw}", "${a.colour}");
+    assert_eq!(
+        problems(&bad),
+        [
+            "s.yaml: output `path`: references resource `ghost`, which the stack does not declare",
+            "s.yaml: output `pw`: references `a.colour`, but that resource's type has no property `colour`",
+        ]
+    );
+}
