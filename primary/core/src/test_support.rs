@@ -89,6 +89,9 @@ impl StackBuilder {
             properties,
             line: None,
             secret: Default::default(),
+            depends_on: Vec::new(),
+            protect: false,
+            ignore_changes: Default::default(),
         });
         self
     }

@@ -572,6 +572,12 @@ impl Executor {
             decl.properties
                 .iter()
                 .map(|(k, e)| {
+                    // An ignored field keeps its recorded value once the
+                    // resource exists.
+                    let recorded = op.stored.as_ref().and_then(|s| s.properties.get(k));
+                    if let (true, Some(v)) = (decl.ignore_changes.contains(k), recorded) {
+                        return Ok((k.clone(), v.clone()));
+                    }
                     e.resolve(&lookup).map(|v| (k.clone(), v)).ok_or_else(|| {
                         format!("property `{k}` references a value that is not known")
                     })

@@ -80,6 +80,10 @@ pub struct ApplyArgs {
     /// in requests per second, e.g. `Local/home=50:10`. Repeatable.
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
+    /// Delete or replace resources marked `protect: true` when the plan
+    /// says so (refused otherwise).
+    #[arg(long)]
+    pub allow_protected: bool,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
@@ -132,6 +136,9 @@ pub struct DestroyArgs {
     /// Destroy without asking for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Destroy resources marked `protect: true` too (refused otherwise).
+    #[arg(long)]
+    pub allow_protected: bool,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
@@ -473,9 +480,10 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
         prepared.stack.name.clone(),
         !prepared.stack.outputs.is_empty(),
     );
-    let command = service
+    let mut command = service
         .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
         .await?;
+    command.allow_protected(args.allow_protected);
     let code = run(command, args.yes, "Apply these changes?", output).await?;
     if has_outputs {
         super::output_cmd::print_after_apply(service.outputs(&name).await?.as_ref(), output);
@@ -533,7 +541,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     };
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
-            let command = match service
+            let mut command = match service
                 .begin_destroy(&name, document, &new_command_id(), Some(&local_principal()))
                 .await
             {
@@ -547,6 +555,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e.into()),
             };
+            command.allow_protected(args.allow_protected);
             let question = format!("Destroy every resource of stack `{name}`?");
             run(command, args.yes, &question, args.common.output).await
         }

@@ -33,6 +33,16 @@ use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
 use crate::state::{CommandDocument, CommandHead, StateStore, Store, StoredResource};
 
+/// The labels of `stack`'s resources marked `protect: true`.
+fn protected_labels(stack: &Stack) -> BTreeSet<String> {
+    stack
+        .resources
+        .iter()
+        .filter(|r| r.protect)
+        .map(|r| r.label.clone())
+        .collect()
+}
+
 /// What a caller gives a stack document besides its text.
 #[derive(Clone, Debug, Default)]
 pub struct StackInputs {
@@ -376,6 +386,8 @@ impl Service {
         if document.is_none() && stored.is_empty() && recorded_targets.is_empty() {
             return Err(ServiceError::UnknownStack(name.to_owned()));
         }
+        // Without a document nothing says which resources are protected.
+        let protected = document.as_ref().map(protected_labels).unwrap_or_default();
         let stack = Stack {
             name: name.to_owned(),
             source: String::new(),
@@ -384,7 +396,7 @@ impl Service {
         };
         let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
-        let command = self
+        let mut command = self
             .begin(
                 CommandKind::Destroy,
                 stack,
@@ -395,6 +407,7 @@ impl Service {
                 new_id,
             )
             .await?;
+        command.protected = protected;
         self.record_principal(&command, principal).await?;
         Ok(command)
     }
@@ -476,7 +489,10 @@ impl Service {
         })
         .await?;
         let keeper = Keeper::start(self.store.clone(), claim.command_id(), &self.config.lease);
+        let protected = protected_labels(&stack);
         Ok(Command {
+            protected,
+            allow_protected: false,
             kind,
             claim,
             keeper,
@@ -506,6 +522,9 @@ pub struct Command {
     hasher: SecretHasher,
     store: Store,
     options: Options,
+    /// Labels of resources marked `protect: true`.
+    protected: std::collections::BTreeSet<String>,
+    allow_protected: bool,
 }
 
 /// A command's plan with the records it was made against.
@@ -571,7 +590,7 @@ impl Command {
             self.mode,
             self.hasher.clone(),
         );
-        on_store(&self.store, move |store| {
+        let planned = on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
             let plan = match mode {
                 Some(mode) => plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
@@ -579,7 +598,17 @@ impl Command {
             };
             Ok(Planned { plan, stored })
         })
-        .await
+        .await?;
+        let refused = plan::protected_changes(&planned.plan, &self.protected);
+        if !refused.is_empty() && !self.allow_protected {
+            return Err(ServiceError::Protected(refused));
+        }
+        Ok(planned)
+    }
+
+    /// Lets this command delete or replace resources marked `protect: true`.
+    pub fn allow_protected(&mut self, allow: bool) {
+        self.allow_protected = allow;
     }
 
     /// The view of `plan` for this command.

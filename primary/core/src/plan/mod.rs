@@ -7,7 +7,7 @@
 
 mod secrets;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use orrery_schema::{ResourceSchema, UpdateMethod, Value};
 
@@ -315,6 +315,10 @@ fn diff(
         if h.read_only {
             continue;
         }
+        // Once it exists, an ignored field keeps what was recorded.
+        if r.ignore_changes.contains(&field.name) {
+            continue;
+        }
         let secret = r.is_secret(field);
         let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs));
         let differs = match desired.clone() {
@@ -366,6 +370,16 @@ fn diff(
         (false, None) => Action::Update,
     };
     (action, changed, diffs)
+}
+
+/// The labels of protected resources `plan` deletes or replaces.
+pub fn protected_changes(plan: &Plan, protected: &BTreeSet<String>) -> Vec<String> {
+    plan.changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Delete | Action::Replace { .. }))
+        .filter(|c| protected.contains(&c.label))
+        .map(|c| c.label.clone())
+        .collect()
 }
 
 /// Fields of `schema` whose values must never be stored or shown.

@@ -151,6 +151,38 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             }
         }
     }
+    // `depends_on`: a label, or a declaration's label standing for all its
+    // instances (`web` for `web["a"]`, `web["b"]`).
+    let mut by_base: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, r) in stack.resources.iter().enumerate() {
+        if let Some((base, _)) = r.label.split_once('[') {
+            by_base.entry(base).or_default().push(i);
+        }
+    }
+    for (i, r) in stack.resources.iter().enumerate() {
+        for d in &r.depends_on {
+            let found: Vec<usize> = match index.get(d.as_str()) {
+                Some(&j) => vec![j],
+                None => by_base.get(d.as_str()).cloned().unwrap_or_default(),
+            };
+            if found.is_empty() {
+                errors.push(err(
+                    Some(r),
+                    Problem::Expression {
+                        at: "`depends_on`".into(),
+                        error: super::EvalError::Unknown(format!(
+                            "`{d}` is not a resource of the stack"
+                        )),
+                    },
+                ));
+            }
+            for j in found {
+                if !deps[i].iter().any(|(k, _)| *k == j) {
+                    deps[i].push((j, EdgeKind::Default));
+                }
+            }
+        }
+    }
     for (name, output) in &stack.outputs {
         let mut refs = Vec::new();
         output.value.references(&mut refs);

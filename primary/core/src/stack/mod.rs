@@ -76,6 +76,13 @@ pub struct ResourceDecl {
     /// Properties whose value came from a secret parameter: planned,
     /// shown and stored like write-only fields (hashed, never in clear).
     pub secret: BTreeSet<String>,
+    /// Labels (or a `for_each`/`count` declaration's label, meaning all
+    /// its instances) this resource depends on besides its references.
+    pub depends_on: Vec<String>,
+    /// A delete or replace of it is refused unless the command allows it.
+    pub protect: bool,
+    /// Fields whose changes are not planned once the resource exists.
+    pub ignore_changes: BTreeSet<String>,
 }
 
 /// An output as declared.
@@ -194,6 +201,12 @@ struct ResourceDoc {
     count: Option<Value>,
     #[serde(default)]
     enabled: Option<Value>,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    #[serde(default)]
+    protect: bool,
+    #[serde(default)]
+    ignore_changes: BTreeSet<String>,
 }
 
 /// Every key each part of a document accepts, by part (`document`,
@@ -402,6 +415,13 @@ fn parse_with(
                 }
                 properties.insert(k.clone(), expr);
             }
+            let mut depends_on = Vec::with_capacity(r.depends_on.len());
+            for d in &r.depends_on {
+                depends_on.push(
+                    instances::text_field(d, "depends_on", &env)
+                        .map_err(|e| fail("`depends_on`".into(), e))?,
+                );
+            }
             resources.push(ResourceDecl {
                 line,
                 label,
@@ -409,6 +429,9 @@ fn parse_with(
                 target,
                 properties,
                 secret,
+                depends_on,
+                protect: r.protect,
+                ignore_changes: r.ignore_changes.clone(),
             });
             if resources.len() > MAX_INSTANCES {
                 return Err(too_many("resources"));

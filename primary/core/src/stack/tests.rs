@@ -710,3 +710,25 @@ fn outputs_are_checked_and_secret_ones_marked() {
         ]
     );
 }
+
+#[test]
+fn depends_on_adds_edges_to_labels_and_to_every_instance_of_a_declaration() {
+    let text = "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: dir\n    count: 2\n    type: Dir\n    target: t\n    properties: { path: \"d${count.index}\" }\n  - label: one\n    type: Dir\n    target: t\n    properties: { path: one }\n  - label: f\n    type: File\n    target: t\n    depends_on: [dir, one]\n    properties: { path: f, content: c }\n";
+    let (stack, graph) = valid(text);
+    let f = stack.resources.iter().position(|r| r.label == "f").unwrap();
+    let deps: Vec<&str> = graph.deps[f]
+        .iter()
+        .map(|(d, _)| stack.resources[*d].label.as_str())
+        .collect();
+    assert_eq!(deps, ["dir[0]", "dir[1]", "one"]);
+    let order: Vec<&str> = graph
+        .order
+        .iter()
+        .map(|&i| stack.resources[i].label.as_str())
+        .collect();
+    assert_eq!(order.last(), Some(&"f"));
+    assert_eq!(
+        problems(&text.replace("[dir, one]", "[ghost]")),
+        ["s.yaml:15: resource `f`: `depends_on`: `ghost` is not a resource of the stack"]
+    );
+}
