@@ -118,7 +118,7 @@ fn syntax_errors_name_the_line() {
 fn shape_errors_name_the_line() {
     check(
         "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    colour: blue\n",
-        &[INVALID, "  bad.yaml:10: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties` at line 10 column 5"],
+        &[INVALID, "  bad.yaml:10: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties`, `for_each`, `count`, `enabled`, `depends_on`, `protect`, `ignore_changes` at line 10 column 5"],
     );
 }
 

@@ -41,7 +41,7 @@ pub(crate) fn stack() -> StackBuilder {
         name: "s".into(),
         source: "s.yaml".into(),
         targets: vec![target("t"), target("u")],
-        resources: Vec::new(),
+        ..Stack::default()
     })
 }
 
@@ -64,11 +64,21 @@ impl StackBuilder {
         target: &str,
         props: &[(&str, Value)],
     ) -> Self {
-        let vars = BTreeMap::new();
+        let (params, vars) = (BTreeMap::new(), BTreeMap::new());
+        let no_files = |_: &str| Err(String::new());
+        let env = stack::eval::Env {
+            params: &params,
+            vars: &vars,
+            each: None,
+            count: None,
+            stack_dir: "/",
+            files: &no_files,
+            secret: std::cell::Cell::new(false),
+        };
         let properties = props
             .iter()
             .map(|(k, v)| {
-                let expr = Expr::from_value(v.clone(), &vars).expect("a valid template");
+                let expr = Expr::from_value(v.clone(), &env).expect("a valid template");
                 ((*k).to_owned(), expr)
             })
             .collect();
@@ -78,6 +88,10 @@ impl StackBuilder {
             target: target.into(),
             properties,
             line: None,
+            secret: Default::default(),
+            depends_on: Vec::new(),
+            protect: false,
+            ignore_changes: Default::default(),
         });
         self
     }

@@ -605,6 +605,12 @@ impl Executor {
             decl.properties
                 .iter()
                 .map(|(k, e)| {
+                    // An ignored field keeps its recorded value once the
+                    // resource exists.
+                    let recorded = op.stored.as_ref().and_then(|s| s.properties.get(k));
+                    if let (true, Some(v)) = (decl.ignore_changes.contains(k), recorded) {
+                        return Ok((k.clone(), v.clone()));
+                    }
                     e.resolve(&lookup).map(|v| (k.clone(), v)).ok_or_else(|| {
                         format!("property `{k}` references a value that is not known")
                     })
@@ -855,10 +861,16 @@ impl Executor {
             }
             OpKind::Create | OpKind::Update => {
                 let schema = self.schema(op);
-                let is_secret = |field: &str| {
-                    schema
+                // A property fed by a secret parameter is as secret as a
+                // write-only one.
+                let decl = stack
+                    .zip(op.index)
+                    .and_then(|((s, _), i)| s.resources.get(i));
+                let is_secret = |field: &str| match decl {
+                    Some(d) => d.is_secret_field(schema, field),
+                    None => schema
                         .and_then(|s| s.field(field))
-                        .is_some_and(|f| f.hints.is_secret())
+                        .is_some_and(|f| f.hints.is_secret()),
                 };
                 let mut properties = event.properties.clone().unwrap_or_default();
                 properties.retain(|k, _| !is_secret(k));

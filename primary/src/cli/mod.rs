@@ -14,9 +14,11 @@ mod duration;
 mod fleet;
 mod hub;
 mod inspect;
+mod output_cmd;
 mod plugin_test;
 mod server;
 mod stack_cmds;
+mod vars;
 
 /// Orrery: an infrastructure-as-code runtime with plugins across hosts.
 #[derive(Parser, Debug)]
@@ -63,6 +65,8 @@ enum Command {
     Plan(stack_cmds::PlanArgs),
     /// Delete every resource of a stack.
     Destroy(stack_cmds::DestroyArgs),
+    /// Show the outputs a stack's last apply recorded.
+    Output(output_cmd::OutputArgs),
     /// Show a command's progress (the latest command by default).
     Status(inspect::StatusArgs),
     /// List recorded resources.
@@ -114,6 +118,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Apply(args) => stack_cmds::apply_cmd(args).await,
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
+        Command::Output(args) => output_cmd::output_cmd(args),
         Command::Status(args) => inspect::status(args),
         Command::Inventory(args) => inspect::inventory(args),
         Command::Discover(args) => discover::discover_cmd(args).await,

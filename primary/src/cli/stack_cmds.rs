@@ -21,6 +21,7 @@ use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
 use tokio::sync::mpsc;
 
+use super::vars::VarArgs;
 use super::Output;
 
 /// Options shared by commands that work on a stack.
@@ -79,6 +80,12 @@ pub struct ApplyArgs {
     /// in requests per second, e.g. `Local/home=50:10`. Repeatable.
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
+    /// Delete or replace resources marked `protect: true` when the plan
+    /// says so (refused otherwise).
+    #[arg(long)]
+    pub allow_protected: bool,
+    #[command(flatten)]
+    pub vars: VarArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -113,6 +120,8 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
     pub mode: ModeArg,
     #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -127,6 +136,11 @@ pub struct DestroyArgs {
     /// Destroy without asking for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Destroy resources marked `protect: true` too (refused otherwise).
+    #[arg(long)]
+    pub allow_protected: bool,
+    #[command(flatten)]
+    pub vars: VarArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -408,7 +422,10 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
         let result = async {
             let engine = service.config().engine;
             let prepared = service
-                .prepare(read_document(&args.file, args.mode.into(), engine)?)
+                .prepare_with(
+                    read_document(&args.file, args.mode.into(), engine)?,
+                    args.vars.inputs(&args.file)?,
+                )
                 .await?;
             let plan = service.plan(&prepared).await?;
             print_plan(
@@ -444,7 +461,10 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     let output = args.common.output;
     let engine = service.config().engine;
     let prepared = service
-        .prepare(read_document(&args.file, args.mode.into(), engine)?)
+        .prepare_with(
+            read_document(&args.file, args.mode.into(), engine)?,
+            args.vars.inputs(&args.file)?,
+        )
         .await?;
     if args.dry_run {
         let plan = service.plan(&prepared).await?;
@@ -456,10 +476,19 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     }
     // The stack's command: the one a primary did not finish (its lease
     // taken; refused while another primary runs it), or a new one.
-    let command = service
+    let (name, has_outputs) = (
+        prepared.stack.name.clone(),
+        !prepared.stack.outputs.is_empty(),
+    );
+    let mut command = service
         .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
         .await?;
-    run(command, args.yes, "Apply these changes?", output).await
+    command.allow_protected(args.allow_protected);
+    let code = run(command, args.yes, "Apply these changes?", output).await?;
+    if has_outputs {
+        super::output_cmd::print_after_apply(service.outputs(&name).await?.as_ref(), output);
+    }
+    Ok(code)
 }
 
 /// Settles what an interrupted command left, plans, asks, executes.
@@ -504,14 +533,15 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let (name, document) = match (&args.stack, &args.file) {
         (Some(name), _) => (name.clone(), None),
         (None, Some(file)) => {
-            let stack = read_stack(file)?;
+            let doc = read_document(file, Mode::Reconcile, Engine::Embedded)?;
+            let stack = args.vars.inputs(file)?.parse(&doc)?;
             (stack.name.clone(), Some(stack))
         }
         (None, None) => bail!("name a stack document or --stack"),
     };
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
-            let command = match service
+            let mut command = match service
                 .begin_destroy(&name, document, &new_command_id(), Some(&local_principal()))
                 .await
             {
@@ -525,6 +555,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e.into()),
             };
+            command.allow_protected(args.allow_protected);
             let question = format!("Destroy every resource of stack `{name}`?");
             run(command, args.yes, &question, args.common.output).await
         }

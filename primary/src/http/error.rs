@@ -138,7 +138,9 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
             }
             ServiceError::UnknownStack(_) => ApiError::not_found(e.to_string()),
-            ServiceError::NotResumable { .. } => ApiError::conflict(e.to_string()),
+            ServiceError::NotResumable { .. } | ServiceError::Protected(_) => {
+                ApiError::conflict(e.to_string())
+            }
             ServiceError::Store(e) => e.into(),
             ServiceError::Resume(_) | ServiceError::Internal(_) => {
                 tracing::error!(error = %e, "command failed");

@@ -21,7 +21,8 @@ use super::{blocking, views, Shared};
 use crate::discovery::UNMANAGED_STACK;
 use crate::plan::Mode;
 use crate::service::view::{self, PlanView, ReportView};
-use crate::service::Command;
+use crate::service::{Command, StackInputs};
+use crate::stack::Supplied;
 use crate::state::{CommandDocument, CommandFilter, CommandStatus};
 
 type AppState = State<Arc<Shared>>;
@@ -125,11 +126,29 @@ pub struct StackRequest {
     /// The value of `${stack_dir}` (absolute; default: the server's).
     #[serde(default)]
     stack_dir: Option<String>,
+    /// Parameter values, by name (`docs/stacks.md`).
+    #[serde(default)]
+    vars: Option<serde_json::Map<String, Value>>,
 }
 
 /// The body of `POST /v1/stacks/{name}/destroy`: nothing yet.
 #[derive(Deserialize, Default)]
 pub struct DestroyRequest {}
+
+/// The parameter values a request gives. `file()` reads nothing: a
+/// request must not read the server's files.
+fn inputs(req: &mut StackRequest) -> ApiResult<StackInputs> {
+    let mut vars = BTreeMap::new();
+    for (name, v) in req.vars.take().unwrap_or_default() {
+        let value: orrery_schema::Value = serde_json::from_value(v)
+            .map_err(|e| ApiError::bad_request(format!("`vars.{name}`: {e}")))?;
+        vars.insert(name, Supplied::Value(value));
+    }
+    Ok(StackInputs {
+        vars,
+        ..StackInputs::default()
+    })
+}
 
 /// The document a request gives, checked, as the service takes it.
 fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
@@ -176,9 +195,13 @@ fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
 pub async fn plan_handler(
     State(state): AppState,
     principal: Principal,
-    JsonBody(req): JsonBody<StackRequest>,
+    JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Json<PlanView>> {
-    let prepared = state.service.prepare(document(&state, req)?).await?;
+    let inputs = inputs(&mut req)?;
+    let prepared = state
+        .service
+        .prepare_with(document(&state, req)?, inputs)
+        .await?;
     principal.require(Role::Planner, &prepared.stack.name)?;
     let plan = state.service.plan(&prepared).await?;
     Ok(Json(PlanView::new(
@@ -231,9 +254,13 @@ async fn start(
 pub async fn apply_handler(
     State(state): AppState,
     principal: Principal,
-    JsonBody(req): JsonBody<StackRequest>,
+    JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Response> {
-    let prepared = state.service.prepare(document(&state, req)?).await?;
+    let inputs = inputs(&mut req)?;
+    let prepared = state
+        .service
+        .prepare_with(document(&state, req)?, inputs)
+        .await?;
     principal.require(Role::Operator, &prepared.stack.name)?;
     if !principal.may(Role::Admin, &prepared.stack.name) {
         // Targets (where a plugin acts, e.g. a `local` root) are the
@@ -346,6 +373,26 @@ pub struct CommandsQuery {
     stack: Option<String>,
     #[serde(default)]
     limit: Option<usize>,
+}
+
+/// `GET /v1/stacks/{name}/outputs`: what the stack's last apply recorded;
+/// secret outputs are `{"secret": true}`.
+pub async fn outputs_handler(
+    State(state): AppState,
+    principal: Principal,
+    PathParam(name): PathParam,
+) -> ApiResult<Json<Value>> {
+    principal.require(Role::Viewer, &name)?;
+    let Some(recorded) = state.service.outputs(&name).await? else {
+        return Err(ApiError::not_found(format!(
+            "stack `{name}` has no recorded outputs"
+        )));
+    };
+    let outputs: serde_json::Map<String, Value> = recorded
+        .iter()
+        .map(|(k, v)| (k.clone(), crate::service::outputs::to_json(v)))
+        .collect();
+    Ok(Json(json!({ "stack": name, "outputs": outputs })))
 }
 
 /// `GET /v1/commands`.

@@ -159,6 +159,7 @@ impl Primary {
             .route("/v1/stacks/plan", post(handlers::plan_handler))
             .route("/v1/stacks/apply", post(handlers::apply_handler))
             .route("/v1/stacks/{name}/destroy", post(handlers::destroy_handler))
+            .route("/v1/stacks/{name}/outputs", get(handlers::outputs_handler))
             .route("/v1/commands", get(handlers::commands_handler))
             .route("/v1/commands/{id}", get(handlers::command_handler))
             .route("/v1/commands/{id}/cancel", post(handlers::cancel_handler))

@@ -261,3 +261,66 @@ async fn finished_commands_cannot_be_canceled() {
     assert_eq!(reply["stacks"][0]["name"], "s");
     assert_eq!(reply["stacks"][0]["last_command"]["id"], "c1");
 }
+
+#[tokio::test]
+async fn plan_requests_give_parameter_values_in_vars() {
+    let f = fixture();
+    let doc = "stack: s\nparameters:\n  n: { type: number, max: 5 }\n";
+    let plan = |vars: Value| {
+        let body = json!({ "document": doc, "source": "p.yaml", "vars": vars }).to_string();
+        let f = &f;
+        async move { post_json(f, "/v1/stacks/plan", &body).await }
+    };
+    let (status, reply) = plan(json!({ "n": 3 })).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    for (vars, message) in [
+        (
+            json!({}),
+            "p.yaml:3: parameter `n`: has no default and no value was given",
+        ),
+        (
+            json!({ "n": "3" }),
+            "p.yaml:3: parameter `n`: must be a number, not a string",
+        ),
+        (
+            json!({ "n": 6 }),
+            "p.yaml:3: parameter `n`: `6` is more than the maximum 5",
+        ),
+        (
+            json!({ "m": 1 }),
+            "p.yaml: parameter `m`: a value was given, but the document declares no such parameter",
+        ),
+    ] {
+        let (status, reply) = plan(vars.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{vars}: {reply}");
+        assert_eq!(reply["errors"][0]["text"], message, "{reply}");
+    }
+}
+
+#[tokio::test]
+async fn stack_outputs_are_served_with_secret_ones_masked() {
+    use orrery_schema::{PropertyMap, Value as V};
+    let f = fixture();
+    let (status, reply) = get(&f, "/v1/stacks/web/outputs").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{reply}");
+    let entry = |k: &str, v: V| V::Map(PropertyMap::from([(k.to_owned(), v)]));
+    let recorded = PropertyMap::from([
+        ("url".to_owned(), entry("value", V::from("http://x"))),
+        (
+            "ports".to_owned(),
+            entry("value", V::List(vec![V::Int(80)])),
+        ),
+        ("token".to_owned(), entry("secret", V::Bool(true))),
+    ]);
+    f.primary
+        .shared
+        .store
+        .put_outputs("web", &recorded)
+        .unwrap();
+    let (status, reply) = get(&f, "/v1/stacks/web/outputs").await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(
+        reply,
+        json!({"stack": "web", "outputs": {"url": "http://x", "ports": [80], "token": {"secret": true}}})
+    );
+}

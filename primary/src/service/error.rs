@@ -45,6 +45,10 @@ pub enum ServiceError {
     /// Settling an interrupted command failed; it stays `running`.
     #[error(transparent)]
     Resume(#[from] ResumeError),
+    /// The plan deletes or replaces resources marked `protect: true`, and
+    /// the command does not allow it; nothing was changed.
+    #[error("refusing to delete or replace protected resource(s) {}; nothing was changed (allow it with --allow-protected)", .0.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", "))]
+    Protected(Vec<String>),
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

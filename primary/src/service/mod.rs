@@ -14,6 +14,7 @@
 //! - [`error`]: the domain errors.
 
 mod error;
+pub mod outputs;
 pub mod plugins;
 pub mod view;
 
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 pub use error::ServiceError;
+
 pub use plugins::{plugin_search_path, set_plugin_env, PluginError, PluginPool, Plugins};
 
 use crate::apply::{Event, Executor, Options, Report, Resumed};
@@ -30,6 +32,76 @@ use crate::lease::{self, Claim, Keeper, LeaseConfig};
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
 use crate::state::{CommandDocument, CommandHead, StateStore, Store, StoredResource};
+
+/// The labels of `stack`'s resources marked `protect: true`.
+fn protected_labels(stack: &Stack) -> BTreeSet<String> {
+    stack
+        .resources
+        .iter()
+        .filter(|r| r.protect)
+        .map(|r| r.label.clone())
+        .collect()
+}
+
+/// What a caller gives a stack document besides its text.
+#[derive(Clone, Debug, Default)]
+pub struct StackInputs {
+    /// Parameter values (`--var`, `--var-file`, the HTTP API's `vars`).
+    pub vars: std::collections::BTreeMap<String, stack::Supplied>,
+    /// Parameter values from `ORRERY_VAR_<name>`, below `vars`.
+    pub env: std::collections::BTreeMap<String, stack::Supplied>,
+    /// Where `file()` reads from; `None` refuses every `file()`.
+    pub files_dir: Option<std::path::PathBuf>,
+}
+
+impl StackInputs {
+    /// Parses `doc` with these inputs.
+    pub fn parse(&self, doc: &CommandDocument) -> Result<Stack, stack::StackError> {
+        let dir = self.files_dir.clone();
+        let read = move |path: &str| match &dir {
+            Some(dir) => read_relative(dir, path),
+            None => Err("no files can be read for this document".to_owned()),
+        };
+        stack::parse_with_inputs(
+            &doc.source,
+            &doc.text,
+            &doc.stack_dir,
+            &stack::Inputs {
+                vars: self.vars.clone(),
+                env: self.env.clone(),
+                files: &read,
+            },
+        )
+    }
+}
+
+/// `path` inside `dir`, read whole if not larger than `file()` takes: an
+/// absolute path or one with `..` is refused, so a document reads only
+/// what lies under its own directory.
+fn read_relative(dir: &std::path::Path, path: &str) -> Result<String, String> {
+    use std::io::Read;
+    let p = std::path::Path::new(path);
+    if p.is_absolute()
+        || p.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+    {
+        return Err("the path must be relative to the document, without `..`".to_owned());
+    }
+    let file = std::fs::File::open(dir.join(p)).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    let max = stack::eval::MAX_FILE_BYTES as u64;
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("the file is more than {max} bytes"));
+    }
+    Ok(text)
+}
 
 /// How the service reaches plugins, as recorded with its commands: a
 /// command is resumed only by a primary that reaches its plugins the same
@@ -169,21 +241,39 @@ impl Service {
         &self.config
     }
 
+    /// The outputs stack `name` recorded (see [`outputs`]); `None` when it
+    /// never recorded any.
+    pub async fn outputs(
+        &self,
+        name: &str,
+    ) -> Result<Option<orrery_schema::PropertyMap>, ServiceError> {
+        let name = name.to_owned();
+        on_store(&self.store, move |s| Ok(s.outputs(&name)?)).await
+    }
+
     /// Stops the plugins this service started.
     pub async fn shutdown(&self) {
         self.plugins.stop().await;
     }
 
     /// Parses `document`, provides the plugins its targets name and
-    /// validates it against their schemas.
+    /// validates it against their schemas. Parameters take their defaults.
     pub async fn prepare(&self, document: CommandDocument) -> Result<Prepared, ServiceError> {
+        self.prepare_with(document, StackInputs::default()).await
+    }
+
+    /// [`Service::prepare`] with parameter values and, for `file()`, the
+    /// directory files are read from.
+    pub async fn prepare_with(
+        &self,
+        document: CommandDocument,
+        inputs: StackInputs,
+    ) -> Result<Prepared, ServiceError> {
         let mode = view::parse_mode(&document.mode).unwrap_or_default();
         let doc = document.clone();
-        let stack = tokio::task::spawn_blocking(move || {
-            stack::parse(&doc.source, &doc.text, &doc.stack_dir)
-        })
-        .await?
-        .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+        let stack = tokio::task::spawn_blocking(move || inputs.parse(&doc))
+            .await?
+            .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();
@@ -240,7 +330,11 @@ impl Service {
             document,
             plugins,
         } = prepared;
-        let record = (!plan::declares_secrets(&stack, &plugins.catalog)).then_some(document);
+        // Resumed from the document alone, an apply must mean the same:
+        // not when parameters took values from the caller or files were
+        // read, and never when it holds secrets.
+        let record = (!plan::declares_secrets(&stack, &plugins.catalog) && !stack.supplied)
+            .then_some(document);
         let command = self
             .begin(
                 CommandKind::Apply,
@@ -292,15 +386,17 @@ impl Service {
         if document.is_none() && stored.is_empty() && recorded_targets.is_empty() {
             return Err(ServiceError::UnknownStack(name.to_owned()));
         }
+        // Without a document nothing says which resources are protected.
+        let protected = document.as_ref().map(protected_labels).unwrap_or_default();
         let stack = Stack {
             name: name.to_owned(),
             source: String::new(),
             targets: document.map_or(recorded_targets, |d| d.targets),
-            resources: Vec::new(),
+            ..Stack::default()
         };
         let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
-        let command = self
+        let mut command = self
             .begin(
                 CommandKind::Destroy,
                 stack,
@@ -311,6 +407,7 @@ impl Service {
                 new_id,
             )
             .await?;
+        command.protected = protected;
         self.record_principal(&command, principal).await?;
         Ok(command)
     }
@@ -392,7 +489,10 @@ impl Service {
         })
         .await?;
         let keeper = Keeper::start(self.store.clone(), claim.command_id(), &self.config.lease);
+        let protected = protected_labels(&stack);
         Ok(Command {
+            protected,
+            allow_protected: false,
             kind,
             claim,
             keeper,
@@ -422,6 +522,9 @@ pub struct Command {
     hasher: SecretHasher,
     store: Store,
     options: Options,
+    /// Labels of resources marked `protect: true`.
+    protected: std::collections::BTreeSet<String>,
+    allow_protected: bool,
 }
 
 /// A command's plan with the records it was made against.
@@ -487,7 +590,7 @@ impl Command {
             self.mode,
             self.hasher.clone(),
         );
-        on_store(&self.store, move |store| {
+        let planned = on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
             let plan = match mode {
                 Some(mode) => plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
@@ -495,7 +598,17 @@ impl Command {
             };
             Ok(Planned { plan, stored })
         })
-        .await
+        .await?;
+        let refused = plan::protected_changes(&planned.plan, &self.protected);
+        if !refused.is_empty() && !self.allow_protected {
+            return Err(ServiceError::Protected(refused));
+        }
+        Ok(planned)
+    }
+
+    /// Lets this command delete or replace resources marked `protect: true`.
+    pub fn allow_protected(&mut self, allow: bool) {
+        self.allow_protected = allow;
     }
 
     /// The view of `plan` for this command.
@@ -549,6 +662,16 @@ impl Command {
             .await;
         }
         let report = report?;
+        // Outputs from what is recorded now; a destroy leaves none.
+        let (stack, kind) = (self.stack.clone(), self.kind);
+        on_store(&self.store, move |s| {
+            let values = match kind {
+                CommandKind::Apply => outputs::compute(&stack, &s.resources(Some(&stack.name))?),
+                CommandKind::Destroy => Default::default(),
+            };
+            Ok(s.put_outputs(&stack.name, &values)?)
+        })
+        .await?;
         tracing::info!(command = %report.command_id, ok = report.ok(), succeeded = report.succeeded,
             failed = report.failed.len(), elapsed_ms = report.elapsed_ms, "command finished");
         Ok(report)

@@ -35,6 +35,7 @@ pub use sqlite::SqliteStore;
 pub use write::Write;
 
 use orrery_core::stack::TargetDecl;
+use orrery_schema::PropertyMap;
 
 /// What every state backend does. Calls are short and synchronous; the
 /// executor makes a handful per operation. The stores [`open`] returns are
@@ -127,6 +128,11 @@ pub trait StateStore: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The document recorded for a command.
     fn command_document(&self, command_id: &str) -> Result<Option<CommandDocument>, StoreError>;
+    /// Records a stack's outputs (name → `{value}` or `{secret: true}`),
+    /// replacing the ones before.
+    fn put_outputs(&self, stack: &str, outputs: &PropertyMap) -> Result<(), StoreError>;
+    /// A stack's recorded outputs; `None` when it never recorded any.
+    fn outputs(&self, stack: &str) -> Result<Option<PropertyMap>, StoreError>;
 
     // Command leases (see `orrery_core::lease`). Times are Unix milliseconds.
 

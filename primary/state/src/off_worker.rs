@@ -57,6 +57,16 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     fn put_targets(&self, stack: &str, targets: &[TargetDecl]) -> Result<(), StoreError> {
         off_worker(|| self.0.put_targets(stack, targets))
     }
+    fn put_outputs(
+        &self,
+        stack: &str,
+        outputs: &orrery_schema::PropertyMap,
+    ) -> Result<(), StoreError> {
+        off_worker(|| self.0.put_outputs(stack, outputs))
+    }
+    fn outputs(&self, stack: &str) -> Result<Option<orrery_schema::PropertyMap>, StoreError> {
+        off_worker(|| self.0.outputs(stack))
+    }
     fn targets(&self, stack: &str) -> Result<Vec<TargetDecl>, StoreError> {
         off_worker(|| self.0.targets(stack))
     }

@@ -203,6 +203,7 @@ conformance!(
     a_lease_can_be_taken_after_it_expires,
     only_the_holder_renews_or_releases_a_lease,
     one_of_many_racing_owners_gets_a_lease,
+    outputs_round_trip_and_are_replaced_per_stack,
 );
 
 // ---------------------------------------------------------------------------
@@ -552,6 +553,34 @@ fn targets_round_trip_ordered_by_name(f: &Fixture) {
         ]
     );
     assert!(f.store.targets("api").unwrap().is_empty());
+}
+
+fn outputs_round_trip_and_are_replaced_per_stack(f: &Fixture) {
+    assert_eq!(f.store.outputs("web").unwrap(), None);
+    let first = props(&[
+        (
+            "url",
+            Value::Map(props(&[("value", Value::from("http://x"))])),
+        ),
+        ("token", Value::Map(props(&[("secret", Value::Bool(true))]))),
+        (
+            "ports",
+            Value::Map(props(&[(
+                "value",
+                Value::List(vec![Value::Int(80), Value::Int(443)]),
+            )])),
+        ),
+    ]);
+    f.store.put_outputs("web", &first).unwrap();
+    f.store.put_outputs("api", &props(&[])).unwrap();
+    assert_eq!(f.store.outputs("web").unwrap(), Some(first));
+    let second = props(&[(
+        "url",
+        Value::Map(props(&[("value", Value::from("http://y"))])),
+    )]);
+    f.store.put_outputs("web", &second).unwrap();
+    assert_eq!(f.store.outputs("web").unwrap(), Some(second));
+    assert_eq!(f.store.outputs("api").unwrap(), Some(props(&[])));
 }
 
 fn put_targets_upserts_and_keeps_the_others(f: &Fixture) {
@@ -1558,6 +1587,7 @@ fn sqlite_format0_store_is_upgraded_on_open() {
             "meta",
             "operations",
             "resources",
+            "stack_outputs",
             "targets"
         ]
     );

@@ -11,7 +11,7 @@
 
 mod secrets;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use orrery_schema::{EdgeKind, ResourceSchema, UpdateMethod, Value};
 
@@ -355,7 +355,7 @@ fn created(
             Some(FieldDiff {
                 field: field.name.clone(),
                 before: Shown::Absent,
-                after: shown(field.hints.is_secret(), Some(desired)),
+                after: shown(r.is_secret(field), Some(desired)),
                 forces_replacement: false,
             })
         })
@@ -377,20 +377,25 @@ fn diff(
         if h.read_only {
             continue;
         }
+        // Once it exists, an ignored field keeps what was recorded.
+        if r.ignore_changes.contains(&field.name) {
+            continue;
+        }
+        let secret = r.is_secret(field);
         let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs));
         let differs = match desired.clone() {
             // Not known until a dependency is applied: assume it changes.
             Some(None) => true,
-            Some(Some(value)) if h.is_secret() => {
+            Some(Some(value)) if secret => {
                 stored.secret_hashes.get(&field.name) != Some(&hasher.hash(&field.name, &value))
             }
             Some(Some(value)) => stored.properties.get(&field.name) != Some(&value),
-            None if h.is_secret() => stored.secret_hashes.contains_key(&field.name),
+            None if secret => stored.secret_hashes.contains_key(&field.name),
             None => !h.provider_default && stored.properties.contains_key(&field.name),
         };
         if differs {
             changed.push(field.name.clone());
-            let before = if h.is_secret() {
+            let before = if secret {
                 if stored.secret_hashes.contains_key(&field.name) {
                     Shown::Sensitive
                 } else {
@@ -405,7 +410,7 @@ fn diff(
             diffs.push(FieldDiff {
                 field: field.name.clone(),
                 before,
-                after: shown(h.is_secret(), desired),
+                after: shown(secret, desired),
                 forces_replacement: h.forces_replacement(),
             });
             if h.forces_replacement() {
@@ -427,6 +432,16 @@ fn diff(
         (false, None) => Action::Update,
     };
     (action, changed, diffs)
+}
+
+/// The labels of protected resources `plan` deletes or replaces.
+pub fn protected_changes(plan: &Plan, protected: &BTreeSet<String>) -> Vec<String> {
+    plan.changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Delete | Action::Replace { .. }))
+        .filter(|c| protected.contains(&c.label))
+        .map(|c| c.label.clone())
+        .collect()
 }
 
 /// Fields of `schema` whose values must never be stored or shown.

@@ -44,28 +44,32 @@ impl SecretHasher {
 }
 
 /// Whether `stack` gives a value to a write-only or opaque field (or to a
-/// field of a type the catalog does not know): then its document holds
-/// secrets and must not be stored, since secrets are never stored in clear.
+/// field of a type the catalog does not know), or declares a secret
+/// parameter: then its document holds secrets and must not be stored,
+/// since secrets are never stored in clear.
 pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
-    stack.resources.iter().any(|r| {
-        let schema = stack
-            .targets
-            .iter()
-            .find(|t| t.name == r.target)
-            .and_then(|t| catalog.schema(&t.plugin, &r.resource_type));
-        match schema {
-            Some(schema) => r
-                .properties
-                .keys()
-                .any(|k| schema.field(k).is_none_or(|f| f.hints.is_secret())),
-            None => !r.properties.is_empty(),
-        }
-    }) || stack.targets.iter().any(|t| {
-        config_has_secrets(&t.config)
-            || t.config
+    stack.parameters.values().any(|p| p.secret)
+        || stack.resources.iter().any(|r| !r.secret.is_empty())
+        || stack.resources.iter().any(|r| {
+            let schema = stack
+                .targets
                 .iter()
-                .any(|(k, v)| *v != Value::Null && declared_secret(catalog, &t.plugin, k))
-    })
+                .find(|t| t.name == r.target)
+                .and_then(|t| catalog.schema(&t.plugin, &r.resource_type));
+            match schema {
+                Some(schema) => r
+                    .properties
+                    .keys()
+                    .any(|k| schema.field(k).is_none_or(|f| f.hints.is_secret())),
+                None => !r.properties.is_empty(),
+            }
+        })
+        || stack.targets.iter().any(|t| {
+            config_has_secrets(&t.config)
+                || t.config
+                    .iter()
+                    .any(|(k, v)| *v != Value::Null && declared_secret(catalog, &t.plugin, k))
+        })
 }
 
 /// Whether `plugin` declares its target-configuration field `key` secret

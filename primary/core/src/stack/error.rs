@@ -57,6 +57,21 @@ pub enum Problem {
     /// to more than the parser's limits allow (`stack::limits`). Nothing
     /// was built.
     TooLarge(Limit),
+    /// A parameter has no value, or a value it does not accept. Secret
+    /// values are never in the message.
+    Parameter {
+        /// The parameter.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An expression has no value.
+    Expression {
+        /// Where it is (`property `path``, `variable `x``).
+        at: String,
+        /// Why.
+        error: super::eval::EvalError,
+    },
 }
 
 /// One problem in a stack document.
@@ -120,6 +135,8 @@ impl fmt::Display for StackError {
                 write!(f, "target name `{t}` must be letters, digits, `-` or `_` (it is a NATS subject token)")
             }
             Problem::TooLarge(limit) => write!(f, "{limit}"),
+            Problem::Parameter { name, message } => write!(f, "parameter `{name}`: {message}"),
+            Problem::Expression { at, error } => write!(f, "{at}: {error}"),
         }
     }
 }

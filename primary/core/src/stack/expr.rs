@@ -1,9 +1,14 @@
-//! Property expressions: literal values and references to other resources'
-//! outputs, written `${label.property}` inside strings.
+//! Property expressions: literal values, references to other resources'
+//! outputs (`${label.property}`) and expressions over them (`syntax.rs`),
+//! inside strings.
 
 use std::collections::BTreeMap;
 
 use orrery_schema::{PropertyMap, Value};
+
+use super::eval::{eval, fold, Env, EvalError};
+use super::functions::as_text;
+use super::syntax::{parse_embedded, Ast};
 
 /// A reference to another resource's output property.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,16 +26,22 @@ pub enum Part {
     Text(String),
     /// A referenced value, converted to text.
     Ref(Reference),
+    /// An expression that references a resource, converted to text.
+    Expr(Ast),
 }
 
 /// A property value as written in a stack: literals, references, and
-/// containers of them.
+/// containers of them. Everything but resource references is computed
+/// when the document is parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// A value with no reference in it.
     Literal(Value),
     /// Exactly `${label.property}`: the referenced value, of any type.
     Ref(Reference),
+    /// Exactly `${…}` of an expression that references a resource (such
+    /// as `${upper(app.path)}`): its value, of any type.
+    Computed(Ast),
     /// A string with references inside: the parts joined as text.
     Template(Vec<Part>),
     /// A list with references somewhere inside.
@@ -39,23 +50,16 @@ pub enum Expr {
     Map(BTreeMap<String, Expr>),
 }
 
-/// Why a string is not a valid template.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TemplateError(pub String);
-
 impl Expr {
-    /// Parses a value from a document, finding references in its strings.
-    /// `vars` are built-in variables such as `stack_dir`, substituted at once.
-    pub fn from_value(
-        value: Value,
-        vars: &BTreeMap<String, String>,
-    ) -> Result<Expr, TemplateError> {
+    /// Parses a value from a document, computing its `${…}` expressions in
+    /// `env` but for resource references, which are kept.
+    pub fn from_value(value: Value, env: &Env<'_>) -> Result<Expr, EvalError> {
         Ok(match value {
-            Value::String(s) => parse_template(&s, vars)?,
+            Value::String(s) => parse_template(&s, env)?,
             Value::List(items) => {
                 let exprs = items
                     .into_iter()
-                    .map(|v| Expr::from_value(v, vars))
+                    .map(|v| Expr::from_value(v, env))
                     .collect::<Result<Vec<_>, _>>()?;
                 if exprs.iter().all(|e| matches!(e, Expr::Literal(_))) {
                     Expr::Literal(Value::List(
@@ -68,7 +72,7 @@ impl Expr {
             Value::Map(map) => {
                 let exprs = map
                     .into_iter()
-                    .map(|(k, v)| Ok((k, Expr::from_value(v, vars)?)))
+                    .map(|(k, v)| Ok((k, Expr::from_value(v, env)?)))
                     .collect::<Result<BTreeMap<_, _>, _>>()?;
                 if exprs.values().all(|e| matches!(e, Expr::Literal(_))) {
                     Expr::Literal(Value::Map(
@@ -97,27 +101,35 @@ impl Expr {
         match self {
             Expr::Literal(_) => {}
             Expr::Ref(r) => out.push(r.clone()),
-            Expr::Template(parts) => out.extend(parts.iter().filter_map(|p| match p {
-                Part::Ref(r) => Some(r.clone()),
-                Part::Text(_) => None,
-            })),
+            Expr::Computed(ast) => ast.references(out),
+            Expr::Template(parts) => {
+                for p in parts {
+                    match p {
+                        Part::Ref(r) => out.push(r.clone()),
+                        Part::Expr(ast) => ast.references(out),
+                        Part::Text(_) => {}
+                    }
+                }
+            }
             Expr::List(items) => items.iter().for_each(|e| e.references(out)),
             Expr::Map(map) => map.values().for_each(|e| e.references(out)),
         }
     }
 
     /// The value, with references looked up in `outputs`; `None` when a
-    /// referenced value is not known yet.
+    /// referenced value is not known yet, or an expression over it fails.
     pub fn resolve(&self, outputs: &dyn Fn(&Reference) -> Option<Value>) -> Option<Value> {
         Some(match self {
             Expr::Literal(v) => v.clone(),
             Expr::Ref(r) => outputs(r)?,
+            Expr::Computed(ast) => eval(ast, outputs).ok()?,
             Expr::Template(parts) => {
                 let mut s = String::new();
                 for part in parts {
                     match part {
                         Part::Text(t) => s.push_str(t),
                         Part::Ref(r) => s.push_str(&as_text(&outputs(r)?)),
+                        Part::Expr(ast) => s.push_str(&as_text(&eval(ast, outputs).ok()?)),
                     }
                 }
                 Value::String(s)
@@ -137,82 +149,113 @@ impl Expr {
     }
 }
 
-fn as_text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Int(i) => i.to_string(),
-        Value::UInt(u) => u.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Null => String::new(),
-        other => format!("{other:?}"),
-    }
-}
-
-fn parse_template(s: &str, vars: &BTreeMap<String, String>) -> Result<Expr, TemplateError> {
+/// A string's `${…}` expressions, computed where they can be. `$${` is a
+/// literal `${`.
+fn parse_template(s: &str, env: &Env<'_>) -> Result<Expr, EvalError> {
     if !s.contains("${") {
         return Ok(Expr::Literal(Value::String(s.to_owned())));
     }
-    let mut parts = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
+    let mut text = String::new();
     let mut rest = s;
+    let mut whole: Option<Ast> = None;
     while let Some(start) = rest.find("${") {
-        if start > 0 {
-            parts.push(Part::Text(rest[..start].to_owned()));
+        if rest[..start].ends_with('$') {
+            text.push_str(&rest[..start - 1]);
+            text.push_str("${");
+            rest = &rest[start + 2..];
+            continue;
         }
-        let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| TemplateError(format!("unclosed `${{` in {s:?}")))?;
-        let inner = after[..end].trim();
-        match inner.split_once('.') {
-            Some((resource, property)) if !resource.is_empty() && !property.is_empty() => {
-                parts.push(Part::Ref(Reference {
-                    resource: resource.to_owned(),
-                    property: property.to_owned(),
-                }));
-            }
-            _ => match vars.get(inner) {
-                Some(v) => parts.push(Part::Text(v.clone())),
-                None => {
-                    return Err(TemplateError(format!(
-                        "`${{{inner}}}` is neither a reference `${{resource.property}}` nor a known variable ({})",
-                        vars.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )))
+        text.push_str(&rest[..start]);
+        let (ast, used) = parse_embedded(&rest[start + 2..])?;
+        let ast = fold(&ast, env)?;
+        let is_whole = start == 0 && parts.is_empty() && text.is_empty();
+        rest = &rest[start + 2 + used..];
+        if is_whole && rest.is_empty() {
+            whole = Some(ast);
+            break;
+        }
+        match ast {
+            Ast::Const(v) => text.push_str(&as_text(&v)),
+            other => {
+                if !text.is_empty() {
+                    parts.push(Part::Text(std::mem::take(&mut text)));
                 }
-            },
-        }
-        rest = &after[end + 1..];
-    }
-    if !rest.is_empty() {
-        parts.push(Part::Text(rest.to_owned()));
-    }
-    // Merge adjacent text (variables substituted into text).
-    let mut merged: Vec<Part> = Vec::new();
-    for part in parts {
-        match (merged.last_mut(), part) {
-            (Some(Part::Text(a)), Part::Text(b)) => a.push_str(&b),
-            (_, part) => merged.push(part),
+                parts.push(match other {
+                    Ast::Ref(r) => Part::Ref(r),
+                    other => Part::Expr(other),
+                });
+            }
         }
     }
-    Ok(match merged.as_slice() {
-        [Part::Ref(r)] => Expr::Ref(r.clone()),
+    if let Some(ast) = whole {
+        return Ok(match ast {
+            Ast::Const(v) => Expr::Literal(v),
+            Ast::Ref(r) => Expr::Ref(r),
+            other => Expr::Computed(other),
+        });
+    }
+    text.push_str(rest);
+    if !text.is_empty() {
+        parts.push(Part::Text(text));
+    }
+    Ok(match parts.as_slice() {
         [Part::Text(t)] => Expr::Literal(Value::String(t.clone())),
         [] => Expr::Literal(Value::String(String::new())),
-        _ => Expr::Template(merged),
+        _ => Expr::Template(parts),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stack::eval::Known;
+    use std::cell::Cell;
 
-    fn vars() -> BTreeMap<String, String> {
-        BTreeMap::from([("stack_dir".to_owned(), "/srv".to_owned())])
+    fn with_env<T>(f: impl FnOnce(&Env<'_>) -> T) -> T {
+        let params = BTreeMap::from([
+            (
+                "n".to_owned(),
+                Known {
+                    value: Value::Int(3),
+                    secret: false,
+                },
+            ),
+            (
+                "pw".to_owned(),
+                Known {
+                    value: Value::from("hunter2"),
+                    secret: true,
+                },
+            ),
+        ]);
+        let vars = BTreeMap::new();
+        let files = |p: &str| -> Result<String, String> {
+            if p == "motd.txt" {
+                Ok("hi".into())
+            } else {
+                Err("no such file".into())
+            }
+        };
+        let env = Env {
+            params: &params,
+            vars: &vars,
+            each: None,
+            count: None,
+            stack_dir: "/srv",
+            files: &files,
+            secret: Cell::new(false),
+        };
+        f(&env)
+    }
+
+    fn parse(s: &str) -> Result<Expr, EvalError> {
+        with_env(|env| Expr::from_value(Value::from(s), env))
     }
 
     #[test]
     fn whole_string_reference_keeps_the_type() {
-        let e = Expr::from_value(Value::from("${dir.mode}"), &vars()).unwrap();
+        let e = parse("${dir.mode}").unwrap();
         assert_eq!(
             e,
             Expr::Ref(Reference {
@@ -221,11 +264,19 @@ mod tests {
             })
         );
         assert_eq!(e.resolve(&|_| Some(Value::Int(493))), Some(Value::Int(493)));
+        assert_eq!(
+            parse("${param.n * 2}").unwrap(),
+            Expr::Literal(Value::Int(6))
+        );
+        assert_eq!(
+            parse("${range(2)}").unwrap(),
+            Expr::Literal(Value::List(vec![Value::Int(0), Value::Int(1)]))
+        );
     }
 
     #[test]
     fn templates_join_text_and_variables() {
-        let e = Expr::from_value(Value::from("${stack_dir}/${dir.path}/x"), &vars()).unwrap();
+        let e = parse("${stack_dir}/${dir.path}/x").unwrap();
         assert_eq!(
             e.resolve(&|_| Some(Value::from("app"))),
             Some(Value::from("/srv/app/x"))
@@ -235,11 +286,56 @@ mod tests {
             None,
             "unknown until the reference is known"
         );
+        assert_eq!(
+            parse("n=${param.n}, $${kept}").unwrap(),
+            Expr::Literal(Value::from("n=3, ${kept}"))
+        );
+        assert_eq!(
+            parse("${file(\"motd.txt\")}!").unwrap(),
+            Expr::Literal(Value::from("hi!"))
+        );
+    }
+
+    #[test]
+    fn expressions_over_references_are_finished_when_resolved() {
+        let e = parse("${upper(dir.path)}").unwrap();
+        assert!(matches!(e, Expr::Computed(_)));
+        let mut refs = Vec::new();
+        e.references(&mut refs);
+        assert_eq!(refs.len(), 1);
+        assert_eq!(
+            e.resolve(&|_| Some(Value::from("ab"))),
+            Some(Value::from("AB"))
+        );
+        let e = parse("x-${dir.n + param.n}").unwrap();
+        assert_eq!(
+            e.resolve(&|_| Some(Value::Int(1))),
+            Some(Value::from("x-4"))
+        );
+    }
+
+    #[test]
+    fn secrets_taint_what_they_touch() {
+        with_env(|env| {
+            Expr::from_value(Value::from("${param.n}"), env).unwrap();
+            assert!(!env.secret.get());
+            Expr::from_value(Value::from("pw=${upper(param.pw)}"), env).unwrap();
+            assert!(env.secret.get());
+        });
     }
 
     #[test]
     fn bad_templates_are_errors() {
-        assert!(Expr::from_value(Value::from("${nope}"), &vars()).is_err());
-        assert!(Expr::from_value(Value::from("${a.b"), &vars()).is_err());
+        assert!(parse("${nope}").is_err());
+        assert!(parse("${a.b").is_err());
+        assert_eq!(
+            parse("${param.zz}").unwrap_err().to_string(),
+            "`param.zz`: the document declares no parameter `zz`"
+        );
+        assert_eq!(
+            parse("${file(\"x\")}").unwrap_err().to_string(),
+            "`file(\"x\")`: no such file"
+        );
+        assert!(matches!(parse("${nofn(1)}"), Err(EvalError::Unknown(_))));
     }
 }

@@ -151,6 +151,63 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             }
         }
     }
+    // `depends_on`: a label, or a declaration's label standing for all its
+    // instances (`web` for `web["a"]`, `web["b"]`).
+    let mut by_base: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, r) in stack.resources.iter().enumerate() {
+        if let Some((base, _)) = r.label.split_once('[') {
+            by_base.entry(base).or_default().push(i);
+        }
+    }
+    for (i, r) in stack.resources.iter().enumerate() {
+        for d in &r.depends_on {
+            let found: Vec<usize> = match index.get(d.as_str()) {
+                Some(&j) => vec![j],
+                None => by_base.get(d.as_str()).cloned().unwrap_or_default(),
+            };
+            if found.is_empty() {
+                errors.push(err(
+                    Some(r),
+                    Problem::Expression {
+                        at: "`depends_on`".into(),
+                        error: super::EvalError::Unknown(format!(
+                            "`{d}` is not a resource of the stack"
+                        )),
+                    },
+                ));
+            }
+            for j in found {
+                if !deps[i].iter().any(|(k, _)| *k == j) {
+                    deps[i].push((j, EdgeKind::Default));
+                }
+            }
+        }
+    }
+    for (name, output) in &stack.outputs {
+        let mut refs = Vec::new();
+        output.value.references(&mut refs);
+        for reference in refs {
+            let problem = match index.get(reference.resource.as_str()) {
+                None => Problem::UnknownResource(reference.resource.clone()),
+                Some(&j) => match schema_of(j) {
+                    Some(s) if s.field(&reference.property).is_none() => Problem::UnknownProperty {
+                        resource: reference.resource.clone(),
+                        property: reference.property.clone(),
+                    },
+                    _ => continue,
+                },
+            };
+            errors.push(StackError {
+                file: stack.source.clone(),
+                line: None,
+                resource: None,
+                problem: Problem::Expression {
+                    at: format!("output `{name}`"),
+                    error: super::EvalError::Unknown(problem_text(problem)),
+                },
+            });
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -167,6 +224,18 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             )])
         }
     }
+}
+
+/// What a problem says, without where.
+fn problem_text(problem: Problem) -> String {
+    let text = StackError {
+        file: String::new(),
+        line: None,
+        resource: None,
+        problem,
+    }
+    .to_string();
+    text.strip_prefix(": ").unwrap_or(&text).to_owned()
 }
 
 /// Kahn's algorithm; on a cycle, returns one cycle's members in order

@@ -22,19 +22,32 @@
 //! ```
 
 mod error;
+pub mod eval;
 mod expr;
+mod functions;
 mod graph;
+mod instances;
+mod keys;
 pub mod limits;
+mod params;
+mod syntax;
+mod variables;
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
 
 use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
 pub use error::{Problem, StackError};
+pub use eval::{EvalError, FileReader, Known};
 pub use expr::{Expr, Part, Reference};
+pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
+pub use instances::{address, MAX_INSTANCES};
 pub use limits::{Limit, Limits};
+pub use params::{Inputs, Kind, Supplied};
+pub use syntax::Ast;
 
 /// A target: a plugin and its configuration for one place resources live.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,10 +73,51 @@ pub struct ResourceDecl {
     pub properties: BTreeMap<String, Expr>,
     /// The line of the declaration, where it could be found.
     pub line: Option<usize>,
+    /// Properties whose value came from a secret parameter: planned,
+    /// shown and stored like write-only fields (hashed, never in clear).
+    pub secret: BTreeSet<String>,
+    /// Labels (or a `for_each`/`count` declaration's label, meaning all
+    /// its instances) this resource depends on besides its references.
+    pub depends_on: Vec<String>,
+    /// A delete or replace of it is refused unless the command allows it.
+    pub protect: bool,
+    /// Fields whose changes are not planned once the resource exists.
+    pub ignore_changes: BTreeSet<String>,
+}
+
+/// An output as declared.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputDecl {
+    /// Its value, computed when the stack's resources are recorded.
+    pub value: Expr,
+    /// Declared `secret: true`, or computed from a secret parameter:
+    /// shown masked and its value never stored.
+    pub secret: bool,
+}
+
+impl ResourceDecl {
+    /// Whether `field`'s value must never be stored or shown: the type
+    /// says it is write-only or opaque, or it came from a secret parameter.
+    pub fn is_secret(&self, field: &orrery_schema::FieldSchema) -> bool {
+        field.hints.is_secret() || self.secret.contains(&field.name)
+    }
+
+    /// [`ResourceDecl::is_secret`] by field name, for a type that may
+    /// not be known (`None`).
+    pub fn is_secret_field(
+        &self,
+        schema: Option<&orrery_schema::ResourceSchema>,
+        name: &str,
+    ) -> bool {
+        self.secret.contains(name)
+            || schema
+                .and_then(|s| s.field(name))
+                .is_some_and(|f| f.hints.is_secret())
+    }
 }
 
 /// A parsed stack document.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stack {
     /// The stack's name: its identity in the state store.
     pub name: String,
@@ -73,6 +127,13 @@ pub struct Stack {
     pub targets: Vec<TargetDecl>,
     /// Resources.
     pub resources: Vec<ResourceDecl>,
+    /// Every parameter's value.
+    pub parameters: BTreeMap<String, Known>,
+    /// Outputs, by name.
+    pub outputs: BTreeMap<String, OutputDecl>,
+    /// Whether a parameter took a value given by the caller rather than its
+    /// default: then the document alone does not say what was applied.
+    pub supplied: bool,
 }
 
 impl Stack {
@@ -92,9 +153,26 @@ impl Stack {
 struct Document {
     stack: String,
     #[serde(default)]
+    parameters: BTreeMap<String, params::ParameterDoc>,
+    #[serde(default)]
+    variables: BTreeMap<String, Value>,
+    #[serde(default)]
+    outputs: BTreeMap<String, OutputDoc>,
+    #[serde(default)]
     targets: Vec<TargetDoc>,
     #[serde(default)]
     resources: Vec<ResourceDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputDoc {
+    value: Value,
+    #[serde(default)]
+    secret: bool,
+    #[serde(default)]
+    #[allow(dead_code)] // documentation for readers of the document
+    description: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -104,6 +182,8 @@ struct TargetDoc {
     plugin: String,
     #[serde(default)]
     config: PropertyMap,
+    #[serde(default)]
+    for_each: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -115,18 +195,50 @@ struct ResourceDoc {
     target: String,
     #[serde(default)]
     properties: PropertyMap,
+    #[serde(default)]
+    for_each: Option<Value>,
+    #[serde(default)]
+    count: Option<Value>,
+    #[serde(default)]
+    enabled: Option<Value>,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    #[serde(default)]
+    protect: bool,
+    #[serde(default)]
+    ignore_changes: BTreeSet<String>,
+}
+
+/// Every key each part of a document accepts, by part (`document`,
+/// `target`, `resource`), as the parser knows them: `docs/stacks.md` is
+/// checked against this.
+pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
+    vec![
+        ("document", keys::fields_of::<Document>()),
+        ("target", keys::fields_of::<TargetDoc>()),
+        ("resource", keys::fields_of::<ResourceDoc>()),
+        ("parameter", keys::fields_of::<params::ParameterDoc>()),
+        ("output", keys::fields_of::<OutputDoc>()),
+    ]
 }
 
 /// Parses a stack document. `source` names it in errors (a file path);
-/// JSON is accepted too (it is YAML). `stack_dir` is the value of the
-/// built-in variable `${stack_dir}`.
+/// JSON is accepted too (it is YAML). `stack_dir` is the value of
+/// `${stack_dir}`. Parameters take their defaults and `file()` reads
+/// nothing; [`parse_with_inputs`] gives values and a file reader.
 ///
 /// The document is first held to the default [`Limits`] (16 MiB of text,
 /// 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and 32 MiB of
 /// scalars once aliases are expanded; see [`limits`]): past one, the error
 /// is [`Problem::TooLarge`] naming the line, and nothing was built.
 pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackError> {
-    parse_with_limits(source, text, stack_dir, &Limits::default())
+    parse_with(
+        source,
+        text,
+        stack_dir,
+        &Limits::default(),
+        &Inputs::default(),
+    )
 }
 
 /// [`parse`] with other limits.
@@ -135,6 +247,26 @@ pub fn parse_with_limits(
     text: &str,
     stack_dir: &str,
     limits: &Limits,
+) -> Result<Stack, StackError> {
+    parse_with(source, text, stack_dir, limits, &Inputs::default())
+}
+
+/// [`parse`] with parameter values and a reader for `file()`.
+pub fn parse_with_inputs(
+    source: &str,
+    text: &str,
+    stack_dir: &str,
+    inputs: &Inputs<'_>,
+) -> Result<Stack, StackError> {
+    parse_with(source, text, stack_dir, &Limits::default(), inputs)
+}
+
+fn parse_with(
+    source: &str,
+    text: &str,
+    stack_dir: &str,
+    limits: &Limits,
+    inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
     limits::check(text, limits).map_err(|refusal| {
         let (line, problem) = match refusal {
@@ -154,7 +286,6 @@ pub fn parse_with_limits(
         resource: None,
         problem: Problem::Syntax(e.to_string()),
     })?;
-    let vars = BTreeMap::from([("stack_dir".to_owned(), stack_dir.to_owned())]);
     // One pass over the text: looking each label up separately would make
     // parsing quadratic in the number of resources.
     let lines = label_lines(text);
@@ -165,64 +296,229 @@ pub fn parse_with_limits(
         resource: label.map(str::to_owned),
         problem,
     };
+    let key_line = |section: &str, key: &str| key_line(text, section, key);
+    let (parameters, supplied) =
+        params::resolve(&doc.parameters, inputs).map_err(|e| StackError {
+            file: source.to_owned(),
+            line: key_line("parameters", &e.name),
+            resource: None,
+            problem: Problem::Parameter {
+                name: e.name,
+                message: e.message,
+            },
+        })?;
+    // A document that reads files does not alone say what was applied.
+    let read_files = Cell::new(false);
+    let files = |path: &str| {
+        read_files.set(true);
+        (inputs.files)(path)
+    };
+    let no_vars = BTreeMap::new();
+    let env = |vars| eval::Env {
+        params: &parameters,
+        vars,
+        each: None,
+        count: None,
+        stack_dir,
+        files: &files,
+        secret: Cell::new(false),
+    };
+    let vars =
+        variables::compute(&doc.variables, &env(&no_vars)).map_err(|(name, error)| StackError {
+            file: source.to_owned(),
+            line: key_line("variables", &name),
+            resource: None,
+            problem: Problem::Expression {
+                at: format!("variable `{name}`"),
+                error,
+            },
+        })?;
+    let env = env(&vars);
+    let too_many = |what: &str| {
+        at(
+            None,
+            Problem::Expression {
+                at: "`for_each`, `count`".to_owned(),
+                error: EvalError::Limit(format!(
+                    "the document expands to more than {MAX_INSTANCES} {what}"
+                )),
+            },
+        )
+    };
     let mut targets = Vec::new();
     for t in doc.targets {
-        let mut config = PropertyMap::new();
-        for (k, v) in t.config {
-            // Targets cannot reference resources; only variables are expanded.
-            match Expr::from_value(v, &vars) {
-                Ok(Expr::Literal(v)) => {
-                    config.insert(k, v);
-                }
-                Ok(_) => {
-                    return Err(at(
-                        None,
-                        Problem::Syntax(format!(
-                            "target `{}`: config `{k}` cannot reference a resource",
-                            t.name
-                        )),
-                    ))
-                }
-                Err(e) => {
-                    return Err(at(
-                        None,
-                        Problem::Syntax(format!("target `{}`: {}", t.name, e.0)),
-                    ))
-                }
+        let copies =
+            instances::expand(t.for_each.as_ref(), None, &env).map_err(|(key, error)| {
+                at(
+                    None,
+                    Problem::Expression {
+                        at: format!("target `{}`: `{key}`", t.name),
+                        error,
+                    },
+                )
+            })?;
+        for copy in copies {
+            let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), None);
+            let name = instances::text_field(&t.name, "name", &env).map_err(|error| {
+                at(
+                    None,
+                    Problem::Expression {
+                        at: format!("target `{}`: `name`", t.name),
+                        error,
+                    },
+                )
+            })?;
+            let config = target_config(&name, &t.config, &env).map_err(|p| at(None, p))?;
+            targets.push(TargetDecl {
+                name,
+                plugin: t.plugin.clone(),
+                config,
+            });
+            if targets.len() > MAX_INSTANCES {
+                return Err(too_many("targets"));
             }
         }
-        targets.push(TargetDecl {
-            name: t.name,
-            plugin: t.plugin,
-            config,
-        });
     }
     let mut resources = Vec::new();
     for r in doc.resources {
-        let mut properties = BTreeMap::new();
-        for (k, v) in r.properties {
-            let expr = Expr::from_value(v, &vars).map_err(|e| {
-                at(
-                    Some(&r.label),
-                    Problem::Syntax(format!("property `{k}`: {}", e.0)),
-                )
-            })?;
-            properties.insert(k, expr);
+        let line = line_of(&r.label);
+        let fail = |at: String, error| StackError {
+            file: source.to_owned(),
+            line,
+            resource: Some(r.label.clone()),
+            problem: Problem::Expression { at, error },
+        };
+        let copies = instances::expand(r.for_each.as_ref(), r.count.as_ref(), &env)
+            .map_err(|(key, error)| fail(format!("`{key}`"), error))?;
+        for copy in copies {
+            let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), copy.count);
+            let label = format!("{}{}", r.label, copy.suffix);
+            let fail = |at: String, error| StackError {
+                resource: Some(label.clone()),
+                ..fail(at, error)
+            };
+            if !instances::enabled(r.enabled.as_ref(), &env)
+                .map_err(|e| fail("`enabled`".into(), e))?
+            {
+                continue;
+            }
+            let target = instances::text_field(&r.target, "target", &env)
+                .map_err(|e| fail("`target`".into(), e))?;
+            let mut properties = BTreeMap::new();
+            let mut secret = BTreeSet::new();
+            for (k, v) in &r.properties {
+                env.secret.set(false);
+                let expr = Expr::from_value(v.clone(), &env)
+                    .map_err(|e| fail(format!("property `{k}`"), e))?;
+                if env.secret.get() {
+                    secret.insert(k.clone());
+                }
+                properties.insert(k.clone(), expr);
+            }
+            let mut depends_on = Vec::with_capacity(r.depends_on.len());
+            for d in &r.depends_on {
+                depends_on.push(
+                    instances::text_field(d, "depends_on", &env)
+                        .map_err(|e| fail("`depends_on`".into(), e))?,
+                );
+            }
+            resources.push(ResourceDecl {
+                line,
+                label,
+                resource_type: r.resource_type.clone(),
+                target,
+                properties,
+                secret,
+                depends_on,
+                protect: r.protect,
+                ignore_changes: r.ignore_changes.clone(),
+            });
+            if resources.len() > MAX_INSTANCES {
+                return Err(too_many("resources"));
+            }
         }
-        resources.push(ResourceDecl {
-            line: line_of(&r.label),
-            label: r.label,
-            resource_type: r.resource_type,
-            target: r.target,
-            properties,
-        });
+    }
+    let mut outputs = BTreeMap::new();
+    for (name, o) in doc.outputs {
+        env.secret.set(false);
+        let value = Expr::from_value(o.value, &env).map_err(|error| StackError {
+            file: source.to_owned(),
+            line: key_line("outputs", &name),
+            resource: None,
+            problem: Problem::Expression {
+                at: format!("output `{name}`"),
+                error,
+            },
+        })?;
+        let secret = o.secret || env.secret.get();
+        outputs.insert(name, OutputDecl { value, secret });
     }
     Ok(Stack {
+        outputs,
         name: doc.stack,
         source: source.to_owned(),
         targets,
         resources,
+        parameters,
+        supplied: supplied || read_files.get(),
     })
+}
+
+/// A target's configuration, its expressions computed: none may
+/// reference a resource, and a secret may only go under a key that is
+/// kept out of the store.
+fn target_config(
+    name: &str,
+    config: &PropertyMap,
+    env: &eval::Env<'_>,
+) -> Result<PropertyMap, Problem> {
+    let mut out = PropertyMap::new();
+    for (k, v) in config {
+        env.secret.set(false);
+        let expr = Expr::from_value(v.clone(), env).map_err(|error| Problem::Expression {
+            at: format!("target `{name}`: config `{k}`"),
+            error,
+        })?;
+        // Targets are recorded in the store; only keys that look secret
+        // are kept out of it.
+        if env.secret.get() && !crate::plan::secret_looking_key(k) {
+            return Err(Problem::Syntax(format!(
+                "target `{name}`: config `{k}` takes a secret parameter, but only keys that look secret (password, token, key, …) are kept out of the store"
+            )));
+        }
+        match expr {
+            Expr::Literal(v) => {
+                out.insert(k.clone(), v);
+            }
+            _ => {
+                return Err(Problem::Syntax(format!(
+                    "target `{name}`: config `{k}` cannot reference a resource"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The line of `key:` one level inside the top-level `section:` map.
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        if !line.starts_with([' ', '\t', '#']) && !line.is_empty() {
+            inside = line.trim_end().strip_suffix(':') == Some(section)
+                || line.starts_with(&format!("{section}:"));
+            continue;
+        }
+        let l = line.trim_start();
+        if inside
+            && (l.strip_prefix(key).is_some_and(|r| r.starts_with(':'))
+                || l.strip_prefix(&format!("\"{key}\""))
+                    .is_some_and(|r| r.trim_start().starts_with(':')))
+        {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// The line declaring each label, found by its `label:` key (YAML) or

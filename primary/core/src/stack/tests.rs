@@ -375,12 +375,12 @@ fn parse_problems_name_the_file_and_where_known_the_line_and_resource() {
         (
             "unknown variable in a property",
             doc(&[res("a", "Dir", "t", "path: '${nope}'")]),
-            "s.yaml:6: resource `a`: property `path`: `${nope}` is neither a reference `${resource.property}` nor a known variable (stack_dir)",
+            "s.yaml:6: resource `a`: property `path`: `nope` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`",
         ),
         (
             "unclosed template in a property",
             doc(&[res("a", "Dir", "t", "path: '${a.b'")]),
-            "s.yaml:6: resource `a`: property `path`: unclosed `${` in \"${a.b\"",
+            "s.yaml:6: resource `a`: property `path`: unclosed `${`",
         ),
         (
             "a target's config referencing a resource",
@@ -390,12 +390,15 @@ fn parse_problems_name_the_file_and_where_known_the_line_and_resource() {
         (
             "unknown variable in a target's config",
             targets("root: '${home}/x'"),
-            "s.yaml: target `t`: `${home}` is neither a reference `${resource.property}` nor a known variable (stack_dir)",
+            "s.yaml: target `t`: config `root`: `home` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`",
         ),
     ];
     for (what, text, expected) in cases {
         let e = parse("s.yaml", &text, "/srv").expect_err(what);
-        assert!(matches!(e.problem, Problem::Syntax(_)), "{what}");
+        assert!(
+            matches!(e.problem, Problem::Syntax(_) | Problem::Expression { .. }),
+            "{what}"
+        );
         assert_eq!(e.to_string(), expected, "{what}");
     }
 }
@@ -507,9 +510,27 @@ fn r(resource: &str, property: &str) -> Reference {
     }
 }
 
+/// Runs `f` with an environment of no parameters, `stack_dir` `/srv`.
+fn with_env<T>(f: impl FnOnce(&eval::Env<'_>) -> T) -> T {
+    let (params, vars) = (BTreeMap::new(), BTreeMap::new());
+    let no_files = |_: &str| Err("none".to_owned());
+    f(&eval::Env {
+        params: &params,
+        vars: &vars,
+        each: None,
+        count: None,
+        stack_dir: "/srv",
+        files: &no_files,
+        secret: std::cell::Cell::new(false),
+    })
+}
+
+fn from_value(v: Value) -> Result<Expr, EvalError> {
+    with_env(|env| Expr::from_value(v, env))
+}
+
 #[test]
 fn templates_parse_into_literals_references_and_parts() {
-    let vars = BTreeMap::from([("stack_dir".to_owned(), "/srv".to_owned())]);
     let text = |t: &str| Part::Text(t.into());
     // (template, expression)
     let cases: Vec<(&str, Expr)> = vec![
@@ -523,7 +544,10 @@ fn templates_parse_into_literals_references_and_parts() {
         ),
         ("${a.b}", Expr::Ref(r("a", "b"))),
         ("${ a.b }", Expr::Ref(r("a", "b"))),
-        ("${a.b.c}", Expr::Ref(r("a", "b.c"))),
+        (
+            "${a.b.c}",
+            Expr::Computed(Ast::Attr(Box::new(Ast::Ref(r("a", "b"))), "c".into())),
+        ),
         (
             "x${a.b}",
             Expr::Template(vec![text("x"), Part::Ref(r("a", "b"))]),
@@ -540,26 +564,26 @@ fn templates_parse_into_literals_references_and_parts() {
     ];
     for (template, expected) in cases {
         assert_eq!(
-            Expr::from_value(Value::from(template), &vars),
+            from_value(Value::from(template)),
             Ok(expected),
             "{template:?}"
         );
     }
     for (template, message) in [
-        ("${nope}", "`${nope}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${}", "`${}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${.b}", "`${.b}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${a.}", "`${a.}` is neither a reference `${resource.property}` nor a known variable (stack_dir)"),
-        ("${a.b} ${c", "unclosed `${` in \"${a.b} ${c\""),
+        ("${nope}", "`nope` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`"),
+        ("${}", "expected a value, found `}`"),
+        ("${.b}", "expected a value, found `.`"),
+        ("${a.}", "expected a name, found `}`"),
+        ("${a.b} ${c", "`c` is not a known name: write `param.NAME`, `var.NAME`, `each.key`, `each.value`, `count.index`, `stack_dir` or `LABEL.PROPERTY`"),
+        ("${a.b} ${c.d", "unclosed `${`"),
     ] {
-        let e = Expr::from_value(Value::from(template), &vars).expect_err(template);
-        assert_eq!(e.0, message, "{template:?}");
+        let e = from_value(Value::from(template)).expect_err(template);
+        assert_eq!(e.to_string(), message, "{template:?}");
     }
 }
 
 #[test]
 fn containers_keep_their_references_and_resolve_as_a_whole() {
-    let vars = BTreeMap::new();
     let value = Value::List(vec![
         Value::from("${a.n}"),
         Value::Map(
@@ -571,7 +595,7 @@ fn containers_keep_their_references_and_resolve_as_a_whole() {
             .collect(),
         ),
     ]);
-    let e = Expr::from_value(value, &vars).unwrap();
+    let e = from_value(value).unwrap();
     assert!(matches!(e, Expr::List(_)), "{e:?}");
     let mut refs = Vec::new();
     e.references(&mut refs);
@@ -599,11 +623,7 @@ fn containers_keep_their_references_and_resolve_as_a_whole() {
     let only_a = |reference: &Reference| (reference.resource == "a").then_some(Value::Int(7));
     assert_eq!(e.resolve(&only_a), None);
     // Containers without references are literals.
-    let lit = Expr::from_value(
-        Value::List(vec![Value::from("x"), Value::Bool(true)]),
-        &vars,
-    )
-    .unwrap();
+    let lit = from_value(Value::List(vec![Value::from("x"), Value::Bool(true)])).unwrap();
     assert_eq!(
         lit,
         Expr::Literal(Value::List(vec![Value::from("x"), Value::Bool(true)]))
@@ -616,7 +636,7 @@ fn containers_keep_their_references_and_resolve_as_a_whole() {
 
 #[test]
 fn referenced_values_become_text_inside_templates() {
-    let e = Expr::from_value(Value::from("<${a.v}>"), &BTreeMap::new()).unwrap();
+    let e = from_value(Value::from("<${a.v}>")).unwrap();
     for (value, text) in [
         (Value::from("s"), "<s>"),
         (Value::Int(-3), "<-3>"),
@@ -632,4 +652,83 @@ fn referenced_values_become_text_inside_templates() {
             "{value:?}"
         );
     }
+}
+
+#[test]
+fn instances_depend_exactly_on_the_instances_they_reference() {
+    let text = "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: dir\n    for_each: [a, b, c]\n    type: Dir\n    target: t\n    properties: { path: \"${each.key}\" }\n  - label: file\n    for_each: [a, b, c]\n    type: File\n    target: t\n    properties: { path: \"${dir[each.key].path}/f\", content: x }\n  - label: all\n    count: 2\n    type: File\n    target: t\n    properties: { path: \"all-${count.index}\", content: \"${dir[\\\"a\\\"].path}${dir[\\\"c\\\"].path}\" }\n";
+    let (stack, graph) = valid(text);
+    let labels: Vec<&str> = stack.resources.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            r#"dir["a"]"#,
+            r#"dir["b"]"#,
+            r#"dir["c"]"#,
+            r#"file["a"]"#,
+            r#"file["b"]"#,
+            r#"file["c"]"#,
+            "all[0]",
+            "all[1]",
+        ]
+    );
+    let deps = |i: usize| -> Vec<&str> { graph.deps[i].iter().map(|(d, _)| labels[*d]).collect() };
+    assert_eq!(deps(4), [r#"dir["b"]"#], "file[b] needs dir[b] only");
+    assert_eq!(deps(6), [r#"dir["a"]"#, r#"dir["c"]"#]);
+    assert!(deps(0).is_empty());
+    // Every instance keeps its declaration's line.
+    assert_eq!(stack.resources[5].line, Some(11));
+    // A reference to an instance that is not there is an unknown resource.
+    let bad = text.replace(
+        "for_each: [a, b, c]\n    type: File",
+        "for_each: [a, z]\n    type: File",
+    );
+    assert_eq!(
+        problems(&bad),
+        ["s.yaml:11: resource `file[\"z\"]`: references resource `dir[\"z\"]`, which the stack does not declare"]
+    );
+}
+
+#[test]
+fn outputs_are_checked_and_secret_ones_marked() {
+    let text = "stack: s\nparameters:\n  pw: { type: secret, default: abc }\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: a\n    type: Dir\n    target: t\n    properties: { path: a }\noutputs:\n  path: { value: \"${a.path}\" }\n  pw: { value: \"x${param.pw}\" }\n  hidden: { value: 1, secret: true }\n";
+    let (stack, _) = valid(text);
+    let secret: Vec<(&str, bool)> = stack
+        .outputs
+        .iter()
+        .map(|(n, o)| (n.as_str(), o.secret))
+        .collect();
+    assert_eq!(secret, [("hidden", true), ("path", false), ("pw", true)]);
+    let bad = text
+        .replace("${a.path}", "${ghost.path}")
+        .replace("x${param.pw}", "${a.colour}");
+    assert_eq!(
+        problems(&bad),
+        [
+            "s.yaml: output `path`: references resource `ghost`, which the stack does not declare",
+            "s.yaml: output `pw`: references `a.colour`, but that resource's type has no property `colour`",
+        ]
+    );
+}
+
+#[test]
+fn depends_on_adds_edges_to_labels_and_to_every_instance_of_a_declaration() {
+    let text = "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: dir\n    count: 2\n    type: Dir\n    target: t\n    properties: { path: \"d${count.index}\" }\n  - label: one\n    type: Dir\n    target: t\n    properties: { path: one }\n  - label: f\n    type: File\n    target: t\n    depends_on: [dir, one]\n    properties: { path: f, content: c }\n";
+    let (stack, graph) = valid(text);
+    let f = stack.resources.iter().position(|r| r.label == "f").unwrap();
+    let deps: Vec<&str> = graph.deps[f]
+        .iter()
+        .map(|(d, _)| stack.resources[*d].label.as_str())
+        .collect();
+    assert_eq!(deps, ["dir[0]", "dir[1]", "one"]);
+    let order: Vec<&str> = graph
+        .order
+        .iter()
+        .map(|&i| stack.resources[i].label.as_str())
+        .collect();
+    assert_eq!(order.last(), Some(&"f"));
+    assert_eq!(
+        problems(&text.replace("[dir, one]", "[ghost]")),
+        ["s.yaml:15: resource `f`: `depends_on`: `ghost` is not a resource of the stack"]
+    );
 }

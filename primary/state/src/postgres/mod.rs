@@ -46,6 +46,7 @@
 mod commands;
 mod keys;
 mod lease;
+mod outputs;
 mod tls;
 
 use std::collections::BTreeMap;
@@ -141,6 +142,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 8,
         name: "command_principals",
         sql: include_str!("../migrations/postgres/0008_command_principals.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "stack_outputs",
+        sql: include_str!("../migrations/postgres/0009_stack_outputs.sql"),
     },
 ];
 
@@ -893,6 +899,17 @@ impl PgPool {
         on_conn!(self, |c| commands::put_document(c, command_id, doc).await)
     }
 
+    /// Records a stack's outputs, replacing the ones before.
+    pub async fn put_outputs(&self, stack: &str, outputs: &PropertyMap) -> Result<(), StoreError> {
+        let bytes = encode_props(stack, outputs)?;
+        on_conn!(self, |c| outputs::put(c, stack, &bytes).await)
+    }
+
+    /// A stack's recorded outputs.
+    pub async fn outputs(&self, stack: &str) -> Result<Option<PropertyMap>, StoreError> {
+        on_conn!(self, |c| outputs::get(c, stack).await)
+    }
+
     /// The document recorded for a command.
     pub async fn command_document(
         &self,
@@ -1275,6 +1292,16 @@ impl StateStore for PgStore {
     ) -> Result<Option<crate::CommandDocument>, StoreError> {
         let command_id = command_id.to_owned();
         bridge!(self, command_document(&command_id))
+    }
+
+    fn put_outputs(&self, stack: &str, outputs: &PropertyMap) -> Result<(), StoreError> {
+        let (stack, outputs) = (stack.to_owned(), outputs.clone());
+        bridge!(self, put_outputs(&stack, &outputs))
+    }
+
+    fn outputs(&self, stack: &str) -> Result<Option<PropertyMap>, StoreError> {
+        let stack = stack.to_owned();
+        bridge!(self, outputs(&stack))
     }
 
     /// The database's clock, shared by every primary.

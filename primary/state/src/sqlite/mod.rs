@@ -6,6 +6,7 @@
 mod commands;
 mod keys;
 mod lease;
+mod outputs;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -93,6 +94,10 @@ CREATE TABLE IF NOT EXISTS command_principals (
     command_id TEXT PRIMARY KEY,
     principal TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS stack_outputs (
+    stack TEXT PRIMARY KEY,
+    outputs BLOB NOT NULL
+);
 CREATE INDEX IF NOT EXISTS resources_by_target_type ON resources (target, resource_type);
 CREATE INDEX IF NOT EXISTS commands_by_stack ON commands (stack, started_ms);
 CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
@@ -100,9 +105,10 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 
 /// Version of the tables and indexes beside the records' format, in
 /// `meta.schema`: 2 added command leases, command documents and the
-/// indexes of key-only views; 3 the command principals (the audit). Additions only: an older release ignores
+/// indexes of key-only views; 3 the command principals (the audit); 4 the
+/// stacks' outputs. Additions only: an older release ignores
 /// them, so a newer value is never refused.
-const SQLITE_SCHEMA: i64 = 3;
+const SQLITE_SCHEMA: i64 = 4;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -553,6 +559,18 @@ impl StateStore for SqliteStore {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    fn put_outputs(
+        &self,
+        stack: &str,
+        outputs: &orrery_schema::PropertyMap,
+    ) -> Result<(), StoreError> {
+        outputs::put(&self.conn(), stack, outputs)
+    }
+
+    fn outputs(&self, stack: &str) -> Result<Option<orrery_schema::PropertyMap>, StoreError> {
+        outputs::get(&self.conn(), stack)
     }
 
     /// A stack's recorded targets.
