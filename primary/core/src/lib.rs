@@ -7,6 +7,7 @@
 //! workspace's `tests/dependency_edges.rs` and `clippy.toml` enforce it).
 //!
 //! - [`answer`]: what a plugin's answer means (one classification).
+//! - [`events`]: the command event stream's schema and its tally.
 //! - [`stack`]: stack documents, validation, the dependency graph.
 //! - [`plan`]: the planner.
 //! - [`tasks`]: a plan turned into scheduler tasks (deletes in reverse order).
@@ -19,6 +20,7 @@
 
 pub mod answer;
 pub mod discovery;
+pub mod events;
 pub mod keys;
 pub mod lease;
 pub mod plan;

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use anyhow::bail;
 
 use super::stack_cmds::Common;
-use super::Output;
 
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
@@ -35,7 +34,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             args.command.map(|c| format!(" `{c}`")).unwrap_or_default()
         );
     };
-    if args.common.output == Output::Json {
+    if args.common.output.is_json() {
         println!("{}", serde_json::to_string(&command)?);
     } else {
         println!(
@@ -77,7 +76,7 @@ pub fn inventory(args: InventoryArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|r| is_discovered(r) == args.unmanaged)
         .collect();
-    if args.common.output == Output::Json {
+    if args.common.output.is_json() {
         let rows: Vec<serde_json::Value> = resources
             .iter()
             .map(|r| {

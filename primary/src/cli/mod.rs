@@ -52,6 +52,17 @@ pub enum Output {
     Text,
     /// For scripts: one JSON document.
     Json,
+    /// For scripts following a command: `apply` and `destroy` print one
+    /// event per line (`docs/http-api.md`, "Command events"); elsewhere
+    /// the same as `json`.
+    Ndjson,
+}
+
+impl Output {
+    /// Whether the output is for scripts.
+    pub fn is_json(self) -> bool {
+        matches!(self, Output::Json | Output::Ndjson)
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use orrery_bus::transport::Transport;
-use orrery_primary::apply::{Event, Options, Report, Resumed};
+use orrery_core::events::{CommandEvent, EventBody, OpEvent};
+use orrery_primary::apply::{EventSink, Options, Report, Resumed};
 use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{Action, Mode};
@@ -19,7 +20,6 @@ use orrery_primary::service::{
 };
 use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
-use tokio::sync::mpsc;
 
 use super::Output;
 
@@ -253,7 +253,11 @@ fn read_document(file: &Path, mode: Mode, engine: Engine) -> anyhow::Result<Comm
 }
 
 fn print_plan(plan: &PlanView, output: Output) {
-    if output == Output::Json {
+    if output == Output::Ndjson && plan.has_changes {
+        // Applies and destroys print their events, `planned` first.
+        return;
+    }
+    if output.is_json() {
         println!("{}", serde_json::to_string(plan).unwrap_or_default());
         return;
     }
@@ -535,7 +539,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow::Result<Report> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let events = EventSink::new(command.id());
     let total = planned
         .plan
         .changes
@@ -548,29 +552,24 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
         indicatif::ProgressBar::hidden()
     };
     let printer = {
-        let bar = bar.clone();
+        let (bar, events) = (bar.clone(), events.clone());
         tokio::spawn(async move {
-            while let Some(e) = rx.recv().await {
-                if output == Output::Text {
-                    let detail = if e.detail.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", e.detail)
-                    };
-                    let line = format!("  {} {}: {}{detail}", e.operation, e.label, e.status);
-                    if bar.is_hidden() {
-                        println!("{line}");
-                    } else {
-                        bar.println(line);
+            events
+                .follow(|e| {
+                    if let Some(line) = event_line(e, output) {
+                        if bar.is_hidden() {
+                            println!("{line}");
+                        } else {
+                            bar.println(line);
+                        }
                     }
-                }
-                if matches!(
-                    e.status,
-                    "succeeded" | "failed" | "dependency_failed" | "canceled"
-                ) {
-                    bar.inc(1);
-                }
-            }
+                    if let EventBody::Operation(op) = &e.body {
+                        if op.status.is_terminal() {
+                            bar.inc(1);
+                        }
+                    }
+                })
+                .await
         })
     };
     // Ctrl-C cancels: nothing new starts, in-flight operations finish.
@@ -581,15 +580,46 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
             let _ = cancel_tx.send(true);
         }
     });
-    let report = command.execute(planned, Some(tx), cancel_rx).await;
+    let report = command.execute(planned, Some(events), cancel_rx).await;
     ctrl_c.abort();
     let _ = printer.await;
     bar.finish_and_clear();
     Ok(report?)
 }
 
+/// How `event` is printed: the event itself as a JSON line for `ndjson`,
+/// a line per operation transition for people.
+fn event_line(event: &CommandEvent, output: Output) -> Option<String> {
+    match output {
+        Output::Ndjson => serde_json::to_string(event).ok(),
+        Output::Json => None,
+        Output::Text => match &event.body {
+            EventBody::Operation(op) if op.status != OpEvent::WaitingForRateLimit => {
+                let detail = match (&op.code, &op.message) {
+                    (Some(c), Some(m)) => format!(" ({c}: {m})"),
+                    (Some(c), None) => format!(" ({c})"),
+                    (None, Some(m)) => format!(" ({m})"),
+                    (None, None) if op.status == OpEvent::Attempt => {
+                        format!(" (attempt {})", op.attempt)
+                    }
+                    (None, None) => String::new(),
+                };
+                Some(format!(
+                    "  {} {}: {}{detail}",
+                    op.operation,
+                    op.label,
+                    op.status.name()
+                ))
+            }
+            _ => None,
+        },
+    }
+}
+
 fn finish(report: Report, output: Output) -> anyhow::Result<ExitCode> {
-    if output == Output::Json {
+    if output == Output::Ndjson {
+        // The `finished` event said it all.
+    } else if output == Output::Json {
         println!("{}", serde_json::to_string(&ReportView::new(&report))?);
     } else {
         println!(

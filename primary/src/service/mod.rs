@@ -20,12 +20,12 @@ pub mod view;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 pub use error::ServiceError;
 pub use plugins::{plugin_search_path, set_plugin_env, PluginError, PluginPool, Plugins};
 
-use crate::apply::{Event, Executor, Options, Report, Resumed};
+use crate::apply::{EventSink, Executor, Options, Report, Resumed};
 use crate::lease::{self, Claim, Keeper, LeaseConfig};
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
@@ -504,12 +504,25 @@ impl Command {
     }
 
     /// Runs `planned`, recording the document first (for an apply that
-    /// gives no secrets), sending progress to `events`; `cancel` (or losing
+    /// gives no secrets), emitting its events into `events`; `cancel` (or losing
     /// the lease) stops new operations. Releases the lease at the end.
     pub async fn execute(
         self,
         planned: &Planned,
-        events: Option<mpsc::UnboundedSender<Event>>,
+        events: Option<EventSink>,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Report, ServiceError> {
+        let result = self.execute_inner(planned, events.clone(), cancel).await;
+        if let (Err(e), Some(events)) = (&result, events) {
+            events.emit(error_event(e.to_string()));
+        }
+        result
+    }
+
+    async fn execute_inner(
+        self,
+        planned: &Planned,
+        events: Option<EventSink>,
         cancel: watch::Receiver<bool>,
     ) -> Result<Report, ServiceError> {
         if let Some(document) = self.document.clone() {
@@ -553,6 +566,15 @@ impl Command {
             failed = report.failed.len(), elapsed_ms = report.elapsed_ms, "command finished");
         Ok(report)
     }
+}
+
+/// The event ending a run that could not go on: `message` says why.
+pub fn error_event(message: String) -> orrery_core::events::EventBody {
+    orrery_core::events::EventBody::Finished(orrery_core::events::FinishedEvent {
+        status: "error".into(),
+        message: Some(message),
+        ..Default::default()
+    })
 }
 
 /// A shared service.
