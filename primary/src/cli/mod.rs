@@ -15,6 +15,8 @@ mod fleet;
 mod hub;
 mod inspect;
 mod plugin_test;
+mod remote;
+mod remote_cmds;
 mod server;
 mod stack_cmds;
 
@@ -74,8 +76,15 @@ enum Command {
     Plan(stack_cmds::PlanArgs),
     /// Delete every resource of a stack.
     Destroy(stack_cmds::DestroyArgs),
-    /// Show a command's progress (the latest command by default).
-    Status(inspect::StatusArgs),
+    /// Show a command's progress (the latest command by default); with
+    /// --follow, follow it to its end.
+    Status(remote_cmds::StatusArgs),
+    /// Ask the primary to cancel a command (the running one by default):
+    /// no new operation starts, those in flight finish.
+    Cancel(remote_cmds::CancelArgs),
+    /// The latest commands: kind, stack, who ran it, when, how long,
+    /// operation counts, outcome.
+    History(remote_cmds::HistoryArgs),
     /// List recorded resources.
     Inventory(inspect::InventoryArgs),
     /// List every discoverable resource on the targets of a stack (or of
@@ -125,7 +134,9 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Apply(args) => stack_cmds::apply_cmd(args).await,
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
-        Command::Status(args) => inspect::status(args),
+        Command::Status(args) => remote_cmds::status(args).await,
+        Command::Cancel(args) => remote_cmds::cancel(args).await,
+        Command::History(args) => remote_cmds::history(args).await,
         Command::Inventory(args) => inspect::inventory(args),
         Command::Discover(args) => discover::discover_cmd(args).await,
         Command::Drift(args) => discover::drift_cmd(args).await,

@@ -21,6 +21,7 @@ use orrery_primary::service::{
 use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
 
+use super::remote::RemoteArgs;
 use super::Output;
 
 /// Options shared by commands that work on a stack.
@@ -80,6 +81,8 @@ pub struct ApplyArgs {
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
     #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -113,6 +116,8 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
     pub mode: ModeArg,
     #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -124,9 +129,11 @@ pub struct DestroyArgs {
     /// The stack's name, instead of a document.
     #[arg(long)]
     pub stack: Option<String>,
-    /// Destroy without asking for confirmation.
+    /// Destroy without asking to type the stack's name.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -236,7 +243,11 @@ pub(super) fn read_stack(file: &Path) -> anyhow::Result<Stack> {
 /// A stack document as an apply records it (so that a restarted primary
 /// can resume the apply without the file): its text, name, directory (the
 /// value of `${stack_dir}`), the mode and where plugins run.
-fn read_document(file: &Path, mode: Mode, engine: Engine) -> anyhow::Result<CommandDocument> {
+pub(super) fn read_document(
+    file: &Path,
+    mode: Mode,
+    engine: Engine,
+) -> anyhow::Result<CommandDocument> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let dir = std::fs::canonicalize(file)
@@ -252,7 +263,7 @@ fn read_document(file: &Path, mode: Mode, engine: Engine) -> anyhow::Result<Comm
     })
 }
 
-fn print_plan(plan: &PlanView, output: Output) {
+pub(super) fn print_plan(plan: &PlanView, output: Output) {
     if output == Output::Ndjson && plan.has_changes {
         // Applies and destroys print their events, `planned` first.
         return;
@@ -261,37 +272,70 @@ fn print_plan(plan: &PlanView, output: Output) {
         println!("{}", serde_json::to_string(plan).unwrap_or_default());
         return;
     }
-    for c in &plan.changes {
-        let sign = match c.action {
+    print_plan_text(&serde_json::to_value(plan).unwrap_or_default());
+}
+
+/// A plan as `--output json` and the HTTP API give it (a `PlanView`),
+/// for people: what local and remote mode print alike.
+pub(super) fn print_plan_text(plan: &serde_json::Value) {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    for c in plan["changes"].as_array().into_iter().flatten() {
+        let action = c["action"].as_str().unwrap_or_default();
+        let sign = match action {
             "create" => "+",
             "update" => "~",
             "replace" => "-/+",
             "delete" => "-",
             _ => continue,
         };
-        let fields = if c.fields.is_empty() {
+        let fields: Vec<String> = c["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let fields = if fields.is_empty() {
             String::new()
         } else {
-            format!(" ({})", c.fields.join(", "))
+            format!(" ({})", fields.join(", "))
         };
         println!(
-            "  {sign:>3} {} {} [{}]{fields}",
-            c.action, c.label, c.resource_type
+            "  {sign:>3} {action} {} [{}]{fields}",
+            text(&c["label"]),
+            text(&c["type"])
         );
-        if matches!(c.action, "update" | "replace") {
-            for d in &c.diffs {
-                print_diff(d);
+        if matches!(action, "update" | "replace") {
+            for d in c["diffs"].as_array().into_iter().flatten() {
+                print_diff(&diff_of(d));
             }
         }
     }
-    let s = plan.summary;
-    if plan.has_changes {
+    let s = &plan["summary"];
+    let n = |k: &str| s[k].as_u64().unwrap_or(0);
+    if plan["has_changes"].as_bool().unwrap_or(false) {
         println!(
             "Plan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
-            s.create, s.update, s.replace, s.delete, s.no_op
+            n("create"),
+            n("update"),
+            n("replace"),
+            n("delete"),
+            n("no_op")
         );
     } else {
-        println!("No changes: {} resources up to date.", s.no_op);
+        println!("No changes: {} resources up to date.", n("no_op"));
+    }
+}
+
+/// A field's diff from its JSON (`FieldDiffView`).
+fn diff_of(d: &serde_json::Value) -> FieldDiffView {
+    let flag = |k: &str| d[k].as_bool().unwrap_or(false);
+    FieldDiffView {
+        field: d["field"].as_str().unwrap_or_default().to_owned(),
+        before: d.get("before").cloned(),
+        after: d.get("after").cloned(),
+        sensitive: flag("sensitive"),
+        known_after_apply: flag("known_after_apply"),
+        forces_replacement: flag("forces_replacement"),
     }
 }
 
@@ -384,15 +428,28 @@ fn nested(
     }
 }
 
-fn confirm(question: &str) -> anyhow::Result<bool> {
+pub(super) fn confirm(question: &str) -> anyhow::Result<bool> {
+    Ok(matches!(
+        ask(&format!("{question} [y/N] "))?.as_str(),
+        "y" | "Y" | "yes"
+    ))
+}
+
+/// Asks to type the stack's name before a whole-stack destroy.
+pub(super) fn confirm_typed(stack: &str) -> anyhow::Result<bool> {
+    let question = format!("Destroy every resource of stack `{stack}`? Type its name to confirm: ");
+    Ok(ask(&question)? == stack)
+}
+
+fn ask(question: &str) -> anyhow::Result<String> {
     if !std::io::stdin().is_terminal() {
         bail!("refusing to change resources without confirmation: stdin is not a terminal (pass --yes)");
     }
-    print!("{question} [y/N] ");
+    print!("{question}");
     std::io::stdout().flush()?;
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+    Ok(answer.trim().to_owned())
 }
 
 /// Runs `f` with the service, then stops the plugins it started.
@@ -408,6 +465,9 @@ where
 }
 
 pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+        return super::remote_cmds::plan(&remote, &args).await;
+    }
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let engine = service.config().engine;
@@ -432,6 +492,9 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+        return super::remote_cmds::apply(&remote, &args).await;
+    }
     let options = Options {
         max_concurrency: args.concurrency,
         rate_overrides: args.rate_limits.iter().cloned().collect(),
@@ -463,14 +526,20 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     let command = service
         .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
         .await?;
-    run(command, args.yes, "Apply these changes?", output).await
+    run(
+        command,
+        args.yes,
+        &|| confirm("Apply these changes?"),
+        output,
+    )
+    .await
 }
 
 /// Settles what an interrupted command left, plans, asks, executes.
 async fn run(
     command: Command,
     yes: bool,
-    question: &str,
+    confirmed: &dyn Fn() -> anyhow::Result<bool>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     print_resumed(command.settle().await?.as_ref(), output);
@@ -480,7 +549,7 @@ async fn run(
     if !planned.plan.has_changes() && !command.resumes() {
         return Ok(ExitCode::SUCCESS);
     }
-    if planned.plan.has_changes() && !yes && !confirm(question)? {
+    if planned.plan.has_changes() && !yes && !confirmed()? {
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
@@ -513,6 +582,9 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => bail!("name a stack document or --stack"),
     };
+    if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+        return super::remote_cmds::destroy(&remote, &name, &args).await;
+    }
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let command = match service
@@ -529,8 +601,13 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let question = format!("Destroy every resource of stack `{name}`?");
-            run(command, args.yes, &question, args.common.output).await
+            run(
+                command,
+                args.yes,
+                &|| confirm_typed(&name),
+                args.common.output,
+            )
+            .await
         }
         .await;
         (service, result)
@@ -546,30 +623,12 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
         .iter()
         .filter(|c| c.action != Action::NoOp)
         .count() as u64;
-    let bar = if output == Output::Text {
-        indicatif::ProgressBar::new(total)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
     let printer = {
-        let (bar, events) = (bar.clone(), events.clone());
+        let events = events.clone();
+        let mut printer = Printer::new(output, total);
         tokio::spawn(async move {
-            events
-                .follow(|e| {
-                    if let Some(line) = event_line(e, output) {
-                        if bar.is_hidden() {
-                            println!("{line}");
-                        } else {
-                            bar.println(line);
-                        }
-                    }
-                    if let EventBody::Operation(op) = &e.body {
-                        if op.status.is_terminal() {
-                            bar.inc(1);
-                        }
-                    }
-                })
-                .await
+            events.follow(|e| printer.event(e)).await;
+            printer
         })
     };
     // Ctrl-C cancels: nothing new starts, in-flight operations finish.
@@ -582,14 +641,97 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
     });
     let report = command.execute(planned, Some(events), cancel_rx).await;
     ctrl_c.abort();
-    let _ = printer.await;
-    bar.finish_and_clear();
+    if let Ok(printer) = printer.await {
+        printer.done();
+    }
     Ok(report?)
+}
+
+/// Prints a command's events as they come (local and remote mode alike)
+/// and keeps what the summary needs.
+pub(super) struct Printer {
+    output: Output,
+    bar: indicatif::ProgressBar,
+    failed: Vec<(String, String, String, String)>,
+    dependency_failed: Vec<String>,
+    canceled: Vec<String>,
+    finished: Option<orrery_core::events::FinishedEvent>,
+}
+
+impl Printer {
+    /// A printer for a command of `total` operations (the `planned` event
+    /// corrects it).
+    pub(super) fn new(output: Output, total: u64) -> Printer {
+        let bar = if output == Output::Text {
+            indicatif::ProgressBar::new(total)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        Printer {
+            output,
+            bar,
+            failed: Vec::new(),
+            dependency_failed: Vec::new(),
+            canceled: Vec::new(),
+            finished: None,
+        }
+    }
+
+    /// Prints `e` and takes it into account.
+    pub(super) fn event(&mut self, e: &CommandEvent) {
+        if let Some(line) = event_line(e, self.output) {
+            if self.bar.is_hidden() {
+                println!("{line}");
+            } else {
+                self.bar.println(line);
+            }
+        }
+        match &e.body {
+            EventBody::Planned(p) => self.bar.set_length(p.operations as u64),
+            EventBody::Operation(op) => {
+                if op.status.is_terminal() {
+                    self.bar.inc(1);
+                }
+                match op.status {
+                    OpEvent::Failed => self.failed.push((
+                        op.label.clone(),
+                        op.operation.clone(),
+                        op.code.clone().unwrap_or_default(),
+                        op.message.clone().unwrap_or_default(),
+                    )),
+                    OpEvent::DependencyFailed => self.dependency_failed.push(op.label.clone()),
+                    OpEvent::Canceled => self.canceled.push(op.label.clone()),
+                    _ => {}
+                }
+            }
+            EventBody::Finished(f) => self.finished = Some(f.clone()),
+        }
+    }
+
+    /// Clears the progress bar.
+    pub(super) fn done(&self) {
+        self.bar.finish_and_clear();
+    }
+
+    /// The report the events tell, once `finished` came.
+    pub(super) fn report(&self, command_id: &str) -> Option<Report> {
+        let f = self.finished.as_ref()?;
+        Some(Report {
+            command_id: command_id.to_owned(),
+            succeeded: f.succeeded,
+            failed: self.failed.clone(),
+            dependency_failed: self.dependency_failed.clone(),
+            canceled: self.canceled.clone(),
+            retries: f.retries,
+            requests: f.requests,
+            elapsed_ms: f.elapsed_ms,
+        })
+    }
 }
 
 /// How `event` is printed: the event itself as a JSON line for `ndjson`,
 /// a line per operation transition for people.
-fn event_line(event: &CommandEvent, output: Output) -> Option<String> {
+pub(super) fn event_line(event: &CommandEvent, output: Output) -> Option<String> {
     match output {
         Output::Ndjson => serde_json::to_string(event).ok(),
         Output::Json => None,
@@ -616,7 +758,11 @@ fn event_line(event: &CommandEvent, output: Output) -> Option<String> {
     }
 }
 
-fn finish(report: Report, output: Output) -> anyhow::Result<ExitCode> {
+pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitCode> {
+    // The same order whoever ran it and however it was followed.
+    report.failed.sort();
+    report.dependency_failed.sort();
+    report.canceled.sort();
     if output == Output::Ndjson {
         // The `finished` event said it all.
     } else if output == Output::Json {
