@@ -65,7 +65,7 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
     }
     let accepted = remote.post("/v1/stacks/apply", &body)?;
     let id = command_id(&accepted)?;
-    follow(remote, &id, output).await
+    follow(remote, &id, output, args.common.verbose).await
 }
 
 pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow::Result<ExitCode> {
@@ -80,7 +80,7 @@ pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow:
         return Ok(ExitCode::SUCCESS);
     }
     let id = command_id(&accepted)?;
-    follow(remote, &id, args.common.output).await
+    follow(remote, &id, args.common.output, args.common.verbose).await
 }
 
 fn command_id(accepted: &Value) -> anyhow::Result<String> {
@@ -105,8 +105,13 @@ fn encode(segment: &str) -> String {
 
 /// Follows command `id` to its end, printing as local mode does. Ctrl-C
 /// asks the primary to cancel it; a second Ctrl-C detaches.
-pub async fn follow(remote: &Remote, id: &str, output: Output) -> anyhow::Result<ExitCode> {
-    let mut printer = Printer::new(output, 0);
+pub async fn follow(
+    remote: &Remote,
+    id: &str,
+    output: Output,
+    verbose: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut printer = Printer::new(output, verbose, 0);
     let mut events = remote.follow(id);
     let mut interrupts = 0;
     loop {
@@ -149,7 +154,9 @@ pub async fn follow(remote: &Remote, id: &str, output: Output) -> anyhow::Result
     let report = printer
         .report(id)
         .context("the command's events ended without a summary")?;
-    finish(report, output)
+    let code = finish(report, output)?;
+    printer.breakdown();
+    Ok(code)
 }
 
 #[derive(clap::Args, Debug)]
@@ -198,7 +205,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         },
     };
     if args.follow {
-        return follow(&remote, &id, output).await;
+        return follow(&remote, &id, output, args.common.verbose).await;
     }
     let mut command = remote.get(&format!("/v1/commands/{}", encode(&id)))?;
     if let Some(map) = command.as_object_mut() {

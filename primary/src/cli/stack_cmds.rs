@@ -57,6 +57,10 @@ pub struct Common {
     pub nats_url: Option<String>,
     #[command(flatten)]
     pub nats_auth: NatsAuth,
+    /// Print every operation's transitions (by default: a progress bar on
+    /// a terminal, else a summary line every few seconds, and failures).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -278,6 +282,7 @@ pub(super) fn print_plan(plan: &PlanView, output: Output) {
 /// A plan as `--output json` and the HTTP API give it (a `PlanView`),
 /// for people: what local and remote mode print alike.
 pub(super) fn print_plan_text(plan: &serde_json::Value) {
+    let colour = colour();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
     for c in plan["changes"].as_array().into_iter().flatten() {
         let action = c["action"].as_str().unwrap_or_default();
@@ -299,8 +304,15 @@ pub(super) fn print_plan_text(plan: &serde_json::Value) {
         } else {
             format!(" ({})", fields.join(", "))
         };
+        let code = match action {
+            "create" => "32",
+            "update" => "33",
+            "replace" => "35",
+            _ => "31",
+        };
         println!(
-            "  {sign:>3} {action} {} [{}]{fields}",
+            "  {} {} [{}]{fields}",
+            paint(colour, code, &format!("{sign:>3} {action}")),
             text(&c["label"]),
             text(&c["type"])
         );
@@ -530,7 +542,7 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
         command,
         args.yes,
         &|| confirm("Apply these changes?"),
-        output,
+        &args.common,
     )
     .await
 }
@@ -540,8 +552,9 @@ async fn run(
     command: Command,
     yes: bool,
     confirmed: &dyn Fn() -> anyhow::Result<bool>,
-    output: Output,
+    common: &Common,
 ) -> anyhow::Result<ExitCode> {
+    let output = common.output;
     print_resumed(command.settle().await?.as_ref(), output);
     let planned = command.plan().await?;
     print_plan(&command.view(&planned.plan), output);
@@ -553,8 +566,10 @@ async fn run(
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
-    let report = execute(command, &planned, output).await?;
-    finish(report, output)
+    let (report, printer) = execute(command, &planned, output, common.verbose).await?;
+    let code = finish(report, output)?;
+    printer.breakdown();
+    Ok(code)
 }
 
 fn new_command_id() -> String {
@@ -601,13 +616,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            run(
-                command,
-                args.yes,
-                &|| confirm_typed(&name),
-                args.common.output,
-            )
-            .await
+            run(command, args.yes, &|| confirm_typed(&name), &args.common).await
         }
         .await;
         (service, result)
@@ -615,7 +624,12 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     .await
 }
 
-async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow::Result<Report> {
+async fn execute(
+    command: Command,
+    planned: &Planned,
+    output: Output,
+    verbose: bool,
+) -> anyhow::Result<(Report, Printer)> {
     let events = EventSink::new(command.id());
     let total = planned
         .plan
@@ -625,7 +639,7 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
         .count() as u64;
     let printer = {
         let events = events.clone();
-        let mut printer = Printer::new(output, total);
+        let mut printer = Printer::new(output, verbose, total);
         tokio::spawn(async move {
             events.follow(|e| printer.event(e)).await;
             printer
@@ -641,56 +655,151 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
     });
     let report = command.execute(planned, Some(events), cancel_rx).await;
     ctrl_c.abort();
-    if let Ok(printer) = printer.await {
-        printer.done();
-    }
-    Ok(report?)
+    let printer = printer.await?;
+    printer.done();
+    Ok((report?, printer))
 }
 
-/// Prints a command's events as they come (local and remote mode alike)
-/// and keeps what the summary needs.
+/// Whether output to the terminal is coloured: stdout is one, and
+/// `NO_COLOR` (https://no-color.org) is unset or empty.
+pub(super) fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `text` in the ANSI colour `code` when `on`.
+pub(super) fn paint(on: bool, code: &str, text: &str) -> String {
+    if on {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// How often a summary line is printed without a terminal.
+const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// An operation slower than this gets a line of its own.
+const SLOW_MS: u64 = 30_000;
+/// How many of the slowest operations the end summary names.
+const SLOWEST: usize = 5;
+
+/// Prints a command's events as they come (local and remote mode alike):
+/// every transition with `--verbose`; otherwise a progress bar on a
+/// terminal (a summary line every few seconds elsewhere), failures and
+/// slow operations. Keeps what the summary needs.
 pub(super) struct Printer {
     output: Output,
+    verbose: bool,
+    colour: bool,
     bar: indicatif::ProgressBar,
+    tally: orrery_core::events::Tally,
+    last: std::collections::HashMap<(String, String), OpEvent>,
+    started: std::time::Instant,
+    summarized: std::time::Instant,
     failed: Vec<(String, String, String, String)>,
     dependency_failed: Vec<String>,
     canceled: Vec<String>,
+    /// Operations by `plugin/target`: succeeded, did not.
+    by_target: std::collections::BTreeMap<String, (usize, usize)>,
+    /// The slowest operations: elapsed ms, `operation label`.
+    slowest: Vec<(u64, String)>,
     finished: Option<orrery_core::events::FinishedEvent>,
 }
 
 impl Printer {
     /// A printer for a command of `total` operations (the `planned` event
     /// corrects it).
-    pub(super) fn new(output: Output, total: u64) -> Printer {
-        let bar = if output == Output::Text {
-            indicatif::ProgressBar::new(total)
+    pub(super) fn new(output: Output, verbose: bool, total: u64) -> Printer {
+        let colour = colour();
+        let bar = if output == Output::Text && !verbose {
+            let bar = indicatif::ProgressBar::new(total);
+            let template = if colour {
+                "{elapsed_precise} [{bar:30.green/blue}] {pos}/{len} {msg} ETA {eta}"
+            } else {
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg} ETA {eta}"
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
         } else {
             indicatif::ProgressBar::hidden()
         };
+        let now = std::time::Instant::now();
         Printer {
             output,
+            verbose,
+            colour,
             bar,
+            tally: Default::default(),
+            last: Default::default(),
+            started: now,
+            summarized: now,
             failed: Vec::new(),
             dependency_failed: Vec::new(),
             canceled: Vec::new(),
+            by_target: Default::default(),
+            slowest: Vec::new(),
             finished: None,
         }
     }
 
+    fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            println!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    fn counts(&self) -> String {
+        let t = &self.tally;
+        format!(
+            "{} succeeded, {} failed, {} in flight, {} waiting for rate limit, {} remaining",
+            t.succeeded,
+            t.failed,
+            t.in_flight,
+            t.waiting,
+            t.remaining()
+        )
+    }
+
     /// Prints `e` and takes it into account.
     pub(super) fn event(&mut self, e: &CommandEvent) {
-        if let Some(line) = event_line(e, self.output) {
-            if self.bar.is_hidden() {
-                println!("{line}");
-            } else {
-                self.bar.println(line);
+        let before = match &e.body {
+            EventBody::Operation(op) => self
+                .last
+                .insert((op.label.clone(), op.operation.clone()), op.status),
+            _ => None,
+        };
+        self.tally.add(&e.body, before);
+        match self.output {
+            Output::Ndjson => {
+                if let Some(line) = event_line(e, self.output) {
+                    println!("{line}");
+                }
             }
+            Output::Json => {}
+            Output::Text => self.show(e),
         }
         match &e.body {
             EventBody::Planned(p) => self.bar.set_length(p.operations as u64),
             EventBody::Operation(op) => {
-                if op.status.is_terminal() {
-                    self.bar.inc(1);
+                if !op.status.is_terminal() {
+                    return;
+                }
+                let key = format!("{}/{}", op.plugin, op.target);
+                let entry = self.by_target.entry(key).or_default();
+                if op.status == OpEvent::Succeeded {
+                    entry.0 += 1;
+                } else {
+                    entry.1 += 1;
+                }
+                if let Some(ms) = op.elapsed_ms {
+                    self.slowest
+                        .push((ms, format!("{} {}", op.operation, op.label)));
+                    self.slowest
+                        .sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+                    self.slowest.truncate(SLOWEST);
                 }
                 match op.status {
                     OpEvent::Failed => self.failed.push((
@@ -708,9 +817,65 @@ impl Printer {
         }
     }
 
+    /// The text output of `e`.
+    fn show(&mut self, e: &CommandEvent) {
+        if let EventBody::Operation(op) = &e.body {
+            let slow = op.status == OpEvent::Succeeded && op.elapsed_ms.unwrap_or(0) > SLOW_MS;
+            if self.verbose || op.status == OpEvent::Failed || slow {
+                if let Some(line) = event_line(e, self.output) {
+                    let line = match op.status {
+                        OpEvent::Failed => paint(self.colour, "31", &line),
+                        _ if slow => format!(
+                            "{line} (slow: {:.1}s)",
+                            op.elapsed_ms.unwrap_or(0) as f64 / 1000.0
+                        ),
+                        _ => line,
+                    };
+                    self.println(&line);
+                }
+            }
+        }
+        if self.verbose {
+            return;
+        }
+        if !self.bar.is_hidden() {
+            self.bar
+                .set_position((self.tally.succeeded + self.tally.failed) as u64);
+            self.bar.set_message(self.counts());
+        } else if self.summarized.elapsed() >= SUMMARY_EVERY
+            && !matches!(e.body, EventBody::Finished(_))
+        {
+            self.summarized = std::time::Instant::now();
+            println!(
+                "  {:.0}s: {}",
+                self.started.elapsed().as_secs_f64(),
+                self.counts()
+            );
+        }
+    }
+
     /// Clears the progress bar.
     pub(super) fn done(&self) {
         self.bar.finish_and_clear();
+    }
+
+    /// After the summary line: operations by plugin and target, and the
+    /// slowest ones (text only).
+    pub(super) fn breakdown(&self) {
+        if self.output != Output::Text || self.by_target.is_empty() {
+            return;
+        }
+        for (target, (ok, not)) in &self.by_target {
+            println!("  {target}: {ok} succeeded, {not} did not");
+        }
+        if !self.slowest.is_empty() {
+            let slowest: Vec<String> = self
+                .slowest
+                .iter()
+                .map(|(ms, what)| format!("{what} ({:.1}s)", *ms as f64 / 1000.0))
+                .collect();
+            println!("  slowest: {}", slowest.join(", "));
+        }
     }
 
     /// The report the events tell, once `finished` came.
