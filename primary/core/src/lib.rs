@@ -11,6 +11,7 @@
 //! - [`stack`]: stack documents, validation, the dependency graph.
 //! - [`plan`]: the planner.
 //! - [`tasks`]: a plan turned into scheduler tasks (deletes in reverse order).
+//! - [`select`]: targeted runs (`--target`, `--exclude`, `--replace`).
 //! - [`scheduler`]: dependency order, concurrency, rate limits, retry policy.
 //! - [`discovery`]: discovery and drift decisions (what to list, what changed).
 //! - [`timetable`]: when periodic jobs are due.
@@ -26,6 +27,7 @@ pub mod lease;
 pub mod plan;
 pub mod record;
 pub mod scheduler;
+pub mod select;
 pub mod stack;
 pub mod tasks;
 pub mod timetable;

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::remote::{Remote, RemoteArgs};
 use super::stack_cmds::{
     confirm, confirm_typed, finish, print_plan_text, read_document, ApplyArgs, Common, DestroyArgs,
-    PlanArgs, Printer,
+    PlanArgs, Printer, SelectArgs,
 };
 use super::Output;
 use orrery_core::events::EventBody;
@@ -19,14 +19,14 @@ use orrery_primary::service::Engine;
 use orrery_primary::state::CommandFilter;
 
 /// The request body of a plan or apply of `file`.
-fn stack_request(file: &std::path::Path, mode: Mode) -> anyhow::Result<Value> {
+fn stack_request(file: &std::path::Path, mode: Mode, select: &SelectArgs) -> anyhow::Result<Value> {
     let doc = read_document(file, mode, Engine::Embedded)?;
-    Ok(json!({
-        "document": doc.text,
-        "mode": doc.mode,
-        "source": doc.source,
-        "stack_dir": doc.stack_dir,
-    }))
+    let mut body = select.json();
+    body["document"] = json!(doc.text);
+    body["mode"] = json!(doc.mode);
+    body["source"] = json!(doc.source);
+    body["stack_dir"] = json!(doc.stack_dir);
+    Ok(body)
 }
 
 fn show_plan(plan: &Value, output: Output) {
@@ -41,7 +41,7 @@ fn show_plan(plan: &Value, output: Output) {
 }
 
 pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let body = stack_request(&args.file, args.mode.into())?;
+    let body = stack_request(&args.file, args.mode.into(), &args.select)?;
     let plan = remote.post("/v1/stacks/plan", &body)?;
     show_plan(&plan, args.common.output);
     Ok(if plan["has_changes"] == true {
@@ -53,7 +53,7 @@ pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> 
 
 pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let output = args.common.output;
-    let body = stack_request(&args.file, args.mode.into())?;
+    let body = stack_request(&args.file, args.mode.into(), &args.select)?;
     let plan = remote.post("/v1/stacks/plan", &body)?;
     show_plan(&plan, output);
     if args.dry_run || plan["has_changes"] != true {
@@ -70,11 +70,24 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
 
 pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow::Result<ExitCode> {
     // The primary plans a destroy when it starts it: the question comes first.
-    if !args.yes && !confirm_typed(name)? {
+    let whole = args.select.target.is_empty() && args.select.exclude.is_empty();
+    let confirmed = || {
+        if whole {
+            confirm_typed(name)
+        } else {
+            confirm(&format!(
+                "Destroy the selected resources of stack `{name}`?"
+            ))
+        }
+    };
+    if !args.yes && !confirmed()? {
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
-    let accepted = remote.post(&format!("/v1/stacks/{}/destroy", encode(name)), &json!({}))?;
+    let accepted = remote.post(
+        &format!("/v1/stacks/{}/destroy", encode(name)),
+        &args.select.json(),
+    )?;
     show_plan(&accepted["plan"], args.common.output);
     if accepted["plan"]["has_changes"] != true && accepted["resumed"] != true {
         return Ok(ExitCode::SUCCESS);

@@ -63,6 +63,42 @@ pub struct Common {
     pub verbose: bool,
 }
 
+/// A targeted run.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SelectArgs {
+    /// Only this resource and what it depends on (for a destroy: and what
+    /// depends on it). Repeatable.
+    #[arg(long = "target", value_name = "LABEL")]
+    pub target: Vec<String>,
+    /// Leave out this resource and what depends on it (for a destroy: and
+    /// what it depends on). Repeatable.
+    #[arg(long = "exclude", value_name = "LABEL")]
+    pub exclude: Vec<String>,
+    /// Replace this resource even if nothing about it changed. Repeatable.
+    #[arg(long = "replace", value_name = "LABEL")]
+    pub replace: Vec<String>,
+}
+
+impl SelectArgs {
+    /// The selection, as the service takes it.
+    pub fn selection(&self) -> orrery_core::select::Selection {
+        orrery_core::select::Selection {
+            target: self.target.clone(),
+            exclude: self.exclude.clone(),
+            replace: self.replace.clone(),
+        }
+    }
+
+    /// The selection's fields of an API request body.
+    pub(super) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "target": self.target,
+            "exclude": self.exclude,
+            "replace": self.replace,
+        })
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ApplyArgs {
     /// The stack document (YAML or JSON).
@@ -84,6 +120,8 @@ pub struct ApplyArgs {
     /// in requests per second, e.g. `Local/home=50:10`. Repeatable.
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
+    #[command(flatten)]
+    pub select: SelectArgs,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]
@@ -120,6 +158,8 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
     pub mode: ModeArg,
     #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]
     pub common: Common,
@@ -136,6 +176,8 @@ pub struct DestroyArgs {
     /// Destroy without asking to type the stack's name.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]
@@ -483,9 +525,10 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let engine = service.config().engine;
-            let prepared = service
+            let mut prepared = service
                 .prepare(read_document(&args.file, args.mode.into(), engine)?)
                 .await?;
+            prepared.selection = args.select.selection();
             let plan = service.plan(&prepared).await?;
             print_plan(
                 &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan),
@@ -522,9 +565,10 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let output = args.common.output;
     let engine = service.config().engine;
-    let prepared = service
+    let mut prepared = service
         .prepare(read_document(&args.file, args.mode.into(), engine)?)
         .await?;
+    prepared.selection = args.select.selection();
     if args.dry_run {
         let plan = service.plan(&prepared).await?;
         print_plan(
@@ -606,7 +650,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 .begin_destroy(&name, document, &new_command_id(), Some(&local_principal()))
                 .await
             {
-                Ok(command) => command,
+                Ok(command) => command.with_selection(args.select.selection()),
                 Err(ServiceError::UnknownStack(_)) => {
                     print_plan(
                         &PlanView::new(&name, None, &Default::default()),
@@ -616,7 +660,17 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            run(command, args.yes, &|| confirm_typed(&name), &args.common).await
+            let whole = args.select.target.is_empty() && args.select.exclude.is_empty();
+            let ask = || {
+                if whole {
+                    confirm_typed(&name)
+                } else {
+                    confirm(&format!(
+                        "Destroy the selected resources of stack `{name}`?"
+                    ))
+                }
+            };
+            run(command, args.yes, &ask, &args.common).await
         }
         .await;
         (service, result)

@@ -125,11 +125,42 @@ pub struct StackRequest {
     /// The value of `${stack_dir}` (absolute; default: the server's).
     #[serde(default)]
     stack_dir: Option<String>,
+    /// A targeted run (`target`, `exclude`, `replace`).
+    #[serde(flatten)]
+    selection: SelectionRequest,
 }
 
-/// The body of `POST /v1/stacks/{name}/destroy`: nothing yet.
+/// The labels of a targeted run, as `--target`, `--exclude`, `--replace`.
 #[derive(Deserialize, Default)]
-pub struct DestroyRequest {}
+pub struct SelectionRequest {
+    #[serde(default)]
+    target: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    #[serde(default)]
+    replace: Vec<String>,
+}
+
+impl SelectionRequest {
+    fn take(&mut self) -> orrery_core::select::Selection {
+        orrery_core::select::Selection {
+            target: std::mem::take(&mut self.target),
+            exclude: std::mem::take(&mut self.exclude),
+            replace: std::mem::take(&mut self.replace),
+        }
+    }
+}
+
+/// The body of `POST /v1/commands/{id}/cancel`: nothing yet.
+#[derive(Deserialize, Default)]
+pub struct CancelRequest {}
+
+/// The body of `POST /v1/stacks/{name}/destroy`: a targeted destroy's labels.
+#[derive(Deserialize, Default)]
+pub struct DestroyBody {
+    #[serde(flatten)]
+    selection: SelectionRequest,
+}
 
 /// The document a request gives, checked, as the service takes it.
 fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
@@ -176,9 +207,11 @@ fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
 pub async fn plan_handler(
     State(state): AppState,
     principal: Principal,
-    JsonBody(req): JsonBody<StackRequest>,
+    JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Json<PlanView>> {
-    let prepared = state.service.prepare(document(&state, req)?).await?;
+    let selection = req.selection.take();
+    let mut prepared = state.service.prepare(document(&state, req)?).await?;
+    prepared.selection = selection;
     principal.require(Role::Planner, &prepared.stack.name)?;
     let plan = state.service.plan(&prepared).await?;
     Ok(Json(PlanView::new(
@@ -231,9 +264,11 @@ async fn start(
 pub async fn apply_handler(
     State(state): AppState,
     principal: Principal,
-    JsonBody(req): JsonBody<StackRequest>,
+    JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Response> {
-    let prepared = state.service.prepare(document(&state, req)?).await?;
+    let selection = req.selection.take();
+    let mut prepared = state.service.prepare(document(&state, req)?).await?;
+    prepared.selection = selection;
     principal.require(Role::Operator, &prepared.stack.name)?;
     if !principal.may(Role::Admin, &prepared.stack.name) {
         // Targets (where a plugin acts, e.g. a `local` root) are the
@@ -273,14 +308,15 @@ pub async fn destroy_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(name): PathParam,
-    OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
+    OptionalJsonBody(mut body): OptionalJsonBody<DestroyBody>,
 ) -> ApiResult<Response> {
     principal.require(Role::Operator, &name)?;
     let reservation = state.commands.reserve(&name)?;
     let command = state
         .service
         .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
-        .await?;
+        .await?
+        .with_selection(body.selection.take());
     start(reservation, command, &principal).await
 }
 
@@ -434,7 +470,7 @@ pub async fn cancel_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(id): PathParam,
-    OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
+    OptionalJsonBody(CancelRequest {}): OptionalJsonBody<CancelRequest>,
 ) -> ApiResult<Response> {
     let stack = match state.commands.stack_of(&id) {
         Some(stack) => Some(stack),

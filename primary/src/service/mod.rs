@@ -30,6 +30,7 @@ use crate::lease::{self, Claim, Keeper, LeaseConfig};
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
 use crate::state::{CommandDocument, CommandHead, StateStore, Store, StoredResource};
+use orrery_core::select::{self, Selection};
 
 /// How the service reaches plugins, as recorded with its commands: a
 /// command is resumed only by a primary that reaches its plugins the same
@@ -108,6 +109,8 @@ pub struct Prepared {
     pub mode: Mode,
     /// What is recorded so that the apply can be resumed without the caller.
     pub document: CommandDocument,
+    /// The part of the stack to plan and apply (all of it by default).
+    pub selection: Selection,
     plugins: Plugins,
 }
 
@@ -204,6 +207,7 @@ impl Service {
             graph,
             mode,
             document,
+            selection: Selection::default(),
             plugins,
         })
     }
@@ -216,10 +220,14 @@ impl Service {
             prepared.plugins.catalog.clone(),
             prepared.mode,
         );
+        let selection = prepared.selection.clone();
         on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
             let hasher = SecretHasher::new(store.secret_key()?);
-            Ok(plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher))
+            let mut plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
+            let deps = select::dependencies(Some((&stack, &graph)), &stored);
+            select::restrict(&mut plan, &deps, &selection)?;
+            Ok(plan)
         })
         .await
     }
@@ -238,6 +246,7 @@ impl Service {
             graph,
             mode,
             document,
+            selection,
             plugins,
         } = prepared;
         let record = (!plan::declares_secrets(&stack, &plugins.catalog)).then_some(document);
@@ -251,7 +260,8 @@ impl Service {
                 plugins,
                 new_id,
             )
-            .await?;
+            .await?
+            .with_selection(selection);
         self.record_principal(&command, principal).await?;
         Ok(command)
     }
@@ -402,6 +412,7 @@ impl Service {
             document,
             plugins,
             hasher,
+            selection: Selection::default(),
             store: self.store.clone(),
             options: self.config.options.clone(),
         })
@@ -420,6 +431,7 @@ pub struct Command {
     document: Option<CommandDocument>,
     plugins: Plugins,
     hasher: SecretHasher,
+    selection: Selection,
     store: Store,
     options: Options,
 }
@@ -446,6 +458,14 @@ impl Command {
     /// The stack.
     pub fn stack(&self) -> &Stack {
         &self.stack
+    }
+
+    /// Restricts it to `selection` (`--target`, `--exclude`, `--replace`):
+    /// for a destroy, a target brings what depends on it and an exclude
+    /// keeps what it depends on.
+    pub fn with_selection(mut self, selection: Selection) -> Command {
+        self.selection = selection;
+        self
     }
 
     /// Whether it goes on with a command a stopped primary left running.
@@ -487,12 +507,20 @@ impl Command {
             self.mode,
             self.hasher.clone(),
         );
+        let selection = self.selection.clone();
         on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
-            let plan = match mode {
-                Some(mode) => plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
-                None => plan::plan_destroy(&stored),
+            let (mut plan, deps) = match mode {
+                Some(mode) => (
+                    plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
+                    select::dependencies(Some((&stack, &graph)), &stored),
+                ),
+                None => (
+                    plan::plan_destroy(&stored),
+                    select::reversed(&select::dependencies(None, &stored)),
+                ),
             };
+            select::restrict(&mut plan, &deps, &selection)?;
             Ok(Planned { plan, stored })
         })
         .await
