@@ -17,7 +17,7 @@ use super::auth::{Principal, Role};
 use super::commands::{self, NotRunning, Outcome, Reservation};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
-use super::{blocking, views, Shared};
+use super::{blocking, pages, views, Shared};
 use crate::discovery::UNMANAGED_STACK;
 use crate::plan::Mode;
 use crate::service::view::{self, PlanView, ReportView};
@@ -437,6 +437,7 @@ pub async fn command_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(id): PathParam,
+    QueryParams(page): QueryParams<pages::OperationsQuery>,
 ) -> ApiResult<Json<Value>> {
     let store = state.store.clone();
     let lookup = id.clone();
@@ -456,6 +457,7 @@ pub async fn command_handler(
         None if active => json!({"id": id, "status": "running", "operations": []}),
         None => return Err(ApiError::not_found(format!("no command `{id}`"))),
     };
+    pages::operations_page(&mut out, &page)?;
     out["active"] = json!(active);
     match state.commands.outcome(&id) {
         Some(Outcome::Report(report)) => out["report"] = json!(ReportView::new(&report)),
@@ -518,23 +520,52 @@ pub async fn cancel_handler(
 pub async fn resources_handler(
     State(state): AppState,
     principal: Principal,
-    QueryParams(q): QueryParams<StackQuery>,
+    QueryParams(q): QueryParams<pages::ResourcesQuery>,
 ) -> ApiResult<Json<Value>> {
     match &q.stack {
         Some(stack) => principal.require(Role::Viewer, stack)?,
         None => principal.require_some(Role::Viewer)?,
     }
+    let limit = pages::limit(q.limit, q.cursor.is_some())?;
+    let after = q
+        .cursor
+        .as_deref()
+        .map(pages::parse_resource_cursor)
+        .transpose()?;
     let store = state.store.clone();
-    let rows = blocking(move || {
-        let resources = store.resources(q.stack.as_deref())?;
-        Ok(resources
+    let (rows, next) = blocking(move || {
+        let resources = store.resource_page(&crate::state::ResourcePage {
+            stack: q.stack.clone(),
+            resource_type: q.resource_type.clone(),
+            target: q.target.clone(),
+            after,
+            limit,
+        })?;
+        // A full page may have more after it; the cursor is the last one
+        // read, whatever the filters below kept.
+        let next = match (limit, resources.last()) {
+            (Some(l), Some(last)) if resources.len() == l as usize => {
+                Some(pages::resource_cursor(&last.stack, &last.label))
+            }
+            _ => None,
+        };
+        let rows: Vec<Value> = resources
             .iter()
             .filter(|r| principal.may(Role::Viewer, &r.stack))
+            .filter(|r| {
+                q.drift
+                    .is_none_or(|d| crate::discovery::Drift::of(r).is_some() == d)
+            })
             .map(views::resource)
-            .collect::<Vec<_>>())
+            .collect();
+        Ok((rows, next))
     })
     .await?;
-    Ok(Json(json!({ "resources": rows })))
+    let mut out = json!({ "resources": rows });
+    if let Some(next) = next {
+        out["next_cursor"] = json!(next);
+    }
+    Ok(Json(out))
 }
 
 /// `GET /v1/targets`.

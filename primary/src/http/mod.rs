@@ -29,6 +29,7 @@ mod events;
 mod extract;
 mod handlers;
 mod listen;
+mod pages;
 mod resume;
 mod views;
 
