@@ -220,3 +220,82 @@ fn orrery_primary_user() -> String {
             format!("uid{}", std::fs::metadata("/proc/self").unwrap().uid())
         })
 }
+
+/// Sends SIGINT (what Ctrl-C sends) to `child`.
+fn interrupt(child: &std::process::Child) {
+    // SAFETY: kill only signals the process; the pid is our live child's.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0, "{}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn ctrl_c_cancels_on_the_primary_and_twice_detaches() {
+    let server = Server::start();
+    let client = Scratch::new();
+    let url = server.url("");
+    let start = |stack: &str| {
+        let file = client.write(
+            &format!("{stack}.yaml"),
+            &testbed_stack(stack, 200, "{ polls: 1, delay_ms: 1000 }"),
+        );
+        let child = client
+            .command(&["apply", file.to_str().unwrap(), "--yes", "--primary", &url])
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        server.wait_for(
+            &format!("/v1/commands?stack={stack}"),
+            "the apply running",
+            |v| v["commands"][0]["active"] == true,
+        );
+        child
+    };
+
+    // Once: the primary cancels; the CLI follows it to its end.
+    let child = start("once");
+    interrupt(&child);
+    let run = Run::from(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("canceling: no new operations start"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("Finished with failures"), "{run:?}");
+    let (_, listed) = server.get("/v1/commands?stack=once");
+    assert_eq!(listed["commands"][0]["status"], "canceled", "{listed}");
+
+    // Twice: the CLI detaches, the command goes on (its in-flight
+    // operations take a second each), and status --follow reattaches.
+    let mut child = start("twice");
+    let (_, listed) = server.get("/v1/commands?stack=twice");
+    let id = listed["commands"][0]["id"].as_str().unwrap().to_owned();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    interrupt(&child);
+    let mut said = String::new();
+    while !said.contains("canceling") {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "the CLI ended without canceling: {said}");
+        said.push_str(&line);
+    }
+    interrupt(&child);
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("detached; command {id} goes on")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("orrery status --follow {id}")),
+        "{said}"
+    );
+    let followed = remote(&client, &server, &["status", "--follow", &id]);
+    assert_eq!(followed.code, 1, "canceled: {followed:?}");
+    assert!(
+        followed.stdout.contains("Finished with failures"),
+        "{followed:?}"
+    );
+}

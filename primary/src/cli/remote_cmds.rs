@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
+use tokio::signal::unix::Signal;
 
 use super::remote::{Remote, RemoteArgs};
 use super::stack_cmds::{
@@ -63,9 +64,10 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
+    let sigint = listen_for_ctrl_c()?;
     let accepted = remote.post("/v1/stacks/apply", &body)?;
     let id = command_id(&accepted)?;
-    follow(remote, &id, output, args.common.verbose).await
+    follow(remote, &id, output, args.common.verbose, sigint).await
 }
 
 pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow::Result<ExitCode> {
@@ -84,6 +86,7 @@ pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow:
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
+    let sigint = listen_for_ctrl_c()?;
     let accepted = remote.post(
         &format!("/v1/stacks/{}/destroy", encode(name)),
         &args.select.json(),
@@ -93,7 +96,7 @@ pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow:
         return Ok(ExitCode::SUCCESS);
     }
     let id = command_id(&accepted)?;
-    follow(remote, &id, args.common.output, args.common.verbose).await
+    follow(remote, &id, args.common.output, args.common.verbose, sigint).await
 }
 
 fn command_id(accepted: &Value) -> anyhow::Result<String> {
@@ -116,6 +119,15 @@ fn encode(segment: &str) -> String {
         .collect()
 }
 
+/// Takes Ctrl-C over from here on, before a command is submitted: from
+/// then on it cancels the command instead of ending the process. One
+/// listener for the whole wait, so a Ctrl-C between two events counts.
+fn listen_for_ctrl_c() -> anyhow::Result<Signal> {
+    Ok(tokio::signal::unix::signal(
+        tokio::signal::unix::SignalKind::interrupt(),
+    )?)
+}
+
 /// Follows command `id` to its end, printing as local mode does. Ctrl-C
 /// asks the primary to cancel it; a second Ctrl-C detaches.
 pub async fn follow(
@@ -123,6 +135,7 @@ pub async fn follow(
     id: &str,
     output: Output,
     verbose: bool,
+    mut sigint: Signal,
 ) -> anyhow::Result<ExitCode> {
     let mut printer = Printer::new(output, verbose, 0);
     let mut events = remote.follow(id);
@@ -145,8 +158,7 @@ pub async fn follow(
                     bail!("the primary's event stream of command {id} ended before the command did; `orrery status --follow {id} --primary …` reattaches");
                 }
             },
-            signal = tokio::signal::ctrl_c() => {
-                signal?;
+            _ = sigint.recv() => {
                 interrupts += 1;
                 if interrupts == 1 {
                     let (status, answer) = remote.post_status(&format!("/v1/commands/{}/cancel", encode(id)), &json!({}))?;
@@ -218,7 +230,14 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         },
     };
     if args.follow {
-        return follow(&remote, &id, output, args.common.verbose).await;
+        return follow(
+            &remote,
+            &id,
+            output,
+            args.common.verbose,
+            listen_for_ctrl_c()?,
+        )
+        .await;
     }
     let mut command = remote.get(&format!("/v1/commands/{}", encode(&id)))?;
     if let Some(map) = command.as_object_mut() {
