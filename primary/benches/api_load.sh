@@ -29,10 +29,13 @@ if ! command -v wrk >/dev/null; then
 fi
 
 # ORRERY_BENCH_PROFILE=debug and a short ORRERY_BENCH_DURATION make a smoke
-# run of this script; its figures mean nothing.
+# run of this script; its figures mean nothing. ORRERY_BENCH_BUILD=0 uses
+# the binaries already built.
 PROFILE=${ORRERY_BENCH_PROFILE:-release}
 DURATION=${ORRERY_BENCH_DURATION:-20s}
-if [ "$PROFILE" = release ]; then
+if [ "${ORRERY_BENCH_BUILD:-1}" = 0 ]; then
+    : # the binaries in target/$PROFILE as they are
+elif [ "$PROFILE" = release ]; then
     cargo build --release -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
 else
     cargo build -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
