@@ -7,9 +7,11 @@
 //! workspace's `tests/dependency_edges.rs` and `clippy.toml` enforce it).
 //!
 //! - [`answer`]: what a plugin's answer means (one classification).
+//! - [`events`]: the command event stream's schema and its tally.
 //! - [`stack`]: stack documents, validation, the dependency graph.
 //! - [`plan`]: the planner.
 //! - [`tasks`]: a plan turned into scheduler tasks (deletes in reverse order).
+//! - [`select`]: targeted runs (`--target`, `--exclude`, `--replace`).
 //! - [`scheduler`]: dependency order, concurrency, rate limits, retry policy.
 //! - [`discovery`]: discovery and drift decisions (what to list, what changed).
 //! - [`timetable`]: when periodic jobs are due.
@@ -19,11 +21,13 @@
 
 pub mod answer;
 pub mod discovery;
+pub mod events;
 pub mod keys;
 pub mod lease;
 pub mod plan;
 pub mod record;
 pub mod scheduler;
+pub mod select;
 pub mod stack;
 pub mod tasks;
 pub mod timetable;

@@ -4,6 +4,7 @@
 //! the I/O edge.
 
 use orrery_core::tasks as ops;
+mod events;
 mod pace;
 mod resume;
 mod trace;
@@ -15,19 +16,21 @@ use std::time::{Duration, Instant};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use orrery_bus::transport::Transport;
+use orrery_core::events::{EventBody, FinishedEvent, OpEvent, OperationEvent, PlannedEvent};
 use orrery_plugin_sdk::Answer;
 use orrery_schema::{
     CreateRequest, DeleteRequest, ErrorCode, Operation, OperationStatus, ProgressEvent,
     PropertyMap, Request, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::Instrument;
 
+pub use events::{Batch, EventSink};
 pub use ops::{bucket, Op, OpKind};
 pub use pace::Pacer;
 pub use resume::{ResumeError, Resumed};
 
-use crate::plan::{Plan, SecretHasher};
+use crate::plan::{Action, Plan, SecretHasher};
 use crate::scheduler::{
     Action as Step, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, TaskState,
 };
@@ -86,18 +89,9 @@ impl Default for Options {
     }
 }
 
-/// What happened to one operation, for live output.
-#[derive(Clone, Debug)]
-pub struct Event {
-    /// The resource.
-    pub label: String,
-    /// `create`, `update`, `delete`.
-    pub operation: &'static str,
-    /// `started`, `retrying`, `in_progress`, `succeeded`, `failed`, `dependency_failed`, `canceled`.
-    pub status: &'static str,
-    /// Detail: error code and message, attempt.
-    pub detail: String,
-}
+/// What an event says of a transition besides its status: the error code
+/// and the message.
+type Note = (Option<String>, Option<String>);
 
 /// The outcome of a command.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -134,7 +128,7 @@ pub struct Executor {
     catalog: Catalog,
     hasher: SecretHasher,
     options: Options,
-    events: Option<mpsc::UnboundedSender<Event>>,
+    events: Option<EventSink>,
     cancel: watch::Receiver<bool>,
     /// Transitions recorded since the last [`Executor::flush`]: written in
     /// one batch before the executor next sends a request, so every
@@ -171,8 +165,8 @@ impl Executor {
         }
     }
 
-    /// Sends live events to `events`.
-    pub fn with_events(mut self, events: mpsc::UnboundedSender<Event>) -> Self {
+    /// Emits the command's events into `events`.
+    pub fn with_events(mut self, events: EventSink) -> Self {
         self.events = Some(events);
         self
     }
@@ -200,14 +194,58 @@ impl Executor {
         self.store.write_batch(&writes)
     }
 
-    fn emit(&self, label: &str, operation: &'static str, status: &'static str, detail: String) {
-        if let Some(tx) = &self.events {
-            let _ = tx.send(Event {
-                label: label.to_owned(),
-                operation,
+    fn emit(&self, op: &Op, status: OpEvent, attempt: u32, failure: Note, since: Option<Instant>) {
+        if let Some(sink) = &self.events {
+            sink.emit(EventBody::Operation(OperationEvent {
+                label: op.label.clone(),
+                operation: op.kind.name().to_owned(),
+                resource_type: op.resource_type.clone(),
+                plugin: op.plugin.clone(),
+                target: op.target.clone(),
                 status,
-                detail,
-            });
+                attempt,
+                code: failure.0,
+                message: failure.1.filter(|m| !m.is_empty()),
+                elapsed_ms: since
+                    .filter(|_| status.is_terminal())
+                    .map(|t| t.elapsed().as_millis() as u64),
+            }));
+        }
+    }
+
+    fn emit_planned(&self, stack_name: &str, kind: &str, plan: &Plan, operations: usize) {
+        let Some(sink) = &self.events else { return };
+        let mut planned = PlannedEvent {
+            stack: stack_name.to_owned(),
+            kind: kind.to_owned(),
+            operations,
+            ..Default::default()
+        };
+        for change in &plan.changes {
+            match change.action {
+                Action::Create => planned.create += 1,
+                Action::Update => planned.update += 1,
+                Action::Replace { .. } => planned.replace += 1,
+                Action::Delete => planned.delete += 1,
+                Action::NoOp => planned.no_op += 1,
+            }
+        }
+        sink.emit(EventBody::Planned(planned));
+    }
+
+    fn emit_finished(&self, status: &CommandStatus, report: &Report) {
+        if let Some(sink) = &self.events {
+            sink.emit(EventBody::Finished(FinishedEvent {
+                status: status.to_string(),
+                succeeded: report.succeeded,
+                failed: report.failed.len(),
+                dependency_failed: report.dependency_failed.len(),
+                canceled: report.canceled.len(),
+                retries: report.retries,
+                requests: report.requests,
+                elapsed_ms: report.elapsed_ms,
+                message: None,
+            }));
         }
     }
 
@@ -267,6 +305,7 @@ impl Executor {
             self.store.put_targets(&stack.name, &targets)?;
         }
         let (ops, tasks) = ops::build(stack, &self.catalog, plan, stored);
+        self.emit_planned(stack_name, kind, plan, ops.len());
         let mut limits = HashMap::new();
         for op in &ops {
             let key = bucket(&self.catalog, &op.plugin, &op.target);
@@ -286,7 +325,7 @@ impl Executor {
                 // dependencies contradict it. Nothing has been started.
                 self.store
                     .finish_command(command_id, &CommandStatus::Failed)?;
-                return Ok(Report {
+                let report = Report {
                     command_id: command_id.to_owned(),
                     failed: vec![(
                         String::new(),
@@ -295,7 +334,9 @@ impl Executor {
                         e.to_string(),
                     )],
                     ..Default::default()
-                });
+                };
+                self.emit_finished(&CommandStatus::Failed, &report);
+                return Ok(report);
             }
         };
 
@@ -312,6 +353,10 @@ impl Executor {
         let claimed: Arc<std::collections::HashSet<String>> =
             Arc::new(stored.iter().map(|s| s.native_id.clone()).collect());
         let mut attempts = vec![0u32; ops.len()];
+        // When each operation's first attempt started, and whether its
+        // terminal event was emitted (each is, exactly once).
+        let mut since: Vec<Option<Instant>> = vec![None; ops.len()];
+        let mut ended = vec![false; ops.len()];
         let mut spans = trace::OpSpans::new(ops.len());
         let mut report = Report {
             command_id: command_id.to_owned(),
@@ -328,6 +373,18 @@ impl Executor {
             for task in scheduler.take_newly_rate_limited() {
                 let op = &ops[task];
                 spans.rate_limited(task, op, &bucket(&self.catalog, &op.plugin, &op.target));
+                // A poll waits as the attempt it polls; a start as the next.
+                let attempt = match scheduler.state(task) {
+                    TaskState::InProgress { .. } => attempts[task],
+                    _ => attempts[task] + 1,
+                };
+                self.emit(
+                    op,
+                    OpEvent::WaitingForRateLimit,
+                    attempt,
+                    (None, None),
+                    None,
+                );
             }
             for step in steps {
                 let (task, polled, verify_first) = match step {
@@ -377,6 +434,14 @@ impl Executor {
                                 },
                                 Instant::now(),
                             );
+                            ended[task] = true;
+                            self.emit(
+                                op,
+                                OpEvent::Failed,
+                                attempts[task],
+                                (Some("InvalidRequest".into()), Some(message)),
+                                since[task],
+                            );
                             continue;
                         }
                     }
@@ -403,12 +468,13 @@ impl Executor {
                     },
                 )?;
                 if !polled {
-                    let detail = if attempts[task] > 1 {
-                        format!("attempt {}", attempts[task])
+                    let status = if attempts[task] > 1 {
+                        OpEvent::Attempt
                     } else {
-                        String::new()
+                        OpEvent::Started
                     };
-                    self.emit(&op.label, op.kind.name(), "started", detail);
+                    since[task].get_or_insert_with(Instant::now);
+                    self.emit(op, status, attempts[task], (None, None), None);
                 }
                 report.requests += 1;
                 let span = spans.attempt(task, op, attempts[task], polled);
@@ -467,13 +533,27 @@ impl Executor {
                     // Every answer already here joins the same batch.
                     let mut next = Some(done);
                     while let Some(done) = next {
-                        let outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op], done.polled)?;
+                        let (outcome, note) = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op], done.polled)?;
                         let error = match &outcome {
                             Outcome::Failed { code, .. } => Some(code.clone()),
                             _ => None,
                         };
                         scheduler.on_outcome(done.op, outcome, Instant::now());
-                        spans.answered(done.op, &ops[done.op], &done.span, error.as_ref(), scheduler.state(done.op));
+                        let state = scheduler.state(done.op);
+                        spans.answered(done.op, &ops[done.op], &done.span, error.as_ref(), state);
+                        // What the answer made of the operation, as the scheduler decided.
+                        let transition = match state {
+                            TaskState::Succeeded => Some(OpEvent::Succeeded),
+                            TaskState::Failed { .. } => Some(OpEvent::Failed),
+                            TaskState::Canceled => Some(OpEvent::Canceled),
+                            TaskState::BackingOff { .. } => Some(OpEvent::Retrying),
+                            TaskState::InProgress { .. } if !done.polled => Some(OpEvent::InProgress),
+                            _ => None,
+                        };
+                        if let Some(status) = transition {
+                            ended[done.op] |= status.is_terminal();
+                            self.emit(&ops[done.op], status, attempts[done.op], note, since[done.op]);
+                        }
                         next = in_flight.next().now_or_never().flatten();
                     }
                 }
@@ -496,6 +576,16 @@ impl Executor {
             match scheduler.state(task) {
                 TaskState::Succeeded => report.succeeded += 1,
                 TaskState::Failed { code, .. } => {
+                    if !ended[task] {
+                        // Failed by the scheduler itself (a poll timeout).
+                        self.emit(
+                            op,
+                            OpEvent::Failed,
+                            attempts[task],
+                            (Some(code.to_string()), None),
+                            since[task],
+                        );
+                    }
                     let message = String::new();
                     report.failed.push((
                         op.label.clone(),
@@ -518,7 +608,13 @@ impl Executor {
                         Some(&message),
                         None,
                     )?;
-                    self.emit(&op.label, op.kind.name(), "dependency_failed", message);
+                    self.emit(
+                        op,
+                        OpEvent::DependencyFailed,
+                        0,
+                        (Some("DependencyFailure".into()), Some(message)),
+                        None,
+                    );
                 }
                 TaskState::Canceled => {
                     report.canceled.push(op.label.clone());
@@ -532,7 +628,15 @@ impl Executor {
                         None,
                         None,
                     )?;
-                    self.emit(&op.label, op.kind.name(), "canceled", String::new());
+                    if !ended[task] {
+                        self.emit(
+                            op,
+                            OpEvent::Canceled,
+                            attempts[task],
+                            (None, None),
+                            since[task],
+                        );
+                    }
                 }
                 _ => {}
             }
@@ -563,6 +667,7 @@ impl Executor {
         hang_at("before_finish").await;
         self.store.finish_command(command_id, &status)?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
+        self.emit_finished(&status, &report);
         Ok(report)
     }
 
@@ -704,7 +809,7 @@ impl Executor {
         outputs: &mut HashMap<String, PropertyMap>,
         progress: &mut Option<(String, Option<Value>)>,
         polled: bool,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<(Outcome, Note), StoreError> {
         let event = match answer {
             Ok(Answer::Progress(event)) => event,
             Ok(Answer::Error(e)) => ProgressEvent::failure(
@@ -729,7 +834,6 @@ impl Executor {
                 e.to_string(),
             ),
         };
-        let name = op.kind.name();
         match event.status {
             OperationStatus::Success => {
                 self.apply_success(stack, op, &event, outputs)?;
@@ -743,13 +847,7 @@ impl Executor {
                     None,
                     None,
                 )?;
-                self.emit(
-                    &op.label,
-                    name,
-                    "succeeded",
-                    event.native_id.clone().unwrap_or_default(),
-                );
-                Ok(Outcome::Success)
+                Ok((Outcome::Success, (None, None)))
             }
             OperationStatus::InProgress | OperationStatus::Pending => {
                 *progress = Some((
@@ -766,10 +864,12 @@ impl Executor {
                     event.message.as_deref(),
                     progress.as_ref(),
                 )?;
-                self.emit(&op.label, name, "in_progress", String::new());
-                Ok(Outcome::InProgress {
-                    retry_after: event.retry_after_ms.map(Duration::from_millis),
-                })
+                Ok((
+                    Outcome::InProgress {
+                        retry_after: event.retry_after_ms.map(Duration::from_millis),
+                    },
+                    (None, event.message.clone()),
+                ))
             }
             _ => {
                 let code = event
@@ -789,8 +889,7 @@ impl Executor {
                         Some("already gone"),
                         None,
                     )?;
-                    self.emit(&op.label, name, "succeeded", "already gone".into());
-                    return Ok(Outcome::Success);
+                    return Ok((Outcome::Success, (None, Some("already gone".into()))));
                 }
                 let message = event.message.clone().unwrap_or_default();
                 // A status poll that failed retryably says nothing about
@@ -808,11 +907,13 @@ impl Executor {
                         Some(&message),
                         progress.as_ref(),
                     )?;
-                    self.emit(&op.label, name, "in_progress", format!("{code}: {message}"));
                     let retry_after = event.retry_after_ms.map(Duration::from_millis);
-                    return Ok(Outcome::InProgress {
-                        retry_after: Some(retry_after.unwrap_or(Duration::from_millis(500))),
-                    });
+                    return Ok((
+                        Outcome::InProgress {
+                            retry_after: Some(retry_after.unwrap_or(Duration::from_millis(500))),
+                        },
+                        (Some(code.to_string()), Some(message)),
+                    ));
                 }
                 self.record(
                     command_id,
@@ -824,16 +925,14 @@ impl Executor {
                     Some(&message),
                     None,
                 )?;
-                let status = if code.is_retryable() {
-                    "retrying"
-                } else {
-                    "failed"
-                };
-                self.emit(&op.label, name, status, format!("{code}: {message}"));
-                Ok(Outcome::Failed {
-                    code,
-                    retry_after: event.retry_after_ms.map(Duration::from_millis),
-                })
+                let note = (Some(code.to_string()), Some(message));
+                Ok((
+                    Outcome::Failed {
+                        code,
+                        retry_after: event.retry_after_ms.map(Duration::from_millis),
+                    },
+                    note,
+                ))
             }
         }
     }

@@ -395,7 +395,7 @@ impl Executor {
                 .native_id
                 .clone()
                 .map(|n| (n, record.context.clone()));
-            let outcome = self.complete(
+            let (outcome, _) = self.complete(
                 &command_id,
                 ctx,
                 &op,

@@ -11,7 +11,6 @@ use orrery_primary::scheduler::BucketLimit;
 
 use super::duration::parse_duration;
 use super::stack_cmds::{parse_rate_limit, read_stack, Common};
-use super::Output;
 
 #[derive(clap::Args, Debug)]
 pub struct DiscoverArgs {
@@ -126,7 +125,7 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|r| !r.managed && names.contains(r.target.as_str()))
         .collect();
-    if args.common.output == Output::Json {
+    if args.common.output.is_json() {
         let rows: Vec<serde_json::Value> = unmanaged
             .iter()
             .map(|r| {
@@ -201,7 +200,7 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     .await;
     plugins.stop().await;
     let report = report?;
-    if args.common.output == Output::Json {
+    if args.common.output.is_json() {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         for d in &report.drifted {
@@ -308,7 +307,7 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
             store.put_targets(&stack, &storable)?;
         }
     }
-    if args.common.output == Output::Json {
+    if args.common.output.is_json() {
         println!(
             "{}",
             serde_json::json!({"stack": record.stack, "label": record.label,

@@ -137,7 +137,7 @@ async fn satellites(url: &str, auth: &NatsAuth) -> anyhow::Result<Vec<Satellite>
 
 pub async fn satellites_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
     let sats = satellites(&args.nats_url, &args.nats_auth).await?;
-    if args.output == Output::Json {
+    if args.output.is_json() {
         println!("{}", serde_json::to_string(&sats)?);
     } else {
         for s in &sats {
@@ -175,7 +175,7 @@ pub async fn plugins_cmd(args: FleetArgs) -> anyhow::Result<ExitCode> {
                 .push(s.satellite_id.clone());
         }
     }
-    if args.output == Output::Json {
+    if args.output.is_json() {
         println!("{}", serde_json::to_string(&by_plugin)?);
     } else {
         for (plugin, on) in &by_plugin {

@@ -1,19 +1,8 @@
-//! `orrery status` and `orrery inventory`.
+//! `orrery inventory` (`status` is in `remote_cmds.rs`, both modes).
 
 use std::process::ExitCode;
 
-use anyhow::bail;
-
 use super::stack_cmds::Common;
-use super::Output;
-
-#[derive(clap::Args, Debug)]
-pub struct StatusArgs {
-    /// The command's id; the latest command when absent.
-    pub command: Option<String>,
-    #[command(flatten)]
-    pub common: Common,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct InventoryArgs {
@@ -27,46 +16,6 @@ pub struct InventoryArgs {
     pub common: Common,
 }
 
-pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let store = args.common.open_store()?;
-    let Some(command) = store.command(args.command.as_deref())? else {
-        bail!(
-            "no such command{}",
-            args.command.map(|c| format!(" `{c}`")).unwrap_or_default()
-        );
-    };
-    if args.common.output == Output::Json {
-        println!("{}", serde_json::to_string(&command)?);
-    } else {
-        println!(
-            "command {} ({} of stack `{}`, by {}): {}",
-            command.id,
-            command.kind,
-            command.stack,
-            command
-                .principal
-                .as_deref()
-                .unwrap_or("an unrecorded principal"),
-            command.status
-        );
-        for op in &command.operations {
-            let err = match (&op.error_code, &op.message) {
-                (Some(code), Some(m)) => format!(" {code}: {m}"),
-                (Some(code), None) => format!(" {code}"),
-                _ => String::new(),
-            };
-            println!(
-                "  {:<8} {:<30} {:<18} attempts {}{err}",
-                op.operation, op.label, op.status, op.attempts
-            );
-        }
-    }
-    Ok(match command.status.as_str() {
-        "completed" => ExitCode::SUCCESS,
-        _ => ExitCode::from(1),
-    })
-}
-
 pub fn inventory(args: InventoryArgs) -> anyhow::Result<ExitCode> {
     use orrery_primary::discovery::{core::is_discovered, Drift};
     let store = args.common.open_store()?;
@@ -77,7 +26,7 @@ pub fn inventory(args: InventoryArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|r| is_discovered(r) == args.unmanaged)
         .collect();
-    if args.common.output == Output::Json {
+    if args.common.output.is_json() {
         let rows: Vec<serde_json::Value> = resources
             .iter()
             .map(|r| {

@@ -16,6 +16,8 @@ mod hub;
 mod inspect;
 mod output_cmd;
 mod plugin_test;
+mod remote;
+mod remote_cmds;
 mod server;
 mod stack_cmds;
 mod vars;
@@ -54,6 +56,17 @@ pub enum Output {
     Text,
     /// For scripts: one JSON document.
     Json,
+    /// For scripts following a command: `apply` and `destroy` print one
+    /// event per line (`docs/http-api.md`, "Command events"); elsewhere
+    /// the same as `json`.
+    Ndjson,
+}
+
+impl Output {
+    /// Whether the output is for scripts.
+    pub fn is_json(self) -> bool {
+        matches!(self, Output::Json | Output::Ndjson)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -67,8 +80,15 @@ enum Command {
     Destroy(stack_cmds::DestroyArgs),
     /// Show the outputs a stack's last apply recorded.
     Output(output_cmd::OutputArgs),
-    /// Show a command's progress (the latest command by default).
-    Status(inspect::StatusArgs),
+    /// Show a command's progress (the latest command by default); with
+    /// --follow, follow it to its end.
+    Status(remote_cmds::StatusArgs),
+    /// Ask the primary to cancel a command (the running one by default):
+    /// no new operation starts, those in flight finish.
+    Cancel(remote_cmds::CancelArgs),
+    /// The latest commands: kind, stack, who ran it, when, how long,
+    /// operation counts, outcome.
+    History(remote_cmds::HistoryArgs),
     /// List recorded resources.
     Inventory(inspect::InventoryArgs),
     /// List every discoverable resource on the targets of a stack (or of
@@ -119,7 +139,9 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
         Command::Output(args) => output_cmd::output_cmd(args),
-        Command::Status(args) => inspect::status(args),
+        Command::Status(args) => remote_cmds::status(args).await,
+        Command::Cancel(args) => remote_cmds::cancel(args).await,
+        Command::History(args) => remote_cmds::history(args).await,
         Command::Inventory(args) => inspect::inventory(args),
         Command::Discover(args) => discover::discover_cmd(args).await,
         Command::Drift(args) => discover::drift_cmd(args).await,

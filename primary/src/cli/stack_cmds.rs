@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use orrery_bus::transport::Transport;
-use orrery_primary::apply::{Event, Options, Report, Resumed};
+use orrery_core::events::{CommandEvent, EventBody, OpEvent};
+use orrery_primary::apply::{EventSink, Options, Report, Resumed};
 use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{Action, Mode};
@@ -19,8 +20,8 @@ use orrery_primary::service::{
 };
 use orrery_primary::stack::{self, Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
-use tokio::sync::mpsc;
 
+use super::remote::RemoteArgs;
 use super::vars::VarArgs;
 use super::Output;
 
@@ -57,6 +58,46 @@ pub struct Common {
     pub nats_url: Option<String>,
     #[command(flatten)]
     pub nats_auth: NatsAuth,
+    /// Print every operation's transitions (by default: a progress bar on
+    /// a terminal, else a summary line every few seconds, and failures).
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+/// A targeted run.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SelectArgs {
+    /// Only this resource and what it depends on (for a destroy: and what
+    /// depends on it). Repeatable.
+    #[arg(long = "target", value_name = "LABEL")]
+    pub target: Vec<String>,
+    /// Leave out this resource and what depends on it (for a destroy: and
+    /// what it depends on). Repeatable.
+    #[arg(long = "exclude", value_name = "LABEL")]
+    pub exclude: Vec<String>,
+    /// Replace this resource even if nothing about it changed. Repeatable.
+    #[arg(long = "replace", value_name = "LABEL")]
+    pub replace: Vec<String>,
+}
+
+impl SelectArgs {
+    /// The selection, as the service takes it.
+    pub fn selection(&self) -> orrery_core::select::Selection {
+        orrery_core::select::Selection {
+            target: self.target.clone(),
+            exclude: self.exclude.clone(),
+            replace: self.replace.clone(),
+        }
+    }
+
+    /// The selection's fields of an API request body.
+    pub(super) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "target": self.target,
+            "exclude": self.exclude,
+            "replace": self.replace,
+        })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -86,6 +127,10 @@ pub struct ApplyArgs {
     pub allow_protected: bool,
     #[command(flatten)]
     pub vars: VarArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -122,6 +167,10 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -133,7 +182,7 @@ pub struct DestroyArgs {
     /// The stack's name, instead of a document.
     #[arg(long)]
     pub stack: Option<String>,
-    /// Destroy without asking for confirmation.
+    /// Destroy without asking to type the stack's name.
     #[arg(long, short = 'y')]
     pub yes: bool,
     /// Destroy resources marked `protect: true` too (refused otherwise).
@@ -141,6 +190,10 @@ pub struct DestroyArgs {
     pub allow_protected: bool,
     #[command(flatten)]
     pub vars: VarArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -250,7 +303,11 @@ pub(super) fn read_stack(file: &Path) -> anyhow::Result<Stack> {
 /// A stack document as an apply records it (so that a restarted primary
 /// can resume the apply without the file): its text, name, directory (the
 /// value of `${stack_dir}`), the mode and where plugins run.
-fn read_document(file: &Path, mode: Mode, engine: Engine) -> anyhow::Result<CommandDocument> {
+pub(super) fn read_document(
+    file: &Path,
+    mode: Mode,
+    engine: Engine,
+) -> anyhow::Result<CommandDocument> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let dir = std::fs::canonicalize(file)
@@ -266,42 +323,87 @@ fn read_document(file: &Path, mode: Mode, engine: Engine) -> anyhow::Result<Comm
     })
 }
 
-fn print_plan(plan: &PlanView, output: Output) {
-    if output == Output::Json {
+pub(super) fn print_plan(plan: &PlanView, output: Output) {
+    if output == Output::Ndjson && plan.has_changes {
+        // Applies and destroys print their events, `planned` first.
+        return;
+    }
+    if output.is_json() {
         println!("{}", serde_json::to_string(plan).unwrap_or_default());
         return;
     }
-    for c in &plan.changes {
-        let sign = match c.action {
+    print_plan_text(&serde_json::to_value(plan).unwrap_or_default());
+}
+
+/// A plan as `--output json` and the HTTP API give it (a `PlanView`),
+/// for people: what local and remote mode print alike.
+pub(super) fn print_plan_text(plan: &serde_json::Value) {
+    let colour = colour();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    for c in plan["changes"].as_array().into_iter().flatten() {
+        let action = c["action"].as_str().unwrap_or_default();
+        let sign = match action {
             "create" => "+",
             "update" => "~",
             "replace" => "-/+",
             "delete" => "-",
             _ => continue,
         };
-        let fields = if c.fields.is_empty() {
+        let fields: Vec<String> = c["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let fields = if fields.is_empty() {
             String::new()
         } else {
-            format!(" ({})", c.fields.join(", "))
+            format!(" ({})", fields.join(", "))
+        };
+        let code = match action {
+            "create" => "32",
+            "update" => "33",
+            "replace" => "35",
+            _ => "31",
         };
         println!(
-            "  {sign:>3} {} {} [{}]{fields}",
-            c.action, c.label, c.resource_type
+            "  {} {} [{}]{fields}",
+            paint(colour, code, &format!("{sign:>3} {action}")),
+            text(&c["label"]),
+            text(&c["type"])
         );
-        if matches!(c.action, "update" | "replace") {
-            for d in &c.diffs {
-                print_diff(d);
+        if matches!(action, "update" | "replace") {
+            for d in c["diffs"].as_array().into_iter().flatten() {
+                print_diff(&diff_of(d));
             }
         }
     }
-    let s = plan.summary;
-    if plan.has_changes {
+    let s = &plan["summary"];
+    let n = |k: &str| s[k].as_u64().unwrap_or(0);
+    if plan["has_changes"].as_bool().unwrap_or(false) {
         println!(
             "Plan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
-            s.create, s.update, s.replace, s.delete, s.no_op
+            n("create"),
+            n("update"),
+            n("replace"),
+            n("delete"),
+            n("no_op")
         );
     } else {
-        println!("No changes: {} resources up to date.", s.no_op);
+        println!("No changes: {} resources up to date.", n("no_op"));
+    }
+}
+
+/// A field's diff from its JSON (`FieldDiffView`).
+fn diff_of(d: &serde_json::Value) -> FieldDiffView {
+    let flag = |k: &str| d[k].as_bool().unwrap_or(false);
+    FieldDiffView {
+        field: d["field"].as_str().unwrap_or_default().to_owned(),
+        before: d.get("before").cloned(),
+        after: d.get("after").cloned(),
+        sensitive: flag("sensitive"),
+        known_after_apply: flag("known_after_apply"),
+        forces_replacement: flag("forces_replacement"),
     }
 }
 
@@ -394,15 +496,28 @@ fn nested(
     }
 }
 
-fn confirm(question: &str) -> anyhow::Result<bool> {
+pub(super) fn confirm(question: &str) -> anyhow::Result<bool> {
+    Ok(matches!(
+        ask(&format!("{question} [y/N] "))?.as_str(),
+        "y" | "Y" | "yes"
+    ))
+}
+
+/// Asks to type the stack's name before a whole-stack destroy.
+pub(super) fn confirm_typed(stack: &str) -> anyhow::Result<bool> {
+    let question = format!("Destroy every resource of stack `{stack}`? Type its name to confirm: ");
+    Ok(ask(&question)? == stack)
+}
+
+fn ask(question: &str) -> anyhow::Result<String> {
     if !std::io::stdin().is_terminal() {
         bail!("refusing to change resources without confirmation: stdin is not a terminal (pass --yes)");
     }
-    print!("{question} [y/N] ");
+    print!("{question}");
     std::io::stdout().flush()?;
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+    Ok(answer.trim().to_owned())
 }
 
 /// Runs `f` with the service, then stops the plugins it started.
@@ -418,15 +533,19 @@ where
 }
 
 pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+        return super::remote_cmds::plan(&remote, &args).await;
+    }
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let engine = service.config().engine;
-            let prepared = service
+            let mut prepared = service
                 .prepare_with(
                     read_document(&args.file, args.mode.into(), engine)?,
                     args.vars.inputs(&args.file)?,
                 )
                 .await?;
+            prepared.selection = args.select.selection();
             let plan = service.plan(&prepared).await?;
             print_plan(
                 &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan),
@@ -445,6 +564,9 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+        return super::remote_cmds::apply(&remote, &args).await;
+    }
     let options = Options {
         max_concurrency: args.concurrency,
         rate_overrides: args.rate_limits.iter().cloned().collect(),
@@ -460,12 +582,13 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let output = args.common.output;
     let engine = service.config().engine;
-    let prepared = service
+    let mut prepared = service
         .prepare_with(
             read_document(&args.file, args.mode.into(), engine)?,
             args.vars.inputs(&args.file)?,
         )
         .await?;
+    prepared.selection = args.select.selection();
     if args.dry_run {
         let plan = service.plan(&prepared).await?;
         print_plan(
@@ -484,7 +607,13 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
         .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
         .await?;
     command.allow_protected(args.allow_protected);
-    let code = run(command, args.yes, "Apply these changes?", output).await?;
+    let code = run(
+        command,
+        args.yes,
+        &|| confirm("Apply these changes?"),
+        &args.common,
+    )
+    .await?;
     if has_outputs {
         super::output_cmd::print_after_apply(service.outputs(&name).await?.as_ref(), output);
     }
@@ -495,9 +624,10 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
 async fn run(
     command: Command,
     yes: bool,
-    question: &str,
-    output: Output,
+    confirmed: &dyn Fn() -> anyhow::Result<bool>,
+    common: &Common,
 ) -> anyhow::Result<ExitCode> {
+    let output = common.output;
     print_resumed(command.settle().await?.as_ref(), output);
     let planned = command.plan().await?;
     print_plan(&command.view(&planned.plan), output);
@@ -505,12 +635,14 @@ async fn run(
     if !planned.plan.has_changes() && !command.resumes() {
         return Ok(ExitCode::SUCCESS);
     }
-    if planned.plan.has_changes() && !yes && !confirm(question)? {
+    if planned.plan.has_changes() && !yes && !confirmed()? {
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
-    let report = execute(command, &planned, output).await?;
-    finish(report, output)
+    let (report, printer) = execute(command, &planned, output, common.verbose).await?;
+    let code = finish(report, output)?;
+    printer.breakdown();
+    Ok(code)
 }
 
 fn new_command_id() -> String {
@@ -539,13 +671,16 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => bail!("name a stack document or --stack"),
     };
+    if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+        return super::remote_cmds::destroy(&remote, &name, &args).await;
+    }
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let mut command = match service
                 .begin_destroy(&name, document, &new_command_id(), Some(&local_principal()))
                 .await
             {
-                Ok(command) => command,
+                Ok(command) => command.with_selection(args.select.selection()),
                 Err(ServiceError::UnknownStack(_)) => {
                     print_plan(
                         &PlanView::new(&name, None, &Default::default()),
@@ -556,8 +691,17 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => return Err(e.into()),
             };
             command.allow_protected(args.allow_protected);
-            let question = format!("Destroy every resource of stack `{name}`?");
-            run(command, args.yes, &question, args.common.output).await
+            let whole = args.select.target.is_empty() && args.select.exclude.is_empty();
+            let ask = || {
+                if whole {
+                    confirm_typed(&name)
+                } else {
+                    confirm(&format!(
+                        "Destroy the selected resources of stack `{name}`?"
+                    ))
+                }
+            };
+            run(command, args.yes, &ask, &args.common).await
         }
         .await;
         (service, result)
@@ -565,43 +709,25 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     .await
 }
 
-async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow::Result<Report> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+async fn execute(
+    command: Command,
+    planned: &Planned,
+    output: Output,
+    verbose: bool,
+) -> anyhow::Result<(Report, Printer)> {
+    let events = EventSink::new(command.id());
     let total = planned
         .plan
         .changes
         .iter()
         .filter(|c| c.action != Action::NoOp)
         .count() as u64;
-    let bar = if output == Output::Text {
-        indicatif::ProgressBar::new(total)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
     let printer = {
-        let bar = bar.clone();
+        let events = events.clone();
+        let mut printer = Printer::new(output, verbose, total);
         tokio::spawn(async move {
-            while let Some(e) = rx.recv().await {
-                if output == Output::Text {
-                    let detail = if e.detail.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", e.detail)
-                    };
-                    let line = format!("  {} {}: {}{detail}", e.operation, e.label, e.status);
-                    if bar.is_hidden() {
-                        println!("{line}");
-                    } else {
-                        bar.println(line);
-                    }
-                }
-                if matches!(
-                    e.status,
-                    "succeeded" | "failed" | "dependency_failed" | "canceled"
-                ) {
-                    bar.inc(1);
-                }
-            }
+            events.follow(|e| printer.event(e)).await;
+            printer
         })
     };
     // Ctrl-C cancels: nothing new starts, in-flight operations finish.
@@ -612,15 +738,284 @@ async fn execute(command: Command, planned: &Planned, output: Output) -> anyhow:
             let _ = cancel_tx.send(true);
         }
     });
-    let report = command.execute(planned, Some(tx), cancel_rx).await;
+    let report = command.execute(planned, Some(events), cancel_rx).await;
     ctrl_c.abort();
-    let _ = printer.await;
-    bar.finish_and_clear();
-    Ok(report?)
+    let printer = printer.await?;
+    printer.done();
+    Ok((report?, printer))
 }
 
-fn finish(report: Report, output: Output) -> anyhow::Result<ExitCode> {
-    if output == Output::Json {
+/// Whether output to the terminal is coloured: stdout is one, and
+/// `NO_COLOR` (https://no-color.org) is unset or empty.
+pub(super) fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `text` in the ANSI colour `code` when `on`.
+pub(super) fn paint(on: bool, code: &str, text: &str) -> String {
+    if on {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// How often a summary line is printed without a terminal.
+const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// An operation slower than this gets a line of its own.
+const SLOW_MS: u64 = 30_000;
+/// How many of the slowest operations the end summary names.
+const SLOWEST: usize = 5;
+
+/// Prints a command's events as they come (local and remote mode alike):
+/// every transition with `--verbose`; otherwise a progress bar on a
+/// terminal (a summary line every few seconds elsewhere), failures and
+/// slow operations. Keeps what the summary needs.
+pub(super) struct Printer {
+    output: Output,
+    verbose: bool,
+    colour: bool,
+    bar: indicatif::ProgressBar,
+    tally: orrery_core::events::Tally,
+    last: std::collections::HashMap<(String, String), OpEvent>,
+    started: std::time::Instant,
+    summarized: std::time::Instant,
+    failed: Vec<(String, String, String, String)>,
+    dependency_failed: Vec<String>,
+    canceled: Vec<String>,
+    /// Operations by `plugin/target`: succeeded, did not.
+    by_target: std::collections::BTreeMap<String, (usize, usize)>,
+    /// The slowest operations: elapsed ms, `operation label`.
+    slowest: Vec<(u64, String)>,
+    finished: Option<orrery_core::events::FinishedEvent>,
+}
+
+impl Printer {
+    /// A printer for a command of `total` operations (the `planned` event
+    /// corrects it).
+    pub(super) fn new(output: Output, verbose: bool, total: u64) -> Printer {
+        let colour = colour();
+        let bar = if output == Output::Text && !verbose {
+            let bar = indicatif::ProgressBar::new(total);
+            let template = if colour {
+                "{elapsed_precise} [{bar:30.green/blue}] {pos}/{len} {msg} ETA {eta}"
+            } else {
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg} ETA {eta}"
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        let now = std::time::Instant::now();
+        Printer {
+            output,
+            verbose,
+            colour,
+            bar,
+            tally: Default::default(),
+            last: Default::default(),
+            started: now,
+            summarized: now,
+            failed: Vec::new(),
+            dependency_failed: Vec::new(),
+            canceled: Vec::new(),
+            by_target: Default::default(),
+            slowest: Vec::new(),
+            finished: None,
+        }
+    }
+
+    fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            println!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    fn counts(&self) -> String {
+        let t = &self.tally;
+        format!(
+            "{} succeeded, {} failed, {} in flight, {} waiting for rate limit, {} remaining",
+            t.succeeded,
+            t.failed,
+            t.in_flight,
+            t.waiting,
+            t.remaining()
+        )
+    }
+
+    /// Prints `e` and takes it into account.
+    pub(super) fn event(&mut self, e: &CommandEvent) {
+        let before = match &e.body {
+            EventBody::Operation(op) => self
+                .last
+                .insert((op.label.clone(), op.operation.clone()), op.status),
+            _ => None,
+        };
+        self.tally.add(&e.body, before);
+        match self.output {
+            Output::Ndjson => {
+                if let Some(line) = event_line(e, self.output) {
+                    println!("{line}");
+                }
+            }
+            Output::Json => {}
+            Output::Text => self.show(e),
+        }
+        match &e.body {
+            EventBody::Planned(p) => self.bar.set_length(p.operations as u64),
+            EventBody::Operation(op) => {
+                if !op.status.is_terminal() {
+                    return;
+                }
+                let key = format!("{}/{}", op.plugin, op.target);
+                let entry = self.by_target.entry(key).or_default();
+                if op.status == OpEvent::Succeeded {
+                    entry.0 += 1;
+                } else {
+                    entry.1 += 1;
+                }
+                if let Some(ms) = op.elapsed_ms {
+                    self.slowest
+                        .push((ms, format!("{} {}", op.operation, op.label)));
+                    self.slowest
+                        .sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+                    self.slowest.truncate(SLOWEST);
+                }
+                match op.status {
+                    OpEvent::Failed => self.failed.push((
+                        op.label.clone(),
+                        op.operation.clone(),
+                        op.code.clone().unwrap_or_default(),
+                        op.message.clone().unwrap_or_default(),
+                    )),
+                    OpEvent::DependencyFailed => self.dependency_failed.push(op.label.clone()),
+                    OpEvent::Canceled => self.canceled.push(op.label.clone()),
+                    _ => {}
+                }
+            }
+            EventBody::Finished(f) => self.finished = Some(f.clone()),
+        }
+    }
+
+    /// The text output of `e`.
+    fn show(&mut self, e: &CommandEvent) {
+        if let EventBody::Operation(op) = &e.body {
+            let slow = op.status == OpEvent::Succeeded && op.elapsed_ms.unwrap_or(0) > SLOW_MS;
+            if self.verbose || op.status == OpEvent::Failed || slow {
+                if let Some(line) = event_line(e, self.output) {
+                    let line = match op.status {
+                        OpEvent::Failed => paint(self.colour, "31", &line),
+                        _ if slow => format!(
+                            "{line} (slow: {:.1}s)",
+                            op.elapsed_ms.unwrap_or(0) as f64 / 1000.0
+                        ),
+                        _ => line,
+                    };
+                    self.println(&line);
+                }
+            }
+        }
+        if self.verbose {
+            return;
+        }
+        if !self.bar.is_hidden() {
+            self.bar
+                .set_position((self.tally.succeeded + self.tally.failed) as u64);
+            self.bar.set_message(self.counts());
+        } else if self.summarized.elapsed() >= SUMMARY_EVERY
+            && !matches!(e.body, EventBody::Finished(_))
+        {
+            self.summarized = std::time::Instant::now();
+            println!(
+                "  {:.0}s: {}",
+                self.started.elapsed().as_secs_f64(),
+                self.counts()
+            );
+        }
+    }
+
+    /// Clears the progress bar.
+    pub(super) fn done(&self) {
+        self.bar.finish_and_clear();
+    }
+
+    /// After the summary line: operations by plugin and target, and the
+    /// slowest ones (text only).
+    pub(super) fn breakdown(&self) {
+        if self.output != Output::Text || self.by_target.is_empty() {
+            return;
+        }
+        for (target, (ok, not)) in &self.by_target {
+            println!("  {target}: {ok} succeeded, {not} did not");
+        }
+        if !self.slowest.is_empty() {
+            let slowest: Vec<String> = self
+                .slowest
+                .iter()
+                .map(|(ms, what)| format!("{what} ({:.1}s)", *ms as f64 / 1000.0))
+                .collect();
+            println!("  slowest: {}", slowest.join(", "));
+        }
+    }
+
+    /// The report the events tell, once `finished` came.
+    pub(super) fn report(&self, command_id: &str) -> Option<Report> {
+        let f = self.finished.as_ref()?;
+        Some(Report {
+            command_id: command_id.to_owned(),
+            succeeded: f.succeeded,
+            failed: self.failed.clone(),
+            dependency_failed: self.dependency_failed.clone(),
+            canceled: self.canceled.clone(),
+            retries: f.retries,
+            requests: f.requests,
+            elapsed_ms: f.elapsed_ms,
+        })
+    }
+}
+
+/// How `event` is printed: the event itself as a JSON line for `ndjson`,
+/// a line per operation transition for people.
+pub(super) fn event_line(event: &CommandEvent, output: Output) -> Option<String> {
+    match output {
+        Output::Ndjson => serde_json::to_string(event).ok(),
+        Output::Json => None,
+        Output::Text => match &event.body {
+            EventBody::Operation(op) if op.status != OpEvent::WaitingForRateLimit => {
+                let detail = match (&op.code, &op.message) {
+                    (Some(c), Some(m)) => format!(" ({c}: {m})"),
+                    (Some(c), None) => format!(" ({c})"),
+                    (None, Some(m)) => format!(" ({m})"),
+                    (None, None) if op.status == OpEvent::Attempt => {
+                        format!(" (attempt {})", op.attempt)
+                    }
+                    (None, None) => String::new(),
+                };
+                Some(format!(
+                    "  {} {}: {}{detail}",
+                    op.operation,
+                    op.label,
+                    op.status.name()
+                ))
+            }
+            _ => None,
+        },
+    }
+}
+
+pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitCode> {
+    // The same order whoever ran it and however it was followed.
+    report.failed.sort();
+    report.dependency_failed.sort();
+    report.canceled.sort();
+    if output == Output::Ndjson {
+        // The `finished` event said it all.
+    } else if output == Output::Json {
         println!("{}", serde_json::to_string(&ReportView::new(&report))?);
     } else {
         println!(

@@ -9,13 +9,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use tokio::sync::mpsc;
-
-use crate::apply::{Event, Report};
+use crate::apply::{EventSink, Report};
 use crate::service::{Command, Planned, ServiceError};
 
 /// How many finished commands' reports are kept in memory.
 const KEEP_FINISHED: usize = 256;
+/// How many finished commands' events are kept in memory (each up to
+/// `apply::events::RING`); older ones are served from their records.
+const KEEP_FINISHED_EVENTS: usize = 16;
 
 /// How a command this process ran ended.
 #[derive(Clone, Debug)]
@@ -28,6 +29,7 @@ pub enum Outcome {
 
 struct Running {
     stack: String,
+    events: EventSink,
     cancel: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
@@ -38,6 +40,7 @@ struct Inner {
     /// Stack → its running command.
     by_stack: HashMap<String, String>,
     finished: VecDeque<(String, Outcome)>,
+    finished_events: VecDeque<(String, EventSink)>,
     /// Set at shutdown: nothing new starts.
     closed: bool,
 }
@@ -89,6 +92,7 @@ impl Commands {
             id.clone(),
             Running {
                 stack: stack.to_owned(),
+                events: EventSink::new(&id),
                 cancel,
                 task: None,
             },
@@ -107,6 +111,14 @@ impl Commands {
         if let Some(running) = inner.running.remove(id) {
             if inner.by_stack.get(&running.stack).map(String::as_str) == Some(id) {
                 inner.by_stack.remove(&running.stack);
+            }
+            if outcome.is_some() {
+                inner
+                    .finished_events
+                    .push_back((id.to_owned(), running.events));
+                while inner.finished_events.len() > KEEP_FINISHED_EVENTS {
+                    inner.finished_events.pop_front();
+                }
             }
         }
         if let Some(outcome) = outcome {
@@ -130,6 +142,20 @@ impl Commands {
     /// The command running for `stack`, if any.
     pub fn running_for(&self, stack: &str) -> Option<String> {
         self.lock().by_stack.get(stack).cloned()
+    }
+
+    /// The events of `id`, while it runs here and for a while after.
+    pub fn events(&self, id: &str) -> Option<EventSink> {
+        let inner = self.lock();
+        match inner.running.get(id) {
+            Some(running) => Some(running.events.clone()),
+            None => inner
+                .finished_events
+                .iter()
+                .rev()
+                .find(|(i, _)| i == id)
+                .map(|(_, e)| e.clone()),
+        }
     }
 
     /// How a recent command of this process ended.
@@ -177,6 +203,7 @@ impl Reservation {
     pub fn rename(&mut self, id: &str) {
         let mut inner = self.commands.lock();
         if let Some(running) = inner.running.remove(&self.id) {
+            running.events.rename(id);
             inner.by_stack.insert(running.stack.clone(), id.to_owned());
             inner.running.insert(id.to_owned(), running);
         }
@@ -233,20 +260,16 @@ pub fn launch(
         command = %id,
         principal = principal.unwrap_or("unrecorded")
     );
+    let events = reservation
+        .commands
+        .events(&id)
+        .unwrap_or_else(|| EventSink::new(&id));
     reservation.launch(move |cancel| async move {
-        let (events, mut rx) = mpsc::unbounded_channel::<Event>();
         let log_id = id.clone();
+        let log = events.clone();
         let logger = tokio::spawn(
             async move {
-                while let Some(e) = rx.recv().await {
-                    if matches!(e.status, "failed" | "retrying" | "dependency_failed") {
-                        tracing::warn!(command = %log_id, label = %e.label, operation = e.operation,
-                            status = e.status, detail = %e.detail, "operation");
-                    } else {
-                        tracing::debug!(command = %log_id, label = %e.label, operation = e.operation,
-                            status = e.status, detail = %e.detail, "operation");
-                    }
-                }
+                log.follow(|e| log_event(&log_id, &e.body)).await;
             }
             .in_current_span(),
         );
@@ -262,10 +285,13 @@ pub fn launch(
             Err(e) => {
                 tracing::warn!(command = %id, error = %e,
                     "cannot resume the interrupted command; it stays `running` for the next attempt");
-                return Outcome::Error(format!("cannot resume: {e}"));
+                let message = format!("cannot resume: {e}");
+                events.emit(crate::service::error_event(message.clone()));
+                let _ = logger.await;
+                return Outcome::Error(message);
             }
         };
-        let result = command.execute(&planned, Some(events), cancel).await;
+        let result = command.execute(&planned, Some(events.clone()), cancel).await;
         let _ = logger.await;
         match result {
             Ok(report) => Outcome::Report(report),
@@ -275,6 +301,31 @@ pub fn launch(
             }
         }
     }.instrument(span));
+}
+
+/// Logs an operation's failures as warnings, the rest at debug level.
+fn log_event(command: &str, event: &orrery_core::events::EventBody) {
+    use orrery_core::events::{EventBody, OpEvent};
+    let EventBody::Operation(e) = event else {
+        return;
+    };
+    let detail = format!(
+        "{}{}",
+        e.code
+            .as_deref()
+            .map(|c| format!("{c}: "))
+            .unwrap_or_default(),
+        e.message.as_deref().unwrap_or_default()
+    );
+    let status = e.status.name();
+    if matches!(
+        e.status,
+        OpEvent::Failed | OpEvent::Retrying | OpEvent::DependencyFailed
+    ) {
+        tracing::warn!(%command, label = %e.label, operation = %e.operation, status, %detail, "operation");
+    } else {
+        tracing::debug!(%command, label = %e.label, operation = %e.operation, status, %detail, "operation");
+    }
 }
 
 impl Drop for Reservation {

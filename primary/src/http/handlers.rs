@@ -17,7 +17,7 @@ use super::auth::{Principal, Role};
 use super::commands::{self, NotRunning, Outcome, Reservation};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
-use super::{blocking, views, Shared};
+use super::{blocking, pages, views, Shared};
 use crate::discovery::UNMANAGED_STACK;
 use crate::plan::Mode;
 use crate::service::view::{self, PlanView, ReportView};
@@ -129,11 +129,42 @@ pub struct StackRequest {
     /// Parameter values, by name (`docs/stacks.md`).
     #[serde(default)]
     vars: Option<serde_json::Map<String, Value>>,
+    /// A targeted run (`target`, `exclude`, `replace`).
+    #[serde(flatten)]
+    selection: SelectionRequest,
 }
 
-/// The body of `POST /v1/stacks/{name}/destroy`: nothing yet.
+/// The labels of a targeted run, as `--target`, `--exclude`, `--replace`.
 #[derive(Deserialize, Default)]
-pub struct DestroyRequest {}
+pub struct SelectionRequest {
+    #[serde(default)]
+    target: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    #[serde(default)]
+    replace: Vec<String>,
+}
+
+impl SelectionRequest {
+    fn take(&mut self) -> orrery_core::select::Selection {
+        orrery_core::select::Selection {
+            target: std::mem::take(&mut self.target),
+            exclude: std::mem::take(&mut self.exclude),
+            replace: std::mem::take(&mut self.replace),
+        }
+    }
+}
+
+/// The body of `POST /v1/commands/{id}/cancel`: nothing yet.
+#[derive(Deserialize, Default)]
+pub struct CancelRequest {}
+
+/// The body of `POST /v1/stacks/{name}/destroy`: a targeted destroy's labels.
+#[derive(Deserialize, Default)]
+pub struct DestroyBody {
+    #[serde(flatten)]
+    selection: SelectionRequest,
+}
 
 /// The parameter values a request gives. `file()` reads nothing: a
 /// request must not read the server's files.
@@ -198,10 +229,12 @@ pub async fn plan_handler(
     JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Json<PlanView>> {
     let inputs = inputs(&mut req)?;
-    let prepared = state
+    let selection = req.selection.take();
+    let mut prepared = state
         .service
         .prepare_with(document(&state, req)?, inputs)
         .await?;
+    prepared.selection = selection;
     principal.require(Role::Planner, &prepared.stack.name)?;
     let plan = state.service.plan(&prepared).await?;
     Ok(Json(PlanView::new(
@@ -257,10 +290,12 @@ pub async fn apply_handler(
     JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Response> {
     let inputs = inputs(&mut req)?;
-    let prepared = state
+    let selection = req.selection.take();
+    let mut prepared = state
         .service
         .prepare_with(document(&state, req)?, inputs)
         .await?;
+    prepared.selection = selection;
     principal.require(Role::Operator, &prepared.stack.name)?;
     if !principal.may(Role::Admin, &prepared.stack.name) {
         // Targets (where a plugin acts, e.g. a `local` root) are the
@@ -300,14 +335,15 @@ pub async fn destroy_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(name): PathParam,
-    OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
+    OptionalJsonBody(mut body): OptionalJsonBody<DestroyBody>,
 ) -> ApiResult<Response> {
     principal.require(Role::Operator, &name)?;
     let reservation = state.commands.reserve(&name)?;
     let command = state
         .service
         .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
-        .await?;
+        .await?
+        .with_selection(body.selection.take());
     start(reservation, command, &principal).await
 }
 
@@ -448,6 +484,7 @@ pub async fn command_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(id): PathParam,
+    QueryParams(page): QueryParams<pages::OperationsQuery>,
 ) -> ApiResult<Json<Value>> {
     let store = state.store.clone();
     let lookup = id.clone();
@@ -467,6 +504,7 @@ pub async fn command_handler(
         None if active => json!({"id": id, "status": "running", "operations": []}),
         None => return Err(ApiError::not_found(format!("no command `{id}`"))),
     };
+    pages::operations_page(&mut out, &page)?;
     out["active"] = json!(active);
     match state.commands.outcome(&id) {
         Some(Outcome::Report(report)) => out["report"] = json!(ReportView::new(&report)),
@@ -481,7 +519,7 @@ pub async fn cancel_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(id): PathParam,
-    OptionalJsonBody(DestroyRequest {}): OptionalJsonBody<DestroyRequest>,
+    OptionalJsonBody(CancelRequest {}): OptionalJsonBody<CancelRequest>,
 ) -> ApiResult<Response> {
     let stack = match state.commands.stack_of(&id) {
         Some(stack) => Some(stack),
@@ -529,23 +567,52 @@ pub async fn cancel_handler(
 pub async fn resources_handler(
     State(state): AppState,
     principal: Principal,
-    QueryParams(q): QueryParams<StackQuery>,
+    QueryParams(q): QueryParams<pages::ResourcesQuery>,
 ) -> ApiResult<Json<Value>> {
     match &q.stack {
         Some(stack) => principal.require(Role::Viewer, stack)?,
         None => principal.require_some(Role::Viewer)?,
     }
+    let limit = pages::limit(q.limit, q.cursor.is_some())?;
+    let after = q
+        .cursor
+        .as_deref()
+        .map(pages::parse_resource_cursor)
+        .transpose()?;
     let store = state.store.clone();
-    let rows = blocking(move || {
-        let resources = store.resources(q.stack.as_deref())?;
-        Ok(resources
+    let (rows, next) = blocking(move || {
+        let resources = store.resource_page(&crate::state::ResourcePage {
+            stack: q.stack.clone(),
+            resource_type: q.resource_type.clone(),
+            target: q.target.clone(),
+            after,
+            limit,
+        })?;
+        // A full page may have more after it; the cursor is the last one
+        // read, whatever the filters below kept.
+        let next = match (limit, resources.last()) {
+            (Some(l), Some(last)) if resources.len() == l as usize => {
+                Some(pages::resource_cursor(&last.stack, &last.label))
+            }
+            _ => None,
+        };
+        let rows: Vec<Value> = resources
             .iter()
             .filter(|r| principal.may(Role::Viewer, &r.stack))
+            .filter(|r| {
+                q.drift
+                    .is_none_or(|d| crate::discovery::Drift::of(r).is_some() == d)
+            })
             .map(views::resource)
-            .collect::<Vec<_>>())
+            .collect();
+        Ok((rows, next))
     })
     .await?;
-    Ok(Json(json!({ "resources": rows })))
+    let mut out = json!({ "resources": rows });
+    if let Some(next) = next {
+        out["next_cursor"] = json!(next);
+    }
+    Ok(Json(out))
 }
 
 /// `GET /v1/targets`.

@@ -14,6 +14,7 @@
 //! - `GET  /metrics`: Prometheus text format.
 //! - `POST /v1/stacks/plan`, `POST /v1/stacks/apply`, `POST /v1/stacks/{name}/destroy`
 //! - `GET  /v1/commands`, `GET /v1/commands/{id}`, `POST /v1/commands/{id}/cancel`
+//! - `GET  /v1/commands/{id}/events`: server-sent events (`events.rs`)
 //! - `GET  /v1/stacks`, `GET /v1/resources`, `GET /v1/targets`, `GET /v1/plugins`
 //!
 //! Errors are `{"error": "..."}` with a fitting status code. Every
@@ -24,9 +25,11 @@ pub mod auth;
 mod background;
 mod commands;
 mod error;
+mod events;
 mod extract;
 mod handlers;
 mod listen;
+mod pages;
 mod resume;
 mod views;
 
@@ -163,6 +166,7 @@ impl Primary {
             .route("/v1/commands", get(handlers::commands_handler))
             .route("/v1/commands/{id}", get(handlers::command_handler))
             .route("/v1/commands/{id}/cancel", post(handlers::cancel_handler))
+            .route("/v1/commands/{id}/events", get(events::events_handler))
             .route("/v1/resources", get(handlers::resources_handler))
             .route("/v1/targets", get(handlers::targets_handler))
             .route("/v1/plugins", get(handlers::plugins_handler))

@@ -52,6 +52,10 @@ pub enum ServiceError {
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+
+    /// A `--target`/`--exclude`/`--replace` that cannot be made.
+    #[error(transparent)]
+    Selection(#[from] orrery_core::select::SelectError),
     /// A bug: a task of the service failed.
     #[error("internal error: {0}")]
     Internal(String),

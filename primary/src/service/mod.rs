@@ -21,17 +21,18 @@ pub mod view;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 pub use error::ServiceError;
 
 pub use plugins::{plugin_search_path, set_plugin_env, PluginError, PluginPool, Plugins};
 
-use crate::apply::{Event, Executor, Options, Report, Resumed};
+use crate::apply::{EventSink, Executor, Options, Report, Resumed};
 use crate::lease::{self, Claim, Keeper, LeaseConfig};
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
 use crate::state::{CommandDocument, CommandHead, StateStore, Store, StoredResource};
+use orrery_core::select::{self, Selection};
 
 /// The labels of `stack`'s resources marked `protect: true`.
 fn protected_labels(stack: &Stack) -> BTreeSet<String> {
@@ -180,6 +181,8 @@ pub struct Prepared {
     pub mode: Mode,
     /// What is recorded so that the apply can be resumed without the caller.
     pub document: CommandDocument,
+    /// The part of the stack to plan and apply (all of it by default).
+    pub selection: Selection,
     plugins: Plugins,
 }
 
@@ -294,6 +297,7 @@ impl Service {
             graph,
             mode,
             document,
+            selection: Selection::default(),
             plugins,
         })
     }
@@ -306,10 +310,14 @@ impl Service {
             prepared.plugins.catalog.clone(),
             prepared.mode,
         );
+        let selection = prepared.selection.clone();
         on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
             let hasher = SecretHasher::new(store.secret_key()?);
-            Ok(plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher))
+            let mut plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
+            let deps = select::dependencies(Some((&stack, &graph)), &stored);
+            select::restrict(&mut plan, &deps, &selection)?;
+            Ok(plan)
         })
         .await
     }
@@ -328,6 +336,7 @@ impl Service {
             graph,
             mode,
             document,
+            selection,
             plugins,
         } = prepared;
         // Resumed from the document alone, an apply must mean the same:
@@ -345,7 +354,8 @@ impl Service {
                 plugins,
                 new_id,
             )
-            .await?;
+            .await?
+            .with_selection(selection);
         self.record_principal(&command, principal).await?;
         Ok(command)
     }
@@ -502,6 +512,7 @@ impl Service {
             document,
             plugins,
             hasher,
+            selection: Selection::default(),
             store: self.store.clone(),
             options: self.config.options.clone(),
         })
@@ -520,6 +531,7 @@ pub struct Command {
     document: Option<CommandDocument>,
     plugins: Plugins,
     hasher: SecretHasher,
+    selection: Selection,
     store: Store,
     options: Options,
     /// Labels of resources marked `protect: true`.
@@ -549,6 +561,14 @@ impl Command {
     /// The stack.
     pub fn stack(&self) -> &Stack {
         &self.stack
+    }
+
+    /// Restricts it to `selection` (`--target`, `--exclude`, `--replace`):
+    /// for a destroy, a target brings what depends on it and an exclude
+    /// keeps what it depends on.
+    pub fn with_selection(mut self, selection: Selection) -> Command {
+        self.selection = selection;
+        self
     }
 
     /// Whether it goes on with a command a stopped primary left running.
@@ -590,12 +610,20 @@ impl Command {
             self.mode,
             self.hasher.clone(),
         );
+        let selection = self.selection.clone();
         let planned = on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
-            let plan = match mode {
-                Some(mode) => plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
-                None => plan::plan_destroy(&stored),
+            let (mut plan, deps) = match mode {
+                Some(mode) => (
+                    plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
+                    select::dependencies(Some((&stack, &graph)), &stored),
+                ),
+                None => (
+                    plan::plan_destroy(&stored),
+                    select::reversed(&select::dependencies(None, &stored)),
+                ),
             };
+            select::restrict(&mut plan, &deps, &selection)?;
             Ok(Planned { plan, stored })
         })
         .await?;
@@ -617,12 +645,25 @@ impl Command {
     }
 
     /// Runs `planned`, recording the document first (for an apply that
-    /// gives no secrets), sending progress to `events`; `cancel` (or losing
+    /// gives no secrets), emitting its events into `events`; `cancel` (or losing
     /// the lease) stops new operations. Releases the lease at the end.
     pub async fn execute(
         self,
         planned: &Planned,
-        events: Option<mpsc::UnboundedSender<Event>>,
+        events: Option<EventSink>,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Report, ServiceError> {
+        let result = self.execute_inner(planned, events.clone(), cancel).await;
+        if let (Err(e), Some(events)) = (&result, events) {
+            events.emit(error_event(e.to_string()));
+        }
+        result
+    }
+
+    async fn execute_inner(
+        self,
+        planned: &Planned,
+        events: Option<EventSink>,
         cancel: watch::Receiver<bool>,
     ) -> Result<Report, ServiceError> {
         if let Some(document) = self.document.clone() {
@@ -676,6 +717,15 @@ impl Command {
             failed = report.failed.len(), elapsed_ms = report.elapsed_ms, "command finished");
         Ok(report)
     }
+}
+
+/// The event ending a run that could not go on: `message` says why.
+pub fn error_event(message: String) -> orrery_core::events::EventBody {
+    orrery_core::events::EventBody::Finished(orrery_core::events::FinishedEvent {
+        status: "error".into(),
+        message: Some(message),
+        ..Default::default()
+    })
 }
 
 /// A shared service.

@@ -37,6 +37,22 @@ pub use write::Write;
 use orrery_core::stack::TargetDecl;
 use orrery_schema::PropertyMap;
 
+/// A page of resources: those matching every filter given, ordered by
+/// stack then label, after `after` (exclusive), at most `limit` of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourcePage {
+    /// Only this stack's.
+    pub stack: Option<String>,
+    /// Only of this type.
+    pub resource_type: Option<String>,
+    /// Only on this target.
+    pub target: Option<String>,
+    /// The `(stack, label)` the page starts after.
+    pub after: Option<(String, String)>,
+    /// The most returned (`None`: all).
+    pub limit: Option<u32>,
+}
+
 /// What every state backend does. Calls are short and synchronous; the
 /// executor makes a handful per operation. The stores [`open`] returns are
 /// wrapped in [`OffWorker`], so a call made from an async task never holds
@@ -45,7 +61,14 @@ pub trait StateStore: Send + Sync {
     /// The key secret hashes are made with (created on first open).
     fn secret_key(&self) -> Result<Vec<u8>, StoreError>;
     /// The resources of `stack` (every stack when `None`), by stack and label.
-    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError>;
+    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
+        self.resource_page(&ResourcePage {
+            stack: stack.map(str::to_owned),
+            ..Default::default()
+        })
+    }
+    /// A page of resources (bounded memory over a store of any size).
+    fn resource_page(&self, page: &ResourcePage) -> Result<Vec<StoredResource>, StoreError>;
     /// Records a resource's new state (insert or replace), bumping its version.
     fn put_resource(&self, resource: &StoredResource) -> Result<(), StoreError>;
     /// Records a resource's new state only if its record is still at

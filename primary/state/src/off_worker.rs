@@ -35,8 +35,8 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     fn secret_key(&self) -> Result<Vec<u8>, StoreError> {
         off_worker(|| self.0.secret_key())
     }
-    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
-        off_worker(|| self.0.resources(stack))
+    fn resource_page(&self, page: &crate::ResourcePage) -> Result<Vec<StoredResource>, StoreError> {
+        off_worker(|| self.0.resource_page(page))
     }
     fn put_resource(&self, resource: &StoredResource) -> Result<(), StoreError> {
         off_worker(|| self.0.put_resource(resource))

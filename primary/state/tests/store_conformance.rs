@@ -170,6 +170,7 @@ conformance!(
     put_bumps_version_and_replaces_every_field,
     resources_are_ordered_by_stack_then_label_bytewise,
     resources_filter_by_stack,
+    resource_pages_walk_the_order_with_filters,
     remove_resource_forgets_only_that_one,
     property_values_round_trip_exactly,
     text_fields_keep_any_unicode_and_quotes,
@@ -380,6 +381,59 @@ fn resources_are_ordered_by_stack_then_label_bytewise(f: &Fixture) {
         .cloned()
         .collect();
     assert_eq!(labels(&f.store.resources(Some("web")).unwrap()), web);
+}
+
+fn resource_pages_walk_the_order_with_filters(f: &Fixture) {
+    use orrery_state::ResourcePage;
+    for stack in ["a", "b"] {
+        for i in 0..25 {
+            let mut r = resource(stack, &format!("r{i:02}"));
+            if i % 5 == 0 {
+                r.resource_type = "local.Directory".into();
+                r.target = "other".into();
+            }
+            f.store.put_resource(&r).unwrap();
+        }
+    }
+    let all = labels(&f.store.resources(None).unwrap());
+    assert_eq!(all.len(), 50);
+    // Pages of 7 from the start, each after the last of the one before:
+    // every resource once, in order.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = f
+            .store
+            .resource_page(&ResourcePage {
+                after: after.clone(),
+                limit: Some(7),
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(page.len() <= 7);
+        let Some(last) = page.last() else { break };
+        after = Some((last.stack.clone(), last.label.clone()));
+        seen.extend(labels(&page));
+    }
+    assert_eq!(seen, all);
+    // Filters, with a page crossing nothing it should not.
+    let dirs = f
+        .store
+        .resource_page(&ResourcePage {
+            stack: Some("b".into()),
+            resource_type: Some("local.Directory".into()),
+            target: Some("other".into()),
+            after: Some(("b".into(), "r05".into())),
+            limit: Some(2),
+        })
+        .unwrap();
+    assert_eq!(
+        labels(&dirs),
+        [
+            ("b".to_owned(), "r10".to_owned()),
+            ("b".to_owned(), "r15".to_owned())
+        ]
+    );
 }
 
 fn resources_filter_by_stack(f: &Fixture) {

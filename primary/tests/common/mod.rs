@@ -4,6 +4,7 @@
 
 pub mod crash;
 pub mod postgres;
+pub mod pty;
 pub mod server;
 
 use std::path::{Path, PathBuf};

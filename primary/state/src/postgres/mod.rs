@@ -518,13 +518,29 @@ impl PgPool {
     }
 
     /// The resources of `stack` (every stack when `None`).
-    pub async fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
+    pub async fn resource_page(
+        &self,
+        page: &crate::ResourcePage,
+    ) -> Result<Vec<StoredResource>, StoreError> {
+        let (after_stack, after_label) = page.after.clone().unzip();
+        let limit = page.limit.map(i64::from);
+        // Along the primary key (stack, label): a page costs its size.
         let rows = on_conn!(self, |c| Ok(query(
             c,
             "SELECT stack, label, resource_type, target, plugin, native_id, properties,
                     secret_hashes, deps, managed, version
-             FROM resources WHERE ($1::text IS NULL OR stack = $1) ORDER BY stack, label",
-            &[&stack],
+             FROM resources WHERE ($1::text IS NULL OR stack = $1)
+               AND ($2::text IS NULL OR resource_type = $2) AND ($3::text IS NULL OR target = $3)
+               AND ($4::text IS NULL OR (stack, label) > ($4::text, $5::text))
+             ORDER BY stack, label LIMIT $6::bigint",
+            &[
+                &page.stack,
+                &page.resource_type,
+                &page.target,
+                &after_stack,
+                &after_label,
+                &limit
+            ],
         )
         .await?))?;
         rows.iter()
@@ -1169,9 +1185,9 @@ impl StateStore for PgStore {
         bridge!(self, secret_key())
     }
 
-    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
-        let stack = stack.map(str::to_owned);
-        bridge!(self, resources(stack.as_deref()))
+    fn resource_page(&self, page: &crate::ResourcePage) -> Result<Vec<StoredResource>, StoreError> {
+        let page = page.clone();
+        bridge!(self, resource_page(&page))
     }
 
     fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {

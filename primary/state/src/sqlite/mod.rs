@@ -461,32 +461,47 @@ impl StateStore for SqliteStore {
     }
 
     /// The resources of `stack` (all stacks when `None`).
-    fn resources(&self, stack: Option<&str>) -> Result<Vec<StoredResource>, StoreError> {
+    fn resource_page(&self, page: &crate::ResourcePage) -> Result<Vec<StoredResource>, StoreError> {
         let conn = self.conn();
+        // Along the primary key (stack, label): a page costs its size.
         let mut stmt = conn.prepare_cached(
             "SELECT stack, label, resource_type, target, plugin, native_id, properties, secret_hashes, deps, managed, version
-             FROM resources WHERE (?1 IS NULL OR stack = ?1) ORDER BY stack, label",
+             FROM resources WHERE (?1 IS NULL OR stack = ?1) AND (?2 IS NULL OR resource_type = ?2)
+               AND (?3 IS NULL OR target = ?3) AND (?4 IS NULL OR (stack, label) > (?4, ?5))
+             ORDER BY stack, label LIMIT ?6",
         )?;
-        let rows = stmt.query_map(params![stack], |r| {
-            Ok((
-                StoredResource {
-                    stack: r.get(0)?,
-                    label: r.get(1)?,
-                    resource_type: r.get(2)?,
-                    target: r.get(3)?,
-                    plugin: r.get(4)?,
-                    native_id: r.get(5)?,
-                    properties: PropertyMap::new(),
-                    secret_hashes: Default::default(),
-                    deps: Vec::new(),
-                    managed: r.get::<_, i64>(9)? != 0,
-                    version: r.get(10)?,
-                },
-                r.get::<_, Vec<u8>>(6)?,
-                r.get::<_, String>(7)?,
-                r.get::<_, String>(8)?,
-            ))
-        })?;
+        let (after_stack, after_label) = page.after.clone().unzip();
+        let limit = page.limit.map_or(-1, i64::from);
+        let rows = stmt.query_map(
+            params![
+                page.stack,
+                page.resource_type,
+                page.target,
+                after_stack,
+                after_label,
+                limit
+            ],
+            |r| {
+                Ok((
+                    StoredResource {
+                        stack: r.get(0)?,
+                        label: r.get(1)?,
+                        resource_type: r.get(2)?,
+                        target: r.get(3)?,
+                        plugin: r.get(4)?,
+                        native_id: r.get(5)?,
+                        properties: PropertyMap::new(),
+                        secret_hashes: Default::default(),
+                        deps: Vec::new(),
+                        managed: r.get::<_, i64>(9)? != 0,
+                        version: r.get(10)?,
+                    },
+                    r.get::<_, Vec<u8>>(6)?,
+                    r.get::<_, String>(7)?,
+                    r.get::<_, String>(8)?,
+                ))
+            },
+        )?;
         let mut out = Vec::new();
         for row in rows {
             let (mut res, props, hashes, deps) = row?;

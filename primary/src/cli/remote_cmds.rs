@@ -1,0 +1,463 @@
+//! The commands in remote mode (`--primary URL`), and the ones that read
+//! commands in both modes: `cancel`, `history`, `status`. They render with
+//! the local mode's functions, from the API's JSON and command events.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+use tokio::signal::unix::Signal;
+
+use super::remote::{Remote, RemoteArgs};
+use super::stack_cmds::{
+    confirm, confirm_typed, finish, print_plan_text, read_document, ApplyArgs, Common, DestroyArgs,
+    PlanArgs, Printer, SelectArgs,
+};
+use super::Output;
+use orrery_core::events::EventBody;
+use orrery_primary::plan::Mode;
+use orrery_primary::service::Engine;
+use orrery_primary::state::CommandFilter;
+
+/// The request body of a plan or apply of `file`.
+fn stack_request(file: &std::path::Path, mode: Mode, select: &SelectArgs) -> anyhow::Result<Value> {
+    let doc = read_document(file, mode, Engine::Embedded)?;
+    let mut body = select.json();
+    body["document"] = json!(doc.text);
+    body["mode"] = json!(doc.mode);
+    body["source"] = json!(doc.source);
+    body["stack_dir"] = json!(doc.stack_dir);
+    Ok(body)
+}
+
+fn show_plan(plan: &Value, output: Output) {
+    if output == Output::Ndjson && plan["has_changes"] == true {
+        return;
+    }
+    if output.is_json() {
+        println!("{plan}");
+    } else {
+        print_plan_text(plan);
+    }
+}
+
+pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let body = stack_request(&args.file, args.mode.into(), &args.select)?;
+    let plan = remote.post("/v1/stacks/plan", &body)?;
+    show_plan(&plan, args.common.output);
+    Ok(if plan["has_changes"] == true {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    let output = args.common.output;
+    let body = stack_request(&args.file, args.mode.into(), &args.select)?;
+    let plan = remote.post("/v1/stacks/plan", &body)?;
+    show_plan(&plan, output);
+    if args.dry_run || plan["has_changes"] != true {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes && !confirm("Apply these changes?")? {
+        println!("Nothing changed.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let sigint = listen_for_ctrl_c()?;
+    let accepted = remote.post("/v1/stacks/apply", &body)?;
+    let id = command_id(&accepted)?;
+    follow(remote, &id, output, args.common.verbose, sigint).await
+}
+
+pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow::Result<ExitCode> {
+    // The primary plans a destroy when it starts it: the question comes first.
+    let whole = args.select.target.is_empty() && args.select.exclude.is_empty();
+    let confirmed = || {
+        if whole {
+            confirm_typed(name)
+        } else {
+            confirm(&format!(
+                "Destroy the selected resources of stack `{name}`?"
+            ))
+        }
+    };
+    if !args.yes && !confirmed()? {
+        println!("Nothing changed.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let sigint = listen_for_ctrl_c()?;
+    let accepted = remote.post(
+        &format!("/v1/stacks/{}/destroy", encode(name)),
+        &args.select.json(),
+    )?;
+    show_plan(&accepted["plan"], args.common.output);
+    if accepted["plan"]["has_changes"] != true && accepted["resumed"] != true {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let id = command_id(&accepted)?;
+    follow(remote, &id, args.common.output, args.common.verbose, sigint).await
+}
+
+fn command_id(accepted: &Value) -> anyhow::Result<String> {
+    accepted["command_id"]
+        .as_str()
+        .map(str::to_owned)
+        .context("the primary's answer names no command")
+}
+
+/// A path segment, percent-encoded.
+fn encode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Takes Ctrl-C over from here on, before a command is submitted: from
+/// then on it cancels the command instead of ending the process. One
+/// listener for the whole wait, so a Ctrl-C between two events counts.
+fn listen_for_ctrl_c() -> anyhow::Result<Signal> {
+    Ok(tokio::signal::unix::signal(
+        tokio::signal::unix::SignalKind::interrupt(),
+    )?)
+}
+
+/// Follows command `id` to its end, printing as local mode does. Ctrl-C
+/// asks the primary to cancel it; a second Ctrl-C detaches.
+pub async fn follow(
+    remote: &Remote,
+    id: &str,
+    output: Output,
+    verbose: bool,
+    mut sigint: Signal,
+) -> anyhow::Result<ExitCode> {
+    let mut printer = Printer::new(output, verbose, 0);
+    let mut events = remote.follow(id);
+    let mut interrupts = 0;
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(Ok(e)) => {
+                    printer.event(&e);
+                    if matches!(e.body, EventBody::Finished(_)) {
+                        break;
+                    }
+                }
+                Some(Err(e)) => {
+                    printer.done();
+                    return Err(e.context(format!("following command {id}")));
+                }
+                None => {
+                    printer.done();
+                    bail!("the primary's event stream of command {id} ended before the command did; `orrery status --follow {id} --primary …` reattaches");
+                }
+            },
+            _ = sigint.recv() => {
+                interrupts += 1;
+                if interrupts == 1 {
+                    let (status, answer) = remote.post_status(&format!("/v1/commands/{}/cancel", encode(id)), &json!({}))?;
+                    if status == 202 {
+                        eprintln!("canceling: no new operations start; in-flight ones finish (Ctrl-C again to detach)");
+                    } else {
+                        eprintln!("cannot cancel: {}", answer["error"].as_str().unwrap_or("no reason given"));
+                    }
+                } else {
+                    printer.done();
+                    eprintln!("detached; command {id} goes on. Reattach with `orrery status --follow {id} --primary …`.");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+    }
+    printer.done();
+    let report = printer
+        .report(id)
+        .context("the command's events ended without a summary")?;
+    let code = finish(report, output)?;
+    printer.breakdown();
+    Ok(code)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// The command's id; the latest command when absent.
+    pub command: Option<String>,
+    /// Follow the command until it ends, as `apply` does (reattaches to a
+    /// command started elsewhere; Ctrl-C cancels, twice detaches).
+    #[arg(long)]
+    pub follow: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// The latest command's id, remotely.
+fn latest(remote: &Remote, stack: Option<&str>) -> anyhow::Result<Option<Value>> {
+    let query = stack
+        .map(|s| format!("&stack={}", encode(s)))
+        .unwrap_or_default();
+    let answer = remote.get(&format!("/v1/commands?limit=1{query}"))?;
+    Ok(answer["commands"]
+        .as_array()
+        .and_then(|c| c.first())
+        .cloned())
+}
+
+pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let output = args.common.output;
+    let Some(remote) = args.remote.remote(&args.common.data_dir)? else {
+        if args.follow {
+            bail!("--follow needs --primary: a local command is followed in the terminal that runs it");
+        }
+        let store = args.common.open_store()?;
+        let Some(command) = store.command(args.command.as_deref())? else {
+            bail!("no such command{}", named(args.command.as_deref()));
+        };
+        return print_command(&serde_json::to_value(&command)?, output);
+    };
+    let id = match args.command {
+        Some(id) => id,
+        None => match latest(&remote, None)? {
+            Some(head) => head["id"].as_str().unwrap_or_default().to_owned(),
+            None => bail!("no such command"),
+        },
+    };
+    if args.follow {
+        return follow(
+            &remote,
+            &id,
+            output,
+            args.common.verbose,
+            listen_for_ctrl_c()?,
+        )
+        .await;
+    }
+    let mut command = remote.get(&format!("/v1/commands/{}", encode(&id)))?;
+    if let Some(map) = command.as_object_mut() {
+        // What the server adds to the record; local mode has none of it.
+        for key in ["active", "report", "error"] {
+            map.remove(key);
+        }
+    }
+    print_command(&command, output)
+}
+
+fn named(id: Option<&str>) -> String {
+    id.map(|c| format!(" `{c}`")).unwrap_or_default()
+}
+
+/// A command's record (as `GET /v1/commands/{id}` gives it).
+fn print_command(command: &Value, output: Output) -> anyhow::Result<ExitCode> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    if output.is_json() {
+        println!("{command}");
+    } else {
+        println!(
+            "command {} ({} of stack `{}`, by {}): {}",
+            text(&command["id"]),
+            text(&command["kind"]),
+            text(&command["stack"]),
+            command["principal"]
+                .as_str()
+                .unwrap_or("an unrecorded principal"),
+            text(&command["status"])
+        );
+        for op in command["operations"].as_array().into_iter().flatten() {
+            let err = match (op["error_code"].as_str(), op["message"].as_str()) {
+                (Some(code), Some(m)) => format!(" {code}: {m}"),
+                (Some(code), None) => format!(" {code}"),
+                _ => String::new(),
+            };
+            println!(
+                "  {:<8} {:<30} {:<18} attempts {}{err}",
+                text(&op["operation"]),
+                text(&op["label"]),
+                text(&op["status"]),
+                op["attempts"].as_i64().unwrap_or(0)
+            );
+        }
+    }
+    Ok(if command["status"] == "completed" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CancelArgs {
+    /// The command's id; the latest running command when absent.
+    pub command: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `orrery cancel`: asks the primary to stop a command gracefully (no new
+/// operation starts; those in flight finish and are recorded).
+pub async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
+    let Some(remote) = args.remote.remote(&args.common.data_dir)? else {
+        bail!("cancel needs --primary (or ORRERY_PRIMARY): a local command is canceled with Ctrl-C in the terminal that runs it");
+    };
+    let id = match args.command {
+        Some(id) => id,
+        None => {
+            let answer = remote.get("/v1/commands?limit=20")?;
+            let running = answer["commands"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["active"] == true);
+            match running {
+                Some(c) => c["id"].as_str().unwrap_or_default().to_owned(),
+                None => bail!("no command is running on the primary"),
+            }
+        }
+    };
+    let answer = remote.post(&format!("/v1/commands/{}/cancel", encode(&id)), &json!({}))?;
+    if args.common.output.is_json() {
+        println!("{answer}");
+    } else {
+        println!("Canceling command {id}: no new operations start; in-flight ones finish.");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HistoryArgs {
+    /// Only this stack's commands.
+    #[arg(long)]
+    pub stack: Option<String>,
+    /// How many of the latest commands.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `orrery history`: the latest commands, newest first: who ran what, when,
+/// for how long, with what outcome.
+pub async fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
+    let rows = match args.remote.remote(&args.common.data_dir)? {
+        Some(remote) => {
+            let query = args
+                .stack
+                .as_deref()
+                .map(|s| format!("&stack={}", encode(s)))
+                .unwrap_or_default();
+            let answer = remote.get(&format!("/v1/commands?limit={}{query}", args.limit))?;
+            answer["commands"].as_array().cloned().unwrap_or_default()
+        }
+        None => local_history(&args)?,
+    };
+    if args.common.output.is_json() {
+        println!("{}", json!({ "commands": rows }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<36}  {:<7}  {:<16}  {:<20}  {:<20}  {:>9}  {:<28}  OUTCOME",
+        "COMMAND", "KIND", "STACK", "PRINCIPAL", "STARTED (UTC)", "DURATION", "OPERATIONS"
+    );
+    for row in &rows {
+        println!("{}", history_line(row));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rows `GET /v1/commands` gives, from the local store.
+fn local_history(args: &HistoryArgs) -> anyhow::Result<Vec<Value>> {
+    let store = args.common.open_store()?;
+    let heads = store.commands(&CommandFilter {
+        stack: args.stack.clone(),
+        status: None,
+        limit: args.limit.clamp(1, 200),
+    })?;
+    heads
+        .iter()
+        .map(|head| {
+            let mut row = serde_json::to_value(head)?;
+            row["operations"] = json!(store.operation_counts(&head.id)?);
+            Ok(row)
+        })
+        .collect()
+}
+
+fn history_line(row: &Value) -> String {
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let started = row["started_ms"].as_i64();
+    let duration = match (started, row["finished_ms"].as_i64()) {
+        (Some(s), Some(f)) => format!("{:.1}s", (f - s).max(0) as f64 / 1000.0),
+        _ => "-".into(),
+    };
+    let counts: Vec<String> = row["operations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(status, n)| format!("{n} {status}"))
+        .collect();
+    format!(
+        "{:<36}  {:<7}  {:<16}  {:<20}  {:<20}  {:>9}  {:<28}  {}",
+        text(&row["id"]),
+        text(&row["kind"]),
+        text(&row["stack"]),
+        text(&row["principal"]),
+        started.map_or("-".into(), utc),
+        duration,
+        if counts.is_empty() {
+            "-".into()
+        } else {
+            counts.join(", ")
+        },
+        text(&row["status"])
+    )
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` in UTC.
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_796_166_342_000), "2026-12-01 23:05:42");
+    }
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(encode("a b/c"), "a%20b%2Fc");
+        assert_eq!(encode("stack-1.x_y~"), "stack-1.x_y~");
+    }
+}

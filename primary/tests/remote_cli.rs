@@ -1,0 +1,301 @@
+//! Remote mode: the CLI drives a real `orrery primary` (with an API token)
+//! through plan → apply → status --follow → status → cancel → history with
+//! `--primary`, and prints what local mode prints for the same document
+//! (apart from ids, times and who ran it).
+
+mod common;
+
+use std::process::Stdio;
+
+use common::server::{Server, ADMIN_TOKEN};
+use common::{Run, Scratch};
+
+fn testbed_stack(name: &str, n: usize, config: &str) -> String {
+    let mut doc = format!(
+        "stack: {name}\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {config}\nresources:\n"
+    );
+    for i in 0..n {
+        doc.push_str(&format!(
+            "  - label: thing-{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: thing-{i}, value: {i} }}\n"
+        ));
+    }
+    doc
+}
+
+/// `orrery ARGS --primary URL` with the admin's token.
+fn remote(scratch: &Scratch, server: &Server, args: &[&str]) -> Run {
+    let url = server.url("");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--primary", &url]);
+    Run::from(
+        scratch
+            .command(&all)
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .output()
+            .unwrap(),
+    )
+}
+
+/// The command id in a summary line (`… Command <id>.`).
+fn command_of(run: &Run) -> String {
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains(" Command "))
+        .unwrap_or_else(|| panic!("no summary: {run:?}"));
+    line.rsplit(" Command ")
+        .next()
+        .unwrap()
+        .trim_end_matches('.')
+        .to_owned()
+}
+
+/// `text` with `id` and the elapsed time of a summary made neutral, its
+/// lines sorted (operations run concurrently, in no fixed order).
+fn normalized(text: &str, id: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text
+        .lines()
+        // The slowest operations differ from run to run.
+        .filter(|l| !l.starts_with("  slowest: "))
+        .map(|l| {
+            let l = l.replace(id, "<id>");
+            match (l.find(" in "), l.find("s: ")) {
+                (Some(a), Some(b)) if a < b && l.starts_with("Done") => {
+                    format!("{}{}", &l[..a], &l[b + 1..])
+                }
+                _ => l,
+            }
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn the_cli_drives_a_primary_as_it_runs_locally() {
+    let server = Server::start();
+    let local = Scratch::new();
+    let client = Scratch::new();
+    let file = local.write("lab.yaml", &testbed_stack("lab", 6, "{ polls: 1 }"));
+    let file = file.to_str().unwrap();
+
+    // plan: the same plan, exit 2 (changes) both ways.
+    let here = local.orrery(&["plan", file]);
+    let there = remote(&client, &server, &["plan", file]);
+    assert_eq!((here.code, there.code), (2, 2), "{here:?}\n{there:?}");
+    assert_eq!(here.stdout, there.stdout);
+    assert!(there.stdout.contains("Plan: 6 to create"), "{there:?}");
+
+    // apply: plan, one line per transition, the summary; exit 0.
+    let here = local.orrery(&["apply", file, "--yes", "--verbose"]);
+    let there = remote(&client, &server, &["apply", file, "--yes", "--verbose"]);
+    assert_eq!((here.code, there.code), (0, 0), "{here:?}\n{there:?}");
+    let id = command_of(&there);
+    assert_eq!(
+        normalized(&here.stdout, &command_of(&here)),
+        normalized(&there.stdout, &id)
+    );
+    assert!(
+        there.stdout.contains("  create thing-3: succeeded"),
+        "{there:?}"
+    );
+
+    // status --follow reattaches (here to a finished command): the apply's
+    // output without its plan, the same summary.
+    let followed = remote(&client, &server, &["status", "--follow", &id, "--verbose"]);
+    assert_eq!(followed.code, 0, "{followed:?}");
+    let without_plan: Vec<&str> = there
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("    + ") && !l.starts_with("Plan: "))
+        .collect();
+    let mut expected = without_plan.clone();
+    expected.sort();
+    let mut got: Vec<&str> = followed.stdout.lines().collect();
+    got.sort();
+    assert_eq!(got, expected, "{followed:?}");
+
+    // status: the command's record, as local mode prints its own.
+    let here_status = local.orrery(&["status"]);
+    let there_status = remote(&client, &server, &["status", &id]);
+    assert_eq!((here_status.code, there_status.code), (0, 0));
+    let neutral =
+        |run: &Run, id: &str, who: &str| normalized(&run.stdout.replace(who, "<who>"), id);
+    let local_who = format!("local:{}", orrery_primary_user());
+    assert_eq!(
+        neutral(&here_status, &command_of(&here), &local_who),
+        neutral(&there_status, &id, "test-admin"),
+    );
+
+    // cancel: a slow apply is canceled from another CLI; the applying CLI
+    // ends with the canceled operations counted, exit 1.
+    let slow = client.write(
+        "slow.yaml",
+        &testbed_stack("slow", 200, "{ polls: 1, delay_ms: 1000 }"),
+    );
+    let url = server.url("");
+    let applying = client
+        .command(&["apply", slow.to_str().unwrap(), "--yes", "--primary", &url])
+        .env("ORRERY_TOKEN", ADMIN_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    server.wait_for("/v1/commands?stack=slow", "the slow apply running", |v| {
+        v["commands"][0]["active"] == true
+    });
+    let canceled = remote(&client, &server, &["cancel"]);
+    assert_eq!(canceled.code, 0, "{canceled:?}");
+    assert!(
+        canceled.stdout.starts_with("Canceling command "),
+        "{canceled:?}"
+    );
+    let applied = Run::from(applying.wait_with_output().unwrap());
+    assert_eq!(applied.code, 1, "{applied:?}");
+    let summary = applied
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Finished with failures"))
+        .unwrap_or_else(|| panic!("{applied:?}"));
+    let canceled_count: usize = summary
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" canceled").and_then(|n| n.parse().ok()))
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(canceled_count > 0, "{summary}");
+    let slow_id = command_of(&applied);
+    // A command that is not running cannot be canceled: the API's 409, exit 1.
+    let again = remote(&client, &server, &["cancel", &slow_id]);
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(again.stderr.contains("409"), "{again:?}");
+
+    // history: who ran what, newest first, with the outcome.
+    let history = remote(&client, &server, &["history"]);
+    assert_eq!(history.code, 0, "{history:?}");
+    let rows: Vec<&str> = history.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{history:?}");
+    assert!(
+        rows[0].starts_with(&slow_id) && rows[0].ends_with("canceled"),
+        "{history:?}"
+    );
+    assert!(
+        rows[1].starts_with(&id) && rows[1].ends_with("completed"),
+        "{history:?}"
+    );
+    assert!(
+        rows[1].contains("test-admin") && rows[1].contains("6 succeeded"),
+        "{history:?}"
+    );
+    let local_history = local.orrery(&["history", "--stack", "lab"]);
+    assert_eq!(local_history.code, 0, "{local_history:?}");
+    assert_eq!(
+        local_history.stdout.lines().next(),
+        history.stdout.lines().next(),
+        "the same columns"
+    );
+    let local_row = local_history.stdout.lines().nth(1).unwrap();
+    assert!(
+        local_row.contains(&local_who) && local_row.ends_with("completed"),
+        "{local_history:?}"
+    );
+
+    // Without a token the primary refuses, and the CLI says so.
+    let anonymous = Run::from(
+        client
+            .command(&["history", "--primary", &url])
+            .env_remove("ORRERY_TOKEN")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(anonymous.code, 1, "{anonymous:?}");
+    assert!(anonymous.stderr.contains("401"), "{anonymous:?}");
+}
+
+/// Who the local CLI records as running its commands.
+fn orrery_primary_user() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| {
+            use std::os::unix::fs::MetadataExt;
+            format!("uid{}", std::fs::metadata("/proc/self").unwrap().uid())
+        })
+}
+
+/// Sends SIGINT (what Ctrl-C sends) to `child`.
+fn interrupt(child: &std::process::Child) {
+    // SAFETY: kill only signals the process; the pid is our live child's.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0, "{}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn ctrl_c_cancels_on_the_primary_and_twice_detaches() {
+    let server = Server::start();
+    let client = Scratch::new();
+    let url = server.url("");
+    let start = |stack: &str| {
+        let file = client.write(
+            &format!("{stack}.yaml"),
+            &testbed_stack(stack, 200, "{ polls: 1, delay_ms: 1000 }"),
+        );
+        let child = client
+            .command(&["apply", file.to_str().unwrap(), "--yes", "--primary", &url])
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        server.wait_for(
+            &format!("/v1/commands?stack={stack}"),
+            "the apply running",
+            |v| v["commands"][0]["active"] == true,
+        );
+        child
+    };
+
+    // Once: the primary cancels; the CLI follows it to its end.
+    let child = start("once");
+    interrupt(&child);
+    let run = Run::from(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("canceling: no new operations start"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("Finished with failures"), "{run:?}");
+    let (_, listed) = server.get("/v1/commands?stack=once");
+    assert_eq!(listed["commands"][0]["status"], "canceled", "{listed}");
+
+    // Twice: the CLI detaches, the command goes on (its in-flight
+    // operations take a second each), and status --follow reattaches.
+    let mut child = start("twice");
+    let (_, listed) = server.get("/v1/commands?stack=twice");
+    let id = listed["commands"][0]["id"].as_str().unwrap().to_owned();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    interrupt(&child);
+    let mut said = String::new();
+    while !said.contains("canceling") {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "the CLI ended without canceling: {said}");
+        said.push_str(&line);
+    }
+    interrupt(&child);
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("detached; command {id} goes on")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("orrery status --follow {id}")),
+        "{said}"
+    );
+    let followed = remote(&client, &server, &["status", "--follow", &id]);
+    assert_eq!(followed.code, 1, "canceled: {followed:?}");
+    assert!(
+        followed.stdout.contains("Finished with failures"),
+        "{followed:?}"
+    );
+}
