@@ -258,7 +258,12 @@ async fn grants(pg: &Server, n: usize) {
 
 #[tokio::main]
 async fn main() {
-    let quick = std::env::var_os("ORRERY_BENCH_QUICK").is_some();
+    // As every bench here: `--quick`, the variable, or a run without
+    // cargo's `--bench` flag (`cargo test --benches`) is a smoke run.
+    let args: Vec<String> = std::env::args().collect();
+    let quick = std::env::var_os("ORRERY_BENCH_QUICK").is_some()
+        || args.iter().any(|a| a == "--quick")
+        || !args.iter().any(|a| a == "--bench");
     let pg = server();
     discovery(&pg, if quick { 1_000 } else { 10_000 }).await;
     grants(&pg, if quick { 100 } else { 1_000 }).await;
