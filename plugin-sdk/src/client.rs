@@ -278,8 +278,10 @@ impl PluginClient {
     /// As [`PluginClient::call`]; [`CallError::UnexpectedAnswer`] when the
     /// answer is not `pong`.
     pub async fn ping(&self, timeout: Duration) -> Result<(), CallError> {
-        let ping =
-            Envelope::new(MessageKind::Ping, &()).map_err(|e| CallError::Encode(e.to_string()))?;
+        // A deadline even here: a plugin may bound its own work by it.
+        let ping = Envelope::new(MessageKind::Ping, &())
+            .map_err(|e| CallError::Encode(e.to_string()))?
+            .with_deadline_ms(Some(deadline_ms(timeout)));
         let answer = self.call(ping, timeout).await?;
         match answer.kind {
             MessageKind::Pong => Ok(()),

@@ -47,7 +47,9 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// # Errors
 ///
 /// The first I/O error of `writer` (the link is broken). An envelope that
-/// cannot be encoded is logged and dropped, not an error.
+/// cannot be encoded is logged and dropped, not an error: answers never
+/// get here too large, the server measures them first and answers
+/// `MessageTooLarge` instead.
 pub async fn write_frames<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: mpsc::Receiver<Envelope>,

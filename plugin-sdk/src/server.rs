@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::{FutureExt, StreamExt};
 use orrery_schema::{
-    Announcement, Capability, Envelope, ErrorCode, ListResult, MessageKind, Operation,
-    OperationStatus, ProgressEvent, ProtocolError, Request, Uuid, PROTOCOL_MAJOR,
+    Announcement, Capability, EncodeError, Envelope, ErrorCode, ListRequest, ListResult,
+    MessageKind, Operation, OperationStatus, ProgressEvent, ProtocolError, Request, Uuid,
+    MAX_FRAME_BYTES, PROTOCOL_MAJOR,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
@@ -181,7 +182,8 @@ where
     let (out, rx) = mpsc::channel::<Envelope>(WRITE_QUEUE);
     let writer = tokio::spawn(write_frames(writer, rx));
     let hello = Envelope::new(MessageKind::Announce, &announcement(plugin.as_ref()))
-        .map_err(std::io::Error::other)?;
+        .map_err(std::io::Error::other)?
+        .with_max_message_bytes(Some(MAX_FRAME_BYTES as u64));
     let _ = out.send(hello).await;
 
     let in_flight: InFlight = Arc::default();
@@ -300,6 +302,18 @@ async fn send(out: &mpsc::Sender<Envelope>, reply: Result<Envelope, orrery_schem
 enum Reply {
     Progress(ProgressEvent),
     List(ListResult),
+    /// A successful list page, already encoded to measure it.
+    Page(Vec<u8>),
+}
+
+/// How many times a list handler is asked again with a smaller
+/// `page_size` before an answer that does not fit is given up.
+const PAGE_CUTS: u32 = 8;
+
+/// The most a reply may take: what the request says the host accepts,
+/// never more than a frame.
+fn reply_budget(envelope: &Envelope) -> usize {
+    envelope.accepts_bytes().min(MAX_FRAME_BYTES)
 }
 
 async fn run_request<P: ResourcePlugin>(
@@ -335,7 +349,16 @@ async fn run_request<P: ResourcePlugin>(
         )
     };
     let deadline = envelope.deadline_ms.map(deadline_instant);
-    let work = AssertUnwindSafe(dispatch(plugin.as_ref(), request)).catch_unwind();
+    let budget = reply_budget(&envelope);
+    // What the reply's envelope adds to its body (an upper bound).
+    let overhead = Envelope {
+        kind: MessageKind::ListResult,
+        trace: envelope.trace.clone(),
+        ..Envelope::default()
+    }
+    .encoded_len_bound();
+    let body_budget = budget.saturating_sub(overhead);
+    let work = AssertUnwindSafe(dispatch(plugin.as_ref(), request, body_budget)).catch_unwind();
     // The handler is polled first: an answer that is ready wins over a
     // cancel or deadline that arrives at the same moment, and a handler that
     // answers at once never arms the deadline timer (arming the earliest
@@ -360,25 +383,53 @@ async fn run_request<P: ResourcePlugin>(
     let status = match &reply {
         Reply::Progress(p) => &p.status,
         Reply::List(l) => &l.status,
+        Reply::Page(_) => &OperationStatus::Success,
     };
     span.record("outcome", tracing::field::display(status));
-    let encoded = match reply {
-        Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
-        Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
-    };
-    let reply = match encoded {
-        Ok(reply) => Ok(reply),
-        // An answer too large to send must still answer: the host would
-        // otherwise wait for its deadline.
-        Err(e) => match fail(
-            ErrorCode::InternalFailure,
-            format!("the plugin's answer cannot be sent: {e}"),
-        ) {
-            Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
-            Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
-        },
+    // An answer too large to send must still answer: the host would
+    // otherwise wait for its deadline.
+    let reply = match encode_reply(&envelope, reply) {
+        Ok(reply) if reply.encoded_len_bound() <= budget => Ok(reply),
+        Ok(reply) => encode_reply(
+            &envelope,
+            fail(
+                ErrorCode::MessageTooLarge,
+                too_large(reply.body.len(), budget),
+            ),
+        ),
+        Err(EncodeError::TooLarge { len, .. }) => encode_reply(
+            &envelope,
+            fail(ErrorCode::MessageTooLarge, too_large(len, budget)),
+        ),
+        Err(e) => encode_reply(
+            &envelope,
+            fail(
+                ErrorCode::InternalFailure,
+                format!("the plugin's answer cannot be sent: {e}"),
+            ),
+        ),
     };
     send(&out, reply).await;
+}
+
+fn encode_reply(envelope: &Envelope, reply: Reply) -> Result<Envelope, EncodeError> {
+    match reply {
+        Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
+        Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
+        Reply::Page(body) => envelope
+            .reply(MessageKind::ListResult, &())
+            .map(|mut reply| {
+                reply.body = body;
+                reply
+            }),
+    }
+}
+
+fn too_large(len: usize, budget: usize) -> String {
+    format!(
+        "the plugin's answer of {len} bytes is larger than the {budget} bytes the host accepts \
+         (the request's max_message_bytes, at most one frame)"
+    )
 }
 
 impl Reply {
@@ -392,6 +443,7 @@ impl Reply {
                 l.status = OperationStatus::Canceled;
                 Reply::List(l)
             }
+            page @ Reply::Page(_) => page,
         }
     }
 }
@@ -420,6 +472,71 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Lists a page whose encoding fits `body_budget` bytes: a page that does
+/// not is asked for again with a `page_size` scaled down to fit, so large
+/// resources are listed over more pages instead of failing.
+async fn list_within<P: ResourcePlugin>(
+    plugin: &P,
+    mut request: ListRequest,
+    body_budget: usize,
+) -> Reply {
+    let request_id = request.request_id.clone();
+    let resource_type = request.resource_type.clone();
+    let mut cuts = 0;
+    loop {
+        let page = match plugin.list(request.clone()).await {
+            Ok(page) => page,
+            Err(e) => return failure(&Operation::List, &request_id, &resource_type, e),
+        };
+        let listed = page.resources.len();
+        let result = ListResult {
+            request_id: request_id.clone(),
+            resource_type: resource_type.clone(),
+            status: OperationStatus::Success,
+            resources: page.resources,
+            next_page_token: page.next_page_token,
+            ..Default::default()
+        };
+        let len = match orrery_schema::encode(&result) {
+            Ok(body) if body.len() <= body_budget => return Reply::Page(body),
+            Ok(body) => body.len(),
+            Err(EncodeError::TooLarge { len, .. }) => len,
+            Err(e) => {
+                let e = PluginError::new(
+                    ErrorCode::InternalFailure,
+                    format!("the plugin's list page cannot be encoded: {e}"),
+                );
+                return failure(&Operation::List, &request_id, &resource_type, e);
+            }
+        };
+        if listed <= 1 || cuts == PAGE_CUTS {
+            let message = format!(
+                "a list page of {listed} resources takes {len} bytes, more than the \
+                 {body_budget} bytes the host accepts, even after {cuts} smaller pages were asked for"
+            );
+            let e = PluginError::new(ErrorCode::MessageTooLarge, message);
+            return failure(&Operation::List, &request_id, &resource_type, e);
+        }
+        cuts += 1;
+        request.page_size = smaller_page(listed, len, body_budget);
+        tracing::debug!(
+            listed,
+            len,
+            body_budget,
+            page_size = request.page_size,
+            "list page too large; asking for a smaller one"
+        );
+    }
+}
+
+/// A page size for which `listed` resources taking `len` bytes would fit
+/// `budget`, with a tenth to spare for resources larger than the average;
+/// always fewer than `listed`.
+fn smaller_page(listed: usize, len: usize, budget: usize) -> u32 {
+    let scaled = (listed as u128 * budget as u128 * 9 / (len.max(1) as u128 * 10)) as usize;
+    u32::try_from(scaled.clamp(1, listed - 1)).unwrap_or(u32::MAX)
+}
+
 fn failure(operation: &Operation, request_id: &str, resource_type: &str, e: PluginError) -> Reply {
     if operation == &Operation::List {
         return Reply::List(ListResult {
@@ -442,7 +559,7 @@ fn failure(operation: &Operation, request_id: &str, resource_type: &str, e: Plug
     Reply::Progress(event)
 }
 
-async fn dispatch<P: ResourcePlugin>(plugin: &P, request: Request) -> Reply {
+async fn dispatch<P: ResourcePlugin>(plugin: &P, request: Request, body_budget: usize) -> Reply {
     let request_id = request.request_id().to_owned();
     let resource_type = request.resource_type().to_owned();
     let (operation, result): (Operation, OpResult) = match request {
@@ -451,19 +568,7 @@ async fn dispatch<P: ResourcePlugin>(plugin: &P, request: Request) -> Reply {
         Request::Update(r) => (Operation::Update, plugin.update(r).await),
         Request::Delete(r) => (Operation::Delete, plugin.delete(r).await),
         Request::Status(r) => (r.operation.clone(), plugin.status(r).await),
-        Request::List(r) => {
-            return match plugin.list(r).await {
-                Ok(page) => Reply::List(ListResult {
-                    request_id,
-                    resource_type,
-                    status: OperationStatus::Success,
-                    resources: page.resources,
-                    next_page_token: page.next_page_token,
-                    ..Default::default()
-                }),
-                Err(e) => failure(&Operation::List, &request_id, &resource_type, e),
-            }
-        }
+        Request::List(r) => return list_within(plugin, r, body_budget).await,
     };
     match result {
         Ok(mut event) => {

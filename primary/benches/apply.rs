@@ -3,7 +3,14 @@
 //! `terraform_data` resources of the same shapes measured in the same run.
 //!
 //! `cargo build --workspace --bins && ORRERY_NATS_SERVER=$(scripts/ensure-nats.sh) cargo bench -p orrery-primary --bench apply`
-//! `ORRERY_BENCH_QUICK=1` runs 100-resource stacks and skips Terraform.
+//! `ORRERY_BENCH_QUICK=1` runs 100-resource stacks and skips Terraform;
+//! `ORRERY_BENCH_SIZES=100000` (a comma-separated list) runs those sizes
+//! instead of 1,000 and 10,000 (Terraform only at 1,000 or fewer).
+//!
+//! Each row gives the peak resident memory of this process during the run
+//! (its `VmHWM`, reset before each run through `/proc/self/clear_refs`):
+//! the primary's plan, executor and store, plus the two satellites' relays,
+//! which run in this process too (the plugins and nats-server do not).
 //!
 //! With a PostgreSQL server (`ORRERY_BENCH_DATABASE_URL`, else
 //! `ORRERY_TEST_DATABASE_URL`: run it through `scripts/with-postgres.sh`),
@@ -61,6 +68,25 @@ struct Run {
     plan: Duration,
     apply: Duration,
     noop_plan: Duration,
+    /// Peak resident memory during the run, in MiB, where Linux reports it.
+    peak_mib: Option<f64>,
+}
+
+/// Resets this process's peak resident memory to its current one.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// This process's peak resident memory since the last reset, in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn mib(m: Option<f64>) -> String {
+    m.map_or("—".to_owned(), |m| format!("{m:.0} MiB"))
 }
 
 /// Where a run keeps its state.
@@ -108,6 +134,7 @@ async fn run(
     target: &str,
     backend: Backend<'_>,
 ) -> Run {
+    reset_peak_rss();
     let dir = tempfile::tempdir().unwrap();
     let store = match backend {
         Backend::Sqlite => state::open_dir(dir.path()).unwrap(),
@@ -151,6 +178,7 @@ async fn run(
         plan: plan_time,
         apply,
         noop_plan,
+        peak_mib: peak_rss_mib(),
     }
 }
 
@@ -205,7 +233,14 @@ fn rate(n: usize, d: Duration) -> f64 {
 async fn main() {
     let quick = std::env::var("ORRERY_BENCH_QUICK").is_ok_and(|v| v == "1")
         || !std::env::args().any(|a| a == "--bench");
-    let sizes: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
+    let chosen: Option<Vec<usize>> = std::env::var("ORRERY_BENCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect());
+    let sizes: &[usize] = match (&chosen, quick) {
+        (Some(sizes), _) => sizes,
+        (None, true) => &[100],
+        (None, false) => &[1_000, 10_000],
+    };
     let testbed = common::binary("orrery-plugin-testbed");
 
     let host = PluginHost::start(PluginSpec::new(&testbed)).await.unwrap();
@@ -260,8 +295,8 @@ async fn main() {
         eprintln!("no PostgreSQL rows: set ORRERY_BENCH_DATABASE_URL, or run through scripts/with-postgres.sh");
     }
 
-    println!("| shape | resources | path | plan | apply | resources/s | no-change plan | vs Terraform (resources/s) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| shape | resources | path | plan | apply | resources/s | no-change plan | peak RSS | vs Terraform (resources/s) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         for shape in [Shape::Wide, Shape::Layered] {
             let tf = if quick || n > 1_000 {
@@ -288,12 +323,13 @@ async fn main() {
                     format!("{:.0}×", rate(n, r.apply) / rate(n, apply))
                 });
                 println!(
-                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {vs} |",
+                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} | {vs} |",
                     shape.name(),
                     r.plan.as_secs_f64() * 1e3,
                     r.apply.as_secs_f64(),
                     rate(n, r.apply),
                     r.noop_plan.as_secs_f64() * 1e3,
+                    mib(r.peak_mib),
                 );
                 // The same through NATS with the state in PostgreSQL.
                 if let (1, Some(url)) = (k, database.as_deref()) {
@@ -308,19 +344,20 @@ async fn main() {
                     )
                     .await;
                     println!(
-                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | PG/SQLite {:.2} |",
+                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} | PG/SQLite {:.2} |",
                         shape.name(),
                         pg.plan.as_secs_f64() * 1e3,
                         pg.apply.as_secs_f64(),
                         rate(n, pg.apply),
                         pg.noop_plan.as_secs_f64() * 1e3,
+                        mib(pg.peak_mib),
                         rate(n, pg.apply) / rate(n, r.apply),
                     );
                 }
             }
             if let Some((apply, plan)) = tf {
                 println!(
-                    "| {} | {n} | terraform apply (terraform_data) | — | {:.2} s | {:.0} | {:.0} ms | 1× |",
+                    "| {} | {n} | terraform apply (terraform_data) | — | {:.2} s | {:.0} | {:.0} ms | — | 1× |",
                     shape.name(),
                     apply.as_secs_f64(),
                     rate(n, apply),

@@ -385,11 +385,9 @@ fn the_plugins_stderr_is_shown_on_failure_and_with_show_logs_only() {
 #[test]
 fn an_answer_that_fits_a_message_but_not_a_frame_fails_by_name() {
     // The body is under the 16 MiB message limit, the envelope around it
-    // over the frame limit. Today the SDK's writer drops such an answer
-    // (it logs "dropping a message that cannot be encoded"), so the read
-    // fails at the call timeout; were the SDK to answer InternalFailure
-    // instead, the read would fail at once. Either way: a FAIL naming the
-    // File type, exit 1, no hang.
+    // over the frame limit. The SDK measures the answer and answers
+    // MessageTooLarge instead of dropping it: a FAIL naming the File type
+    // and the code, exit 1, no hang.
     let started = Instant::now();
     let out = run(
         "orrery-plugin-broken",
@@ -413,6 +411,11 @@ fn an_answer_that_fits_a_message_but_not_a_frame_fails_by_name() {
                 .iter()
                 .all(|l| l.contains("[Local::Fs::File]") && l.contains("read")),
         "only reads of files fail:\n{}",
+        out.stdout
+    );
+    assert!(
+        failed.iter().any(|l| l.contains("MessageTooLarge")),
+        "the SDK answered why:\n{}",
         out.stdout
     );
     assert!(out.stdout.contains("ok   link_healthy"), "{}", out.stdout);

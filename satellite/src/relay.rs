@@ -22,6 +22,7 @@ use tracing::{Instrument, Span};
 use crate::metrics::{Outcome, RelayMetrics};
 pub use orrery_bus::answer::failure_answer;
 use orrery_bus::answer::protocol_error;
+use orrery_bus::bus::{message_limit, HEADER_ROOM};
 use orrery_bus::plugin_host::{stopped, PluginHost};
 pub use orrery_bus::subjects::{operation_subject, queue_group, SERVICE_NAME, SUBJECT_PREFIX};
 
@@ -138,12 +139,19 @@ pub async fn serve(
             endpoints.push((endpoint, host.clone(), permits.clone()));
         }
     }
-    tracing::info!(satellite = %config.satellite_id, plugins = %plugins.join(","), ?targets, "serving");
+    tracing::info!(
+        satellite = %config.satellite_id,
+        plugins = %plugins.join(","),
+        ?targets,
+        max_payload = client.max_payload(),
+        "serving"
+    );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut loops = JoinSet::new();
     for (endpoint, host, permits) in endpoints {
         loops.spawn(serve_endpoint(
+            client.clone(),
             endpoint,
             host,
             permits,
@@ -187,6 +195,7 @@ pub async fn serve(
 }
 
 async fn serve_endpoint(
+    client: async_nats::Client,
     mut endpoint: async_nats::service::endpoint::Endpoint,
     host: PluginHost,
     permits: Arc<Semaphore>,
@@ -227,10 +236,13 @@ async fn serve_endpoint(
                     let default_timeout = config.default_timeout;
                     let span = relay_span(&request, &host, satellite_id);
                     let metrics = metrics.clone();
+                    // Read per request: a reconnection may reach a server
+                    // with another `max_payload`.
+                    let limit = message_limit(&client);
                     in_flight.push(async move {
                         let started = Instant::now();
                         let (operation, outcome) =
-                            handle(request, &host, satellite_id, default_timeout)
+                            handle(request, &host, satellite_id, default_timeout, limit)
                                 .instrument(span)
                                 .await;
                         metrics.record(host.name(), &operation, outcome, started.elapsed());
@@ -284,10 +296,12 @@ async fn handle(
     host: &PluginHost,
     satellite_id: &str,
     default_timeout: Duration,
+    limit: usize,
 ) -> (String, Outcome) {
     let payload = &request.message.payload;
     let mut operation = String::from("unknown");
-    let (answer, outcome) = match Envelope::decode(payload) {
+    let mut relayed = None;
+    let (answer, mut outcome) = match Envelope::decode(payload) {
         Err(e) => {
             if request.message.reply.is_none() {
                 tracing::warn!(subject = %request.message.subject, error = %e, "dropping undecodable bytes without a reply subject");
@@ -329,8 +343,10 @@ async fn handle(
             if let Some(trace) = telemetry::current_trace().or_else(|| incoming_trace(&request)) {
                 envelope.trace = Some(trace);
             }
+            // The plugin answers within what the way back carries.
+            envelope.max_message_bytes = Some(envelope.accepts_bytes().min(limit) as u64);
             let timeout = envelope.deadline_ms.map_or(default_timeout, until);
-            match host.call(envelope.clone(), timeout).await {
+            let answered = match host.call(envelope.clone(), timeout).await {
                 Ok(answer) => (answer, Outcome::Answered),
                 Err(e) => {
                     let code = e.code();
@@ -340,17 +356,39 @@ async fn handle(
                         Outcome::Refused(code),
                     )
                 }
-            }
+            };
+            relayed = Some(envelope);
+            answered
         }
     };
-    Span::current().record("outcome", outcome.label().as_str());
-    let bytes = match answer.encode() {
+    let mut bytes = match answer.encode() {
         Ok(b) => b,
         Err(e) => {
             tracing::error!(error = %e, "cannot encode an answer");
             return (operation, outcome);
         }
     };
+    // An answer NATS cannot carry would be dropped and its caller would
+    // wait for the deadline: it learns why at once instead.
+    if bytes.len() > limit {
+        if let Some(relayed) = &relayed {
+            let code = ErrorCode::MessageTooLarge;
+            let message = format!(
+                "the plugin's `{}` answer is {} bytes, larger than the {limit} bytes a NATS \
+                 message can carry here (the server's max_payload less {HEADER_ROOM} bytes for \
+                 headers)",
+                answer.kind,
+                bytes.len(),
+            );
+            tracing::warn!(%message, "answering with an error instead");
+            match failure_answer(relayed, code.clone(), message).encode() {
+                Ok(b) => bytes = b,
+                Err(e) => tracing::error!(error = %e, "cannot encode an answer"),
+            }
+            outcome = Outcome::Refused(code);
+        }
+    }
+    Span::current().record("outcome", outcome.label().as_str());
     if let Err(e) = request.respond(Ok(bytes.into())).await {
         tracing::warn!(error = %e, "cannot send an answer");
     }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::NatsServer;
 use orrery_plugin_sdk::schema::{
-    CreateRequest, EdgeKind, OperationStatus, PropertyMap, ReadRequest, Request, Target, Value,
+    CreateRequest, EdgeKind, ErrorCode, OperationStatus, PropertyMap, ReadRequest, Request, Target,
+    Value,
 };
 use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
@@ -94,6 +95,78 @@ async fn an_older_plugin_in_another_language_is_served_normally() {
         panic!()
     };
     assert_eq!(read.properties.unwrap().get("value"), Some(&Value::Int(42)));
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_larger_than_nats_carries_is_answered_with_message_too_large() {
+    let script = common::workspace_root().join("satellite/tests/fixtures/legacy_plugin.py");
+    let host = PluginHost::start(PluginSpec::new(&script)).await.unwrap();
+    let server = NatsServer::start().await;
+    let client = server.client().await;
+    let limit = client.max_payload() - orrery_satellite::bus::HEADER_ROOM;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let relay_client = server.client().await;
+    let task = tokio::spawn(async move {
+        relay::serve(relay_client, vec![host], RelayConfig::default(), async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    let bus = NatsBus::new(client);
+    // The plugin pads its reads past what one NATS message carries.
+    let target = Target {
+        name: "padded".into(),
+        config: PropertyMap::from([(
+            "pad_read_bytes".to_owned(),
+            Value::from(2 * 1024 * 1024_i64),
+        )]),
+    };
+    let create = Request::Create(CreateRequest {
+        request_id: "big-1".into(),
+        resource_type: "Legacy::Thing".into(),
+        label: "a".into(),
+        target: target.clone(),
+        properties: PropertyMap::from([("name".to_owned(), Value::from("a"))]),
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while let Err(e) = bus.send("legacy", &create, Duration::from_secs(10)).await {
+        assert!(tokio::time::Instant::now() < deadline, "never served: {e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let read = Request::Read(ReadRequest {
+        request_id: "big-2".into(),
+        resource_type: "Legacy::Thing".into(),
+        target,
+        native_id: "a".into(),
+        properties: PropertyMap::new(),
+    });
+    let started = tokio::time::Instant::now();
+    let answer = bus.send("legacy", &read, Duration::from_secs(20)).await;
+    // Answered at once, not dropped and waited for until the deadline.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let Ok(Answer::Progress(read)) = answer else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(read.status, OperationStatus::Failure, "{read:?}");
+    assert_eq!(
+        read.error_code,
+        Some(ErrorCode::MessageTooLarge),
+        "{read:?}"
+    );
+    let message = read.message.unwrap_or_default();
+    assert!(message.contains(&limit.to_string()), "{message}");
+    assert!(message.contains("is 2097"), "the answer's size: {message}");
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(30), task)

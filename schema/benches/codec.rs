@@ -269,6 +269,7 @@ fn envelope_template(kind: MessageKind) -> Envelope {
             traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
             tracestate: String::new(),
         }),
+        max_message_bytes: None,
         body: Vec::new(),
     }
 }

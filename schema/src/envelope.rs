@@ -84,6 +84,12 @@ pub struct Envelope {
     /// Trace context of the span that sent the message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceContext>,
+    /// The largest message, envelope included, the sender accepts back on
+    /// this hop: on a request, the largest answer; on an announcement or a
+    /// describe reply, the largest request. Absent: the protocol's
+    /// [`MAX_MESSAGE_BYTES`](crate::codec::MAX_MESSAGE_BYTES).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<u64>,
     /// The encoded body.
     #[serde(with = "serde_bytes")]
     pub body: Vec<u8>,
@@ -104,6 +110,7 @@ impl Envelope {
             kind,
             deadline_ms: None,
             trace: None,
+            max_message_bytes: None,
             body: codec::encode(body)?,
         })
     }
@@ -124,6 +131,34 @@ impl Envelope {
     pub fn with_deadline_ms(mut self, deadline_ms: Option<u64>) -> Self {
         self.deadline_ms = deadline_ms;
         self
+    }
+
+    /// Sets the largest message the sender accepts back.
+    pub fn with_max_message_bytes(mut self, max: Option<u64>) -> Self {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// The largest message the sender accepts back: its
+    /// `max_message_bytes`, never above the protocol's limit.
+    pub fn accepts_bytes(&self) -> usize {
+        self.max_message_bytes
+            .map_or(codec::MAX_MESSAGE_BYTES, |max| {
+                usize::try_from(max).unwrap_or(usize::MAX)
+            })
+            .min(codec::MAX_MESSAGE_BYTES)
+    }
+
+    /// An upper bound of this envelope's encoded size: its body plus the
+    /// most its other fields can take. Cheaper than encoding it to find out.
+    pub fn encoded_len_bound(&self) -> usize {
+        // Keys, markers and the fixed-size fields take well under 256 bytes;
+        // the kind and the trace context are the only variable ones.
+        let trace = self
+            .trace
+            .as_ref()
+            .map_or(0, |t| t.traceparent.len() + t.tracestate.len());
+        256 + self.kind.as_str().len() + trace + self.body.len()
     }
 
     /// Sets the trace context.

@@ -59,6 +59,8 @@ open_enum! {
         Unavailable = "Unavailable",
         /// The operation was canceled before it finished.
         Canceled = "Canceled",
+        /// The request or its answer is larger than a hop on its way can carry (a NATS server's `max_payload`, the frame limit); retrying cannot help.
+        MessageTooLarge = "MessageTooLarge",
     }
 }
 
@@ -96,6 +98,7 @@ impl ErrorCode {
             | ErrorCode::MalformedMessage
             | ErrorCode::UnsupportedOperation
             | ErrorCode::Canceled
+            | ErrorCode::MessageTooLarge
             | ErrorCode::Unknown(_) => false,
         }
     }

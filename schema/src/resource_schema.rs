@@ -12,9 +12,15 @@ open_enum! {
         Default = "default" [default],
         /// This resource attaches to the referenced one (a volume to an
         /// instance): the attachment is removed before the referenced
-        /// resource is replaced or deleted.
+        /// resource is replaced or deleted, and when it is replaced the
+        /// attachment is made again to the new one (replaced too, delete
+        /// before create) after it exists.
         AttachesTo = "attachesTo",
-        /// Needed only at run time: no ordering constraint for create or delete.
+        /// The value is used when the request is sent, not needed to plan:
+        /// a create or update still waits for the referenced resource to be
+        /// applied (its value may be unknown until then), but the old
+        /// resource of a create-before-delete replacement does not wait for
+        /// this one to move off it.
         RuntimeDependency = "runtimeDependency",
     }
 }

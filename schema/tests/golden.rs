@@ -243,6 +243,10 @@ fn cases() -> Vec<Case> {
         // Envelopes.
         encoded("v1/envelope_minimal.msgpack", envelope_minimal),
         encoded("v1/envelope_full.msgpack", envelope_full),
+        encoded(
+            "v1/envelope_max_message_bytes.msgpack",
+            envelope_max_message_bytes,
+        ),
         handmade(
             "v1/envelope_unknown_fields.msgpack",
             envelope_unknown_fields_bytes,
@@ -408,6 +412,7 @@ fn envelope_minimal() -> Envelope {
         kind: MessageKind::Ping,
         deadline_ms: None,
         trace: None,
+        max_message_bytes: None,
         body: Vec::new(),
     }
 }
@@ -423,7 +428,24 @@ fn envelope_full() -> Envelope {
             traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
             tracestate: "rojo=00f067aa0ba902b7".into(),
         }),
+        max_message_bytes: None,
         body: cancel_body(),
+    }
+}
+
+/// A list request relayed by a satellite on a server with the default
+/// `max_payload` (1 MiB, less the satellite's header room): the plugin
+/// must answer within it.
+fn envelope_max_message_bytes() -> Envelope {
+    Envelope {
+        protocol: 1,
+        id: id_b(),
+        correlation: None,
+        kind: MessageKind::List,
+        deadline_ms: Some(1_767_225_600_000),
+        trace: None,
+        max_message_bytes: Some(1_047_552),
+        body: vec![0x80],
     }
 }
 

@@ -138,6 +138,8 @@ fn envelope() -> impl Strategy<Value = Envelope> {
                 kind,
                 deadline_ms,
                 trace,
+                // Any value round-trips; the deadline's draw serves both.
+                max_message_bytes: deadline_ms.map(|d| d.rotate_left(7)),
                 body,
             },
         )

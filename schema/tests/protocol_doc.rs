@@ -118,6 +118,7 @@ fn wire_structs() -> Vec<(&'static str, BTreeSet<String>)> {
                 correlation: Some(uuid),
                 deadline_ms: Some(1),
                 trace: Some(TraceContext::default()),
+                max_message_bytes: Some(1),
                 ..Envelope::default()
             }),
         ),
@@ -374,6 +375,7 @@ fn worked_example_is_what_the_crate_writes() {
         kind: MessageKind::Cancel,
         deadline_ms: None,
         trace: None,
+        max_message_bytes: None,
         body: encode(&Cancel {
             reason: "user".into(),
         })

@@ -32,7 +32,17 @@ pub struct Config {
     pub delay_ms: Option<u64>,
     /// The operation whose handler panics.
     pub panic_on: Option<String>,
+    /// Things `list` returns besides those created (`listed-00000`, …), to
+    /// list more bytes than a message carries.
+    pub listed: Option<u64>,
+    /// The size of each such thing's `value`, a string, in bytes.
+    pub listed_bytes: Option<u64>,
 }
+
+/// Most synthetic things `listed` may ask for.
+const MAX_LISTED: u64 = 100_000;
+/// Most bytes all synthetic things may take together.
+const MAX_LISTED_BYTES: u64 = 64 << 20;
 
 const OPERATIONS: [&str; 6] = ["create", "read", "update", "delete", "status", "list"];
 
@@ -53,6 +63,16 @@ impl Config {
                     OPERATIONS.join(", ")
                 )));
             }
+        }
+        // A test's knob, still bounded: a config cannot make the plugin
+        // allocate without limit.
+        let (listed, bytes) = (config.listed.unwrap_or(0), config.listed_bytes.unwrap_or(0));
+        if listed > MAX_LISTED || listed.saturating_mul(bytes.max(1)) > MAX_LISTED_BYTES {
+            return Err(PluginError::invalid(format!(
+                "config of target `{}`: at most {MAX_LISTED} listed things of at most \
+                 {MAX_LISTED_BYTES} bytes in all",
+                target.name
+            )));
         }
         Ok(config)
     }

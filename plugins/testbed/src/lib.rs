@@ -11,15 +11,25 @@
 //! `throttle_every`, `fail_code` + `fail_every`, `crash_on` + `crash_after`
 //! (the process aborts), `delay_ms` and `panic_on`. Fault counters belong to
 //! the plugin instance, so in the binary they are global to the process.
+//! `listed` + `listed_bytes` make `list` return that many more things of
+//! that size, for tests of message sizes.
+//!
+//! A `Testbed::Noop::Thing` may attach to another (`attached_to`, edge kind
+//! `attachesTo`): it cannot be created attached to a thing that does not
+//! exist, and a thing with attachments cannot be deleted, so the order of
+//! a replacement shows. `needs` (edge kind `runtimeDependency`) is only
+//! stored.
 
 pub mod faults;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use orrery_plugin_sdk::schema::{
-    CreateRequest, DeleteRequest, ErrorCode, ListRequest, ListedResource, Operation, PropertyMap,
-    RateLimit, ReadRequest, ResourceSchema, StatusRequest, Target, UpdateRequest, Value,
+    CreateRequest, DeleteRequest, EdgeKind, ErrorCode, ListRequest, ListedResource, Operation,
+    PropertyMap, RateLimit, ReadRequest, ResourceSchema, StatusRequest, Target, UpdateRequest,
+    Value,
 };
 use orrery_plugin_sdk::{
     deleted, done, field, in_progress, paginate, resource, ListPage, OpResult, PluginError,
@@ -45,6 +55,9 @@ pub struct TestbedPlugin {
     things: Mutex<HashMap<Key, PropertyMap>>,
     counters: Counters,
     rate_limit: Option<RateLimit>,
+    /// Whether any thing was ever attached: deletes look for attachments
+    /// only then, so benchmarks' deletes stay O(1).
+    any_attached: AtomicBool,
 }
 
 impl TestbedPlugin {
@@ -59,6 +72,26 @@ impl TestbedPlugin {
     fn things(&self) -> MutexGuard<'_, HashMap<Key, PropertyMap>> {
         // Injected panics never happen while the lock is held.
         self.things.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A thing may attach only to a thing that exists on its target.
+    fn attachable(
+        &self,
+        things: &HashMap<Key, PropertyMap>,
+        target: &Target,
+        properties: &PropertyMap,
+    ) -> Result<(), PluginError> {
+        let Some(to) = properties.get("attached_to").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        if !things.contains_key(&key(target, NOOP_THING, to)) {
+            return Err(PluginError::new(
+                ErrorCode::NotFound,
+                format!("cannot attach to `{to}`: no {NOOP_THING} of that name"),
+            ));
+        }
+        self.any_attached.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Parses the target config and injects its faults.
@@ -151,6 +184,16 @@ impl ResourcePlugin for TestbedPlugin {
                 .identifier(["name"])
                 .field(name())
                 .field(field::any("value"))
+                .field(
+                    field::string("attached_to")
+                        .describe("The name of the thing this one attaches to")
+                        .edge_kind(EdgeKind::AttachesTo),
+                )
+                .field(
+                    field::any("needs")
+                        .describe("Something this thing uses at run time")
+                        .edge_kind(EdgeKind::RuntimeDependency),
+                )
                 .build(),
         ]
     }
@@ -171,6 +214,7 @@ impl ResourcePlugin for TestbedPlugin {
         let key = key(&request.target, &request.resource_type, &name);
         {
             let mut things = self.things();
+            self.attachable(&things, &request.target, &stored)?;
             if things.contains_key(&key) {
                 return Err(PluginError::new(
                     ErrorCode::AlreadyExists,
@@ -210,10 +254,13 @@ impl ResourcePlugin for TestbedPlugin {
             ));
         }
         let key = key(&request.target, &request.resource_type, &name);
-        match self.things().get_mut(&key) {
+        let mut things = self.things();
+        self.attachable(&things, &request.target, &stored)?;
+        match things.get_mut(&key) {
             Some(current) => *current = stored.clone(),
             None => return Err(not_found(&request.resource_type, &name)),
         }
+        drop(things);
         done(name, stored)
     }
 
@@ -224,6 +271,21 @@ impl ResourcePlugin for TestbedPlugin {
         let mut things = self.things();
         if !things.contains_key(&key) {
             return Err(not_found(&request.resource_type, &request.native_id));
+        }
+        if kind == Kind::Noop && self.any_attached.load(Ordering::Relaxed) {
+            if let Some(((_, _, by), _)) = things.iter().find(|((t, ty, _), p)| {
+                *t == request.target.name
+                    && ty == NOOP_THING
+                    && p.get("attached_to").and_then(Value::as_str) == Some(&request.native_id)
+            }) {
+                return Err(PluginError::new(
+                    ErrorCode::ResourceConflict,
+                    format!(
+                        "`{}` cannot be deleted: `{by}` is attached to it",
+                        request.native_id
+                    ),
+                ));
+            }
         }
         if kind == Kind::Async && config.polls() > 0 {
             // Removed when the last status poll reports success.
@@ -269,9 +331,9 @@ impl ResourcePlugin for TestbedPlugin {
     }
 
     async fn list(&self, request: ListRequest) -> Result<ListPage, PluginError> {
-        self.begin(&request.target, Operation::List).await?;
+        let config = self.begin(&request.target, Operation::List).await?;
         kind(&request.resource_type)?;
-        let things: Vec<ListedResource> = self
+        let mut things: Vec<ListedResource> = self
             .things()
             .iter()
             .filter(|((target, ty, _), _)| {
@@ -282,6 +344,7 @@ impl ResourcePlugin for TestbedPlugin {
                 properties: properties.clone(),
             })
             .collect();
+        things.extend(listed(&config));
         let token = request.page_token.as_deref();
         let (resources, next_page_token) =
             paginate(things, |t| &t.native_id, request.page_size, token);
@@ -290,4 +353,20 @@ impl ResourcePlugin for TestbedPlugin {
             next_page_token,
         })
     }
+}
+
+/// The synthetic things `listed` asks for.
+fn listed(config: &Config) -> impl Iterator<Item = ListedResource> + '_ {
+    let bytes = usize::try_from(config.listed_bytes.unwrap_or(0)).unwrap_or(usize::MAX);
+    (0..config.listed.unwrap_or(0)).map(move |i| {
+        let name = format!("listed-{i:05}");
+        let properties = PropertyMap::from([
+            ("name".to_owned(), Value::from(name.clone())),
+            ("value".to_owned(), Value::from("v".repeat(bytes))),
+        ]);
+        ListedResource {
+            native_id: name,
+            properties,
+        }
+    })
 }

@@ -156,12 +156,41 @@ pub fn build(
                 continue;
             }
             let Some(index) = op.index else { continue };
-            for (dep, kind) in &graph.deps[index] {
-                if *kind == EdgeKind::RuntimeDependency {
-                    continue;
-                }
+            // Runtime dependencies too: the value is resolved when the
+            // request is sent, so what it references must be applied.
+            for (dep, _) in &graph.deps[index] {
                 if let Some(&p) = producer.get(&stack.resources[*dep].label) {
                     deps[i].push(p);
+                }
+            }
+        }
+    }
+    // An attachment is removed before what it attaches to is replaced:
+    // the new resource is created only once the old attachment is gone
+    // (the planner replaces the attachment too).
+    if let Some((stack, _)) = stack {
+        for op in &ops {
+            let (OpKind::Create, Some(index)) = (&op.kind, op.index) else {
+                continue;
+            };
+            let Some(&detach) = deleter.get(&op.label) else {
+                continue;
+            };
+            let decl = &stack.resources[index];
+            let Some(schema) = catalog.schema(&op.plugin, &op.resource_type) else {
+                continue;
+            };
+            for (_, attached_to) in crate::plan::attachments(schema, decl) {
+                let (Some(&create), Some(_)) =
+                    (producer.get(&attached_to), deleter.get(&attached_to))
+                else {
+                    continue;
+                };
+                if ops[create].kind == OpKind::Create
+                    && !deps[create].contains(&detach)
+                    && !waits_for(&deps, detach, create)
+                {
+                    deps[create].push(detach);
                 }
             }
         }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use orrery_bus::transport::Transport;
 use orrery_plugin_sdk::Answer;
 use orrery_schema::{
@@ -32,7 +32,9 @@ use crate::scheduler::{
     Action as Step, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, TaskState,
 };
 use crate::stack::{Catalog, Graph, Reference, Stack};
-use crate::state::{CommandStatus, OpStatus, OperationRecord, Store, StoreError, StoredResource};
+use crate::state::{
+    CommandStatus, OpStatus, OperationRecord, Store, StoreError, StoredResource, Write,
+};
 
 /// How a command runs.
 #[derive(Clone, Debug)]
@@ -134,6 +136,10 @@ pub struct Executor {
     options: Options,
     events: Option<mpsc::UnboundedSender<Event>>,
     cancel: watch::Receiver<bool>,
+    /// Transitions recorded since the last [`Executor::flush`]: written in
+    /// one batch before the executor next sends a request, so every
+    /// transition is still written before it is acted on.
+    pending: std::sync::Mutex<Vec<Write>>,
 }
 
 struct Running {
@@ -161,6 +167,7 @@ impl Executor {
             options,
             events: None,
             cancel,
+            pending: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -174,6 +181,23 @@ impl Executor {
     pub fn with_cancel(mut self, cancel: watch::Receiver<bool>) -> Self {
         self.cancel = cancel;
         self
+    }
+
+    /// Queues a write for the next [`Executor::flush`].
+    fn queue(&self, write: Write) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(write);
+    }
+
+    /// Writes the queued transitions in one batch.
+    fn flush(&self) -> Result<(), StoreError> {
+        let writes = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        if writes.is_empty() {
+            return Ok(());
+        }
+        self.store.write_batch(&writes)
     }
 
     fn emit(&self, label: &str, operation: &'static str, status: &'static str, detail: String) {
@@ -431,19 +455,27 @@ impl Executor {
                     .instrument(span),
                 );
             }
+            // Nothing queued above is sent before this: the futures run
+            // only when polled below.
+            self.flush()?;
             if scheduler.is_finished() && in_flight.is_empty() {
                 break;
             }
             let wake = scheduler.next_wakeup();
             tokio::select! {
                 Some(done) = in_flight.next() => {
-                    let outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op], done.polled)?;
-                    let error = match &outcome {
-                        Outcome::Failed { code, .. } => Some(code.clone()),
-                        _ => None,
-                    };
-                    scheduler.on_outcome(done.op, outcome, Instant::now());
-                    spans.answered(done.op, &ops[done.op], &done.span, error.as_ref(), scheduler.state(done.op));
+                    // Every answer already here joins the same batch.
+                    let mut next = Some(done);
+                    while let Some(done) = next {
+                        let outcome = self.complete(command_id, stack, &ops[done.op], &request_ids[done.op], attempts[done.op], done.answer, &mut outputs, &mut progress[done.op], done.polled)?;
+                        let error = match &outcome {
+                            Outcome::Failed { code, .. } => Some(code.clone()),
+                            _ => None,
+                        };
+                        scheduler.on_outcome(done.op, outcome, Instant::now());
+                        spans.answered(done.op, &ops[done.op], &done.span, error.as_ref(), scheduler.state(done.op));
+                        next = in_flight.next().now_or_never().flatten();
+                    }
                 }
                 () = sleep_until(wake), if wake.is_some() => {}
                 changed = cancel.changed(), if !canceled && !cancel_gone => {
@@ -505,6 +537,7 @@ impl Executor {
                 _ => {}
             }
         }
+        self.flush()?;
         // Messages of failures come from the operation records.
         if let Some(record) = self.store.command(Some(command_id))? {
             for failure in &mut report.failed {
@@ -635,9 +668,9 @@ impl Executor {
             .map(|(n, _)| n.clone())
             .or_else(|| op.stored.as_ref().map(|s| s.native_id.clone()))
             .filter(|n| !n.is_empty());
-        self.store.put_operation(
-            command_id,
-            &OperationRecord {
+        self.queue(Write::Operation {
+            command_id: command_id.to_owned(),
+            record: OperationRecord {
                 label: op.label.clone(),
                 operation: op.kind.name().to_owned(),
                 request_id: request_id.to_owned(),
@@ -648,7 +681,8 @@ impl Executor {
                 native_id,
                 context: progress.and_then(|(_, c)| c.clone()),
             },
-        )
+        });
+        Ok(())
     }
 
     /// Records an answer and turns it into the scheduler's outcome.
@@ -812,7 +846,10 @@ impl Executor {
         match op.kind {
             OpKind::Delete { keep_record } => {
                 if !keep_record {
-                    self.store.remove_resource(stack_name, &op.label)?;
+                    self.queue(Write::Removal {
+                        stack: stack_name.to_owned(),
+                        label: op.label.clone(),
+                    });
                     outputs.remove(&op.label);
                 }
             }
@@ -876,7 +913,7 @@ impl Executor {
                         }
                 });
                 if !unchanged {
-                    self.store.put_resource(&record)?;
+                    self.queue(Write::Resource(record));
                 }
                 outputs.insert(op.label.clone(), properties);
             }

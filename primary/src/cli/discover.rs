@@ -9,6 +9,7 @@ use anyhow::bail;
 use orrery_primary::discovery::{self, ImportSpec, Options, TargetRef};
 use orrery_primary::scheduler::BucketLimit;
 
+use super::duration::parse_duration;
 use super::stack_cmds::{parse_rate_limit, read_stack, Common};
 use super::Output;
 
@@ -26,6 +27,11 @@ pub struct DiscoverArgs {
     /// Override a plugin's announced rate limit: `NAMESPACE/TARGET=RATE[:BURST]`.
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
+    /// How long one request to a plugin may take (`30s`, `2m`); a request
+    /// that does not finish in time is retried as the retry policy says,
+    /// so a run ends within about five times this per page or read.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub timeout: Duration,
     #[command(flatten)]
     pub common: Common,
 }
@@ -43,6 +49,11 @@ pub struct DriftArgs {
     /// Override a plugin's announced rate limit: `NAMESPACE/TARGET=RATE[:BURST]`.
     #[arg(long = "rate-limit", value_parser = parse_rate_limit)]
     pub rate_limits: Vec<(String, BucketLimit)>,
+    /// How long one request to a plugin may take (`30s`, `2m`); a request
+    /// that does not finish in time is retried as the retry policy says,
+    /// so a run ends within about five times this per page or read.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub timeout: Duration,
     #[command(flatten)]
     pub common: Common,
 }
@@ -67,6 +78,11 @@ pub struct ImportArgs {
     /// The plugin's identifier of it (see `orrery inventory --unmanaged`).
     #[arg(long)]
     pub native_id: String,
+    /// How long one request to a plugin may take (`30s`, `2m`); a request
+    /// that does not finish in time is retried as the retry policy says,
+    /// so a run ends within about five times this per page or read.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub timeout: Duration,
     #[command(flatten)]
     pub common: Common,
 }
@@ -91,6 +107,7 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         page_size: args.page_size,
         rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),
+        timeout: args.timeout,
         ..Options::default()
     };
     let report = discovery::discover(
@@ -171,6 +188,7 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         max_in_flight: args.concurrency,
         rate_overrides: args.rate_limits.iter().cloned().collect::<HashMap<_, _>>(),
+        timeout: args.timeout,
         ..Options::default()
     };
     let report = discovery::sync_drift(
@@ -270,7 +288,7 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
         native_id: args.native_id.clone(),
     };
     let options = Options {
-        timeout: Duration::from_secs(60),
+        timeout: args.timeout,
         ..Options::default()
     };
     let result = discovery::import(

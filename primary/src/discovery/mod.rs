@@ -120,6 +120,10 @@ pub struct Failure {
     pub resource_type: String,
     /// The label (drift) or empty (discovery).
     pub label: String,
+    /// The plugin asked.
+    pub plugin: String,
+    /// The page of the listing that failed, from 1 (discovery); 0 for a read.
+    pub page: usize,
     /// The error code.
     pub code: String,
     /// Why.
@@ -257,6 +261,8 @@ pub async fn discover(
                 target: target.decl.name.clone(),
                 resource_type: String::new(),
                 label: String::new(),
+                plugin: target.decl.plugin.clone(),
+                page: 0,
                 code: ErrorCode::PluginUnavailable.to_string(),
                 message: format!("plugin `{}` is not running", target.decl.plugin),
             });
@@ -373,7 +379,9 @@ impl Listing<'_> {
     ) -> Result<bool, StoreError> {
         let (target, announcement, schema) = (self.target, self.announcement, pass.schema);
         let mut token: Option<String> = None;
+        let mut page_number = 0;
         loop {
+            page_number += 1;
             let request = Request::List(ListRequest {
                 request_id: uuid::Uuid::now_v7().to_string(),
                 resource_type: schema.type_name.clone(),
@@ -399,15 +407,20 @@ impl Listing<'_> {
                     pass.report.failures.push(failure(
                         target,
                         &schema.type_name,
+                        page_number,
                         ErrorCode::InternalFailure,
                         "the plugin did not answer `list` with a list page".into(),
                     ));
                     return Ok(false);
                 }
                 Err((code, message)) => {
-                    pass.report
-                        .failures
-                        .push(failure(target, &schema.type_name, code, message));
+                    pass.report.failures.push(failure(
+                        target,
+                        &schema.type_name,
+                        page_number,
+                        code,
+                        message,
+                    ));
                     return Ok(false);
                 }
             };
@@ -468,14 +481,28 @@ impl Listing<'_> {
     }
 }
 
-fn failure(target: &TargetRef, resource_type: &str, code: ErrorCode, message: String) -> Failure {
+/// A listing that stopped at `page`; the message names the plugin, target
+/// and page, so a line of output says which listing could not complete.
+fn failure(
+    target: &TargetRef,
+    resource_type: &str,
+    page: usize,
+    code: ErrorCode,
+    message: String,
+) -> Failure {
+    let plugin = &target.decl.plugin;
     Failure {
         stack: String::new(),
         target: target.decl.name.clone(),
         resource_type: resource_type.to_owned(),
         label: String::new(),
+        plugin: plugin.clone(),
+        page,
         code: code.to_string(),
-        message,
+        message: format!(
+            "plugin `{plugin}`, target `{}`, {resource_type} page {page}: {message}",
+            target.decl.name
+        ),
     }
 }
 
@@ -618,14 +645,21 @@ pub async fn sync_drift(
                 target: r.target.clone(),
                 resource_type: r.resource_type.clone(),
                 label: r.label.clone(),
+                plugin: r.plugin.clone(),
+                page: 0,
                 code: code.to_string(),
-                message,
+                message: format!(
+                    "plugin `{}`, target `{}`, read of `{}`: {message}",
+                    r.plugin, r.target, r.label
+                ),
             }),
             Ok(_) => report.failures.push(Failure {
                 stack: r.stack.clone(),
                 target: r.target.clone(),
                 resource_type: r.resource_type.clone(),
                 label: r.label.clone(),
+                plugin: r.plugin.clone(),
+                page: 0,
                 code: ErrorCode::InternalFailure.to_string(),
                 message: "the plugin answered `read` with a list page".into(),
             }),
@@ -756,7 +790,15 @@ pub async fn import(
                 message: "the plugin answered `read` with a list page".into(),
             })
         }
-        Err((code, message)) => return Err(DiscoveryError::Plugin { code, message }),
+        Err((code, message)) => {
+            return Err(DiscoveryError::Plugin {
+                code,
+                message: format!(
+                    "plugin `{plugin}`, target `{}`, read of {} `{}`: {message}",
+                    spec.target.name, spec.resource_type, spec.native_id
+                ),
+            })
+        }
     };
     let mut properties = event.properties.unwrap_or_default();
     strip_secrets(Some(schema), &mut properties);

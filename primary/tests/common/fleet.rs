@@ -98,3 +98,38 @@ pub async fn apply_through_nats(
         .await
         .unwrap()
 }
+
+/// A satellite serving the testbed plugin, registered with the server.
+pub async fn testbed_satellite(server: &orrery_testing::nats::NatsServer) -> Killed {
+    let child = Command::new(orrery_testing::binary("orrery-satellite"))
+        .args(["--nats-url", &server.url, "--id", "sat-testbed"])
+        .arg("--plugin")
+        .arg(orrery_testing::binary("orrery-plugin-testbed"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let satellite = Killed(child);
+    let client = server.client().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while served(&client).await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the satellite did not register"
+        );
+    }
+    satellite
+}
+
+/// `orrery ARGS --nats-url URL`, with plugins reachable only through NATS.
+pub async fn orrery_through_nats(state: &std::path::Path, url: &str, args: &[&str]) -> super::Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orrery"));
+    command
+        .args(args)
+        .args(["--nats-url", url])
+        .env("ORRERY_DATA_DIR", state)
+        .env("ORRERY_PLUGIN_DIR", "/nonexistent");
+    tokio::task::spawn_blocking(move || super::Run::from(command.output().unwrap()))
+        .await
+        .unwrap()
+}

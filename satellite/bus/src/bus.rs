@@ -36,17 +36,69 @@ pub enum BusError {
     /// The transport failed.
     #[error("transport failed: {0}")]
     Transport(String),
+    /// The request cannot fit a NATS message; it was not sent.
+    #[error(
+        "the `{kind}` request for plugin `{plugin}` on target `{target}` is {len} bytes, \
+         larger than the {limit} bytes a NATS message can carry here (the server's \
+         max_payload less {HEADER_ROOM} bytes for headers); raise `max_payload` on the \
+         NATS servers to send it"
+    )]
+    TooLarge {
+        /// The plugin.
+        plugin: String,
+        /// The target.
+        target: String,
+        /// The request's kind.
+        kind: String,
+        /// The encoded request's size.
+        len: usize,
+        /// The most a message may carry.
+        limit: usize,
+    },
 }
 
 impl BusError {
+    /// The error of a request to `plugin` that could not be encoded:
+    /// [`BusError::TooLarge`] against `limit` when it is over the message
+    /// limit (a retry would be too), else [`BusError::Transport`].
+    pub fn unencodable(
+        plugin: &str,
+        request: &Request,
+        limit: usize,
+        e: orrery_schema::EncodeError,
+    ) -> BusError {
+        match e {
+            orrery_schema::EncodeError::TooLarge { len, .. } => BusError::TooLarge {
+                plugin: plugin.to_owned(),
+                target: request.target().name.clone(),
+                kind: request.kind().to_string(),
+                len,
+                limit,
+            },
+            e => BusError::Transport(e.to_string()),
+        }
+    }
+
     /// The error code a scheduler classifies.
     pub fn code(&self) -> ErrorCode {
         match self {
             BusError::NoSatellite { .. } => ErrorCode::NoSatellite,
             BusError::Timeout { .. } => ErrorCode::DeadlineExceeded,
             BusError::Transport(_) => ErrorCode::NetworkFailure,
+            BusError::TooLarge { .. } => ErrorCode::MessageTooLarge,
         }
     }
+}
+
+/// Bytes of a NATS message's `max_payload` kept for its headers (trace
+/// context, the service API's own): the envelope gets the rest.
+pub const HEADER_ROOM: usize = 1024;
+
+/// The largest envelope a message of `client` can carry: the
+/// `max_payload` the server announced when the client (re)connected,
+/// less [`HEADER_ROOM`].
+pub fn message_limit(client: &async_nats::Client) -> usize {
+    client.max_payload().saturating_sub(HEADER_ROOM)
 }
 
 /// Operations over NATS.
@@ -70,10 +122,12 @@ impl NatsBus {
         timeout: Duration,
     ) -> Result<Answer, BusError> {
         let target = request.target().name.clone();
+        let limit = message_limit(&self.client);
         let envelope = request
             .to_envelope()
-            .map_err(|e| BusError::Transport(e.to_string()))?
-            .with_deadline_ms(Some(deadline_ms(timeout)));
+            .map_err(|e| BusError::unencodable(plugin, request, limit, e))?
+            .with_deadline_ms(Some(deadline_ms(timeout)))
+            .with_max_message_bytes(Some(limit as u64));
         let answer = self.call(plugin, &target, &envelope, timeout).await?;
         decode_answer(&answer).map_err(|e: CallError| BusError::Transport(e.to_string()))
     }
@@ -86,9 +140,21 @@ impl NatsBus {
         envelope: &Envelope,
         timeout: Duration,
     ) -> Result<Envelope, BusError> {
-        let payload = envelope
-            .encode()
-            .map_err(|e| BusError::Transport(e.to_string()))?;
+        let too_large = |len| BusError::TooLarge {
+            plugin: plugin.to_owned(),
+            target: target.to_owned(),
+            kind: envelope.kind.to_string(),
+            len,
+            limit: message_limit(&self.client),
+        };
+        let payload = envelope.encode().map_err(|e| match e {
+            orrery_schema::EncodeError::TooLarge { len, .. } => too_large(len),
+            e => BusError::Transport(e.to_string()),
+        })?;
+        // Sending it would fail the same way on every retry.
+        if payload.len() > message_limit(&self.client) {
+            return Err(too_large(payload.len()));
+        }
         let subject = operation_subject(plugin, target);
         let span = tracing::info_span!(
             "nats.request",

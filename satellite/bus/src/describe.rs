@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use orrery_schema::{Announcement, Envelope, MessageKind};
+use orrery_schema::{Announcement, Envelope, MessageKind, MAX_FRAME_BYTES};
 
-use crate::bus::BusError;
+use crate::bus::{message_limit, BusError};
 use crate::plugin_host::PluginHost;
 use crate::subjects::describe_queue_group;
 pub use crate::subjects::describe_subject;
@@ -26,7 +26,11 @@ pub async fn serve_describe(
                 describe_queue_group(host.name()),
             )
             .await?;
-        let envelope = Envelope::new(MessageKind::Announce, host.announcement());
+        // The largest request this satellite takes for the plugin: what
+        // NATS carries, never more than a frame.
+        let accepts = message_limit(&client).min(MAX_FRAME_BYTES) as u64;
+        let envelope = Envelope::new(MessageKind::Announce, host.announcement())
+            .map(|e| e.with_max_message_bytes(Some(accepts)));
         let payload: bytes::Bytes = match envelope.and_then(|e| e.encode()) {
             Ok(bytes) => bytes.into(),
             Err(e) => {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use orrery_plugin_sdk::client::{deadline_ms, decode_answer};
 use orrery_plugin_sdk::Answer;
-use orrery_schema::Request;
+use orrery_schema::{Request, MAX_FRAME_BYTES};
 
 use crate::answer::failure_answer;
 use crate::bus::{BusError, NatsBus};
@@ -89,7 +89,7 @@ impl Transport for LocalBus {
             };
             let envelope = request
                 .to_envelope()
-                .map_err(|e| BusError::Transport(e.to_string()))?
+                .map_err(|e| BusError::unencodable(plugin, request, MAX_FRAME_BYTES, e))?
                 .with_deadline_ms(Some(deadline_ms(timeout)))
                 .with_trace(orrery_plugin_sdk::telemetry::current_trace());
             let answer = match host.call(envelope.clone(), timeout).await {

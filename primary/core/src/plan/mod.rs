@@ -4,12 +4,16 @@
 //! until it is; a field whose desired value is unknown counts as changed
 //! ("known after apply"). Write-only and opaque fields are compared through
 //! keyed hashes only: their values are never stored or shown.
+//!
+//! A resource attached (`edge_kind: attachesTo`) to one that is replaced is
+//! replaced too, delete before create: the attachment is removed before
+//! the resource it attaches to goes, and made again to the new one.
 
 mod secrets;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use orrery_schema::{ResourceSchema, UpdateMethod, Value};
+use orrery_schema::{EdgeKind, ResourceSchema, UpdateMethod, Value};
 
 use crate::record::StoredResource;
 use crate::stack::{Catalog, Graph, Reference, Stack};
@@ -156,6 +160,7 @@ pub fn plan(
     let mut changes = Vec::with_capacity(stack.resources.len());
     // Per label: which output properties are unknown until apply (None = all).
     let mut unknown_outputs: HashMap<&str, Option<HashSet<String>>> = HashMap::new();
+    let mut replaced: HashSet<&str> = HashSet::new();
     for &i in &graph.order {
         let r = &stack.resources[i];
         let plugin = stack
@@ -178,7 +183,7 @@ pub fn plan(
                 .get(&reference.property)
                 .cloned()
         };
-        let (action, fields, diffs) = match existing {
+        let (mut action, mut fields, mut diffs) = match existing {
             None => (Action::Create, Vec::new(), created(schema, r, &outputs)),
             Some(s) if s.resource_type != r.resource_type || s.target != r.target => (
                 Action::Replace {
@@ -189,6 +194,31 @@ pub fn plan(
             ),
             Some(s) => diff(schema, r, s, &outputs, hasher),
         };
+        let moved = attached_to_replaced(schema, r, &replaced);
+        if existing.is_some() && !moved.is_empty() && !matches!(action, Action::Replace { .. }) {
+            action = Action::Replace {
+                create_before_delete: false,
+            };
+            for field in moved {
+                match diffs.iter_mut().find(|d| d.field == field) {
+                    Some(d) => d.forces_replacement = true,
+                    None => diffs.push(FieldDiff {
+                        field: field.clone(),
+                        before: Shown::KnownAfterApply,
+                        after: Shown::KnownAfterApply,
+                        forces_replacement: true,
+                    }),
+                }
+                if !fields.contains(&field) {
+                    fields.push(field);
+                }
+            }
+            fields.sort();
+            diffs.sort_by(|a, b| a.field.cmp(&b.field));
+        }
+        if matches!(action, Action::Replace { .. }) {
+            replaced.insert(r.label.as_str());
+        }
         match &action {
             Action::NoOp => {}
             Action::Create | Action::Replace { .. } => {
@@ -229,6 +259,38 @@ pub fn plan(
         changes.extend(gone.into_iter().map(deleted));
     }
     Plan { changes }
+}
+
+/// The `attachesTo` fields of `r` that reference a resource planned
+/// (earlier, in dependency order) for replacement.
+fn attached_to_replaced(
+    schema: &ResourceSchema,
+    r: &crate::stack::ResourceDecl,
+    replaced: &HashSet<&str>,
+) -> Vec<String> {
+    attachments(schema, r)
+        .filter(|(_, label)| replaced.contains(label.as_str()))
+        .map(|(field, _)| field.to_owned())
+        .collect()
+}
+
+/// Each `attachesTo` field of `r` with a label it references.
+pub(crate) fn attachments<'a>(
+    schema: &'a ResourceSchema,
+    r: &'a crate::stack::ResourceDecl,
+) -> impl Iterator<Item = (&'a str, String)> + 'a {
+    schema
+        .fields
+        .iter()
+        .filter(|f| f.hints.edge_kind == EdgeKind::AttachesTo)
+        .flat_map(move |f| {
+            let mut refs = Vec::new();
+            if let Some(e) = r.properties.get(&f.name) {
+                e.references(&mut refs);
+            }
+            refs.into_iter()
+                .map(move |reference| (f.name.as_str(), reference.resource))
+        })
 }
 
 /// Plans the deletion of every managed resource of a stack.

@@ -3,7 +3,7 @@
 //! patch modes.
 
 use orrery_plugin_sdk::{field, resource};
-use orrery_schema::{ResourceSchema, UpdateMethod, Value};
+use orrery_schema::{EdgeKind, ResourceSchema, UpdateMethod, Value};
 
 use super::*;
 use crate::test_support::{self as ts, s, stack, stored, StackBuilder};
@@ -29,11 +29,14 @@ fn schema_t() -> ResourceSchema {
         .build()
 }
 
-/// A type that references others: `src` in place, `anchor` create-only.
+/// A type that references others: `src` in place, `anchor` create-only,
+/// `mount` an attachment, `after` needed only at run time.
 fn schema_u() -> ResourceSchema {
     resource("U")
         .field(field::string("src"))
         .field(field::string("anchor").create_only())
+        .field(field::string("mount").edge_kind(EdgeKind::AttachesTo))
+        .field(field::string("after").edge_kind(EdgeKind::RuntimeDependency))
         .build()
 }
 
@@ -887,4 +890,69 @@ fn changes_show_each_field_before_and_after_and_never_a_secret() {
     assert_eq!(d.diffs[0].before, Shown::Sensitive);
     assert_eq!(d.diffs[0].field, "password");
     assert_eq!(d.diffs[1].before, Shown::Value(s("x")));
+}
+
+#[test]
+fn an_attachment_to_a_replaced_resource_is_replaced_delete_before_create() {
+    let a_old = || stored("a", "T", &[("path", s("x")), ("zone", s("z1"))]);
+    // (what, a desired, b's action, b's fields)
+    type Case = (
+        &'static str,
+        Vec<(&'static str, Value)>,
+        Action,
+        Vec<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "a replaced delete before create",
+            vec![("path", s("y")), ("zone", s("z1"))],
+            DBC,
+            vec!["mount"],
+        ),
+        (
+            // Even when the new `a` comes first, the attachment is made
+            // again to it, not moved.
+            "a replaced create before delete",
+            vec![("path", s("x")), ("zone", s("z2"))],
+            DBC,
+            vec!["mount"],
+        ),
+        (
+            "a updated in place: the attachment stays",
+            vec![("path", s("x")), ("zone", s("z1")), ("note", s("n"))],
+            Action::NoOp,
+            vec![],
+        ),
+    ];
+    for (what, a_desired, b_action, b_fields) in cases {
+        let plan = plan_dependent(
+            &a_desired,
+            Some(a_old()),
+            &[("mount", s("${a.zone}"))],
+            &[("mount", s("z1"))],
+        );
+        let b = plan.changes.iter().find(|c| c.label == "b").unwrap();
+        assert_eq!(b.action, b_action, "{what}: {plan:?}");
+        assert_eq!(b.fields, b_fields, "{what}");
+        if b_action == DBC {
+            let mount = b.diffs.iter().find(|d| d.field == "mount").unwrap();
+            assert!(mount.forces_replacement, "{what}: {mount:?}");
+        }
+    }
+}
+
+#[test]
+fn a_runtime_dependency_on_a_resource_not_yet_applied_plans_its_value_as_unknown() {
+    // Not a plan-time error: the value is known after `a` is applied, and
+    // tasks order `b` after it (tasks::tests).
+    let plan = plan_dependent(
+        &[("path", s("x"))],
+        None,
+        &[("after", s("${a.path}"))],
+        &[("after", s("old"))],
+    );
+    let b = plan.changes.iter().find(|c| c.label == "b").unwrap();
+    assert_eq!(b.action, Action::Update, "{plan:?}");
+    let after = b.diffs.iter().find(|d| d.field == "after").unwrap();
+    assert_eq!(after.after, Shown::KnownAfterApply);
 }

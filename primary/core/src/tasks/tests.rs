@@ -133,19 +133,19 @@ fn creates_and_updates_wait_for_what_they_reference() {
             vec![],
         ),
         (
-            "a runtime dependency does not order creates",
+            // Its value is resolved when the request is sent: what it
+            // references must be applied first.
+            "a runtime dependency orders creates",
             stack()
                 .resource("b", "U", &[("after", s("${a.path}"))])
                 .resource("a", "T", &[("path", s("x"))]),
             vec![],
             vec!["create a", "create b"],
-            vec![],
+            vec!["create b <- create a"],
         ),
         (
-            // FIXME: an attachment is ordered like an ordinary reference
-            // today; EdgeKind::AttachesTo promises more (the attachment is
-            // removed before the referenced resource is replaced or
-            // deleted), which neither the planner nor tasks.rs implements.
+            // What attachments add shows when the attached-to resource is
+            // replaced (replacements_run_in_the_order_their_hints_ask_for).
             "an attachment orders creates like an ordinary reference",
             stack()
                 .resource("b", "U", &[("mount", s("${a.path}"))])
@@ -383,12 +383,53 @@ fn replacements_run_in_the_order_their_hints_ask_for() {
                 with_deps(stored("b", "U", &[("after", s("x"))]), &["a"]),
             ],
             vec!["create a", "update b", "delete a (keep record)"],
-            // FIXME: the record's dependency on `a` carries no edge kind
-            // (see a_runtime_dependency_recorded_with_a_resource_still_
+            // The update is sent once `a`'s new value is known. The
+            // record's dependency on `a` carries no edge kind (see
+            // a_runtime_dependency_recorded_with_a_resource_still_
             // orders_its_delete), so the old `a` waits for `b`'s update.
             vec![
                 "delete a (keep record) <- create a",
                 "delete a (keep record) <- update b",
+                "update b <- create a",
+            ],
+        ),
+        (
+            // The attachment is removed before `a` is replaced and made
+            // again to the new `a`, though none of its own fields changed.
+            "delete before create, with an attachment",
+            stack()
+                .resource("b", "U", &[("mount", s("${a.path}"))])
+                .resource("a", "T", &[("path", s("y"))]),
+            vec![
+                stored("a", "T", &[("path", s("x"))]),
+                with_deps(stored("b", "U", &[("mount", s("x"))]), &["a"]),
+            ],
+            vec!["delete b", "delete a", "create a", "create b"],
+            vec![
+                "create a <- delete a",
+                "create a <- delete b",
+                "create b <- create a",
+                "create b <- delete b",
+                "delete a <- delete b",
+            ],
+        ),
+        (
+            "create before delete, with an attachment",
+            stack()
+                .resource("b", "U", &[("mount", s("${a.path}"))])
+                .resource("a", "T", &[("path", s("x")), ("zone", s("z2"))]),
+            vec![
+                a_old(),
+                with_deps(stored("b", "U", &[("mount", s("x"))]), &["a"]),
+            ],
+            vec!["delete b", "create a", "create b", "delete a (keep record)"],
+            vec![
+                "create a <- delete b",
+                "create b <- create a",
+                "create b <- delete b",
+                "delete a (keep record) <- create a",
+                "delete a (keep record) <- create b",
+                "delete a (keep record) <- delete b",
             ],
         ),
     ];
