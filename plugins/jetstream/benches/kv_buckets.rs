@@ -18,7 +18,12 @@ use orrery_testing::nats::NatsServer;
 
 const ROUNDS: usize = 3;
 
+/// Where `orrery` and the plugin are: `ORRERY_BENCH_BIN_DIR`, else beside
+/// this bench's own plugin build.
 fn profile_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ORRERY_BENCH_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
     PathBuf::from(env!("CARGO_BIN_EXE_orrery-plugin-jetstream"))
         .parent()
         .unwrap()

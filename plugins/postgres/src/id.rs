@@ -50,7 +50,7 @@ fn raw<'a>(id: &'a str, n: usize, ty: &str) -> Result<Vec<&'a str>, PluginError>
     let parts: Vec<&str> = id.split('/').collect();
     if parts.len() != n {
         return Err(PluginError::invalid(format!(
-            "`{id}` is not a {ty} id: expected {n} parts separated by `/` (see the plugin's README)"
+            "`{id}` is not a {ty} id: expected {n} parts separated by `/` (see plugins/postgres/README.md)"
         )));
     }
     Ok(parts)
