@@ -389,14 +389,22 @@ async fn run_request<P: ResourcePlugin>(
     // An answer too large to send must still answer: the host would
     // otherwise wait for its deadline.
     let reply = match encode_reply(&envelope, reply) {
+        // The bound first: measuring exactly costs an encode of the header.
         Ok(reply) if reply.encoded_len_bound() <= budget => Ok(reply),
-        Ok(reply) => encode_reply(
-            &envelope,
-            fail(
-                ErrorCode::MessageTooLarge,
-                too_large(reply.body.len(), budget),
+        Ok(reply) => match reply.encoded_len() {
+            Ok(len) if len <= budget => Ok(reply),
+            Ok(len) => encode_reply(
+                &envelope,
+                fail(ErrorCode::MessageTooLarge, too_large(len, budget)),
             ),
-        ),
+            Err(e) => encode_reply(
+                &envelope,
+                fail(
+                    ErrorCode::InternalFailure,
+                    format!("the plugin's answer cannot be sent: {e}"),
+                ),
+            ),
+        },
         Err(EncodeError::TooLarge { len, .. }) => encode_reply(
             &envelope,
             fail(ErrorCode::MessageTooLarge, too_large(len, budget)),
@@ -427,8 +435,8 @@ fn encode_reply(envelope: &Envelope, reply: Reply) -> Result<Envelope, EncodeErr
 
 fn too_large(len: usize, budget: usize) -> String {
     format!(
-        "the plugin's answer of {len} bytes is larger than the {budget} bytes the host accepts \
-         (the request's max_message_bytes, at most one frame)"
+        "the plugin's answer of {len} bytes (envelope included) is larger than the {budget} \
+         bytes the host accepts (the request's max_message_bytes, at most one frame)"
     )
 }
 

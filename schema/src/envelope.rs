@@ -161,6 +161,33 @@ impl Envelope {
         256 + self.kind.as_str().len() + trace + self.body.len()
     }
 
+    /// This envelope's exact encoded size, found by encoding everything
+    /// but the body: cheap however large the body is.
+    ///
+    /// # Errors
+    ///
+    /// As [`codec::encode`] of the envelope without its body.
+    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
+        let header = Envelope {
+            protocol: self.protocol,
+            id: self.id,
+            correlation: self.correlation,
+            kind: self.kind.clone(),
+            deadline_ms: self.deadline_ms,
+            trace: self.trace.clone(),
+            max_message_bytes: self.max_message_bytes,
+            body: Vec::new(),
+        };
+        // MessagePack `bin`: a 2, 3 or 5 byte header, then the bytes.
+        let bin_header = |n: usize| match n {
+            0..=0xff => 2,
+            0x100..=0xffff => 3,
+            _ => 5,
+        };
+        let len = codec::encode(&header)?.len();
+        Ok(len - bin_header(0) + bin_header(self.body.len()) + self.body.len())
+    }
+
     /// Sets the trace context.
     pub fn with_trace(mut self, trace: Option<TraceContext>) -> Self {
         self.trace = trace;
@@ -195,5 +222,30 @@ impl Envelope {
     /// message limit, or bytes after it.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         codec::decode(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_len_is_the_encoded_size_for_every_bin_header() {
+        for len in [0, 1, 255, 256, 65_535, 65_536, 1 << 20] {
+            let envelope = Envelope {
+                correlation: Some(Uuid::from_u128(7)),
+                kind: MessageKind::ListResult,
+                trace: Some(TraceContext {
+                    traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+                    tracestate: String::new(),
+                }),
+                max_message_bytes: Some(1 << 20),
+                body: vec![0xc0; len],
+                ..Envelope::default()
+            };
+            let exact = envelope.encode().unwrap().len();
+            assert_eq!(envelope.encoded_len().unwrap(), exact, "body of {len}");
+            assert!(envelope.encoded_len_bound() >= exact, "body of {len}");
+        }
     }
 }

@@ -161,6 +161,7 @@ pub fn plan(
     // Per label: which output properties are unknown until apply (None = all).
     let mut unknown_outputs: HashMap<&str, Option<HashSet<String>>> = HashMap::new();
     let mut replaced: HashSet<&str> = HashSet::new();
+    let mut replaced_dbc: HashSet<&str> = HashSet::new();
     for &i in &graph.order {
         let r = &stack.resources[i];
         let plugin = stack
@@ -216,8 +217,36 @@ pub fn plan(
             fields.sort();
             diffs.sort_by(|a, b| a.field.cmp(&b.field));
         }
-        if matches!(action, Action::Replace { .. }) {
+        // Create-before-delete cannot depend on a delete-before-create
+        // replacement its old record referenced: the new resource would
+        // wait for the new dependency, which waits for the old dependency's
+        // delete, which waits for this old resource's delete, which waits
+        // for the new resource. Delete before create is always possible.
+        if action
+            == (Action::Replace {
+                create_before_delete: true,
+            })
+            && existing.is_some_and(|s| {
+                graph.deps[i].iter().any(|(j, kind)| {
+                    let label = stack.resources[*j].label.as_str();
+                    *kind != EdgeKind::RuntimeDependency
+                        && replaced_dbc.contains(label)
+                        && s.deps.iter().any(|d| d == label)
+                })
+            })
+        {
+            action = Action::Replace {
+                create_before_delete: false,
+            };
+        }
+        if let Action::Replace {
+            create_before_delete,
+        } = action
+        {
             replaced.insert(r.label.as_str());
+            if !create_before_delete {
+                replaced_dbc.insert(r.label.as_str());
+            }
         }
         match &action {
             Action::NoOp => {}
