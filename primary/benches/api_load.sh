@@ -41,6 +41,8 @@ else
     cargo build -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
 fi
 BIN="$ROOT/target/$PROFILE"
+# Where the testbed plugin is (it only serves the apply, not the load).
+PLUGINS=${ORRERY_BENCH_PLUGIN_DIR:-$BIN}
 
 TOKEN=orr_bench_admin_0123456789abcdef0123456789abcdef
 TOKEN_SHA=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
@@ -68,7 +70,7 @@ for run in $(seq 1 "$RUNS"); do
     WORK=$(mktemp -d)
     printf '[[principal]]\nname = "bench"\ntoken_sha256 = "%s"\nroles = ["admin"]\n' "$TOKEN_SHA" > "$WORK/tokens.toml"
     PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    ORRERY_PLUGIN_DIR="$BIN" "$BIN/orrery" primary --listen "127.0.0.1:$PORT" \
+    ORRERY_PLUGIN_DIR="$PLUGINS" "$BIN/orrery" primary --listen "127.0.0.1:$PORT" \
         --data-dir "$WORK/state" --auth-tokens "$WORK/tokens.toml" >"$WORK/log" 2>&1 &
     PID=$!
     trap 'kill $PID 2>/dev/null || true' EXIT
