@@ -142,8 +142,15 @@ async fn run(
     };
     let hasher = SecretHasher::new(store.secret_key().unwrap());
     let yaml = stack_yaml(n, shape, target);
+    // A literal document of 100,000 resources has more nodes than the
+    // default limit allows (1,000,000; fleets that size are written with
+    // `for_each`), so the bench raises it for its literal documents.
+    let limits = stack::Limits {
+        max_nodes: (n as u64 * 16).max(stack::Limits::default().max_nodes),
+        ..stack::Limits::default()
+    };
     let plan_once = |stored: &[orrery_primary::state::StoredResource]| {
-        let s = stack::parse("bench.yaml", &yaml, "/tmp").unwrap();
+        let s = stack::parse_with_limits("bench.yaml", &yaml, "/tmp", &limits).unwrap();
         let g = stack::validate(&s, catalog).unwrap();
         let p = plan::plan(&s, &g, catalog, stored, Mode::Reconcile, &hasher);
         (s, g, p)
