@@ -175,7 +175,8 @@ async fn orrery_apply_polls_a_replica_change_until_it_is_done() {
             .unwrap();
     }
     let file = orrery.write("stack.yaml", &doc(3));
-    let run = orrery.run_file("apply", &file, &["--yes"]);
+    // --verbose: every transition is printed, in_progress included.
+    let run = orrery.run_file("apply", &file, &["--yes", "--verbose"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("update events: in_progress"), "{run:?}");
     assert!(run.stdout.contains("update events: succeeded"), "{run:?}");
