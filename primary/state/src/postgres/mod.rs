@@ -235,6 +235,14 @@ impl<'a> Encoded<'a> {
         })
     }
 
+    fn sql(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Encoded::Operation { .. } => put_operation_sql().into(),
+            Encoded::Resource { .. } => put_resource_sql().into(),
+            Encoded::Removal { .. } => REMOVE_RESOURCE_SQL.into(),
+        }
+    }
+
     fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
         match self {
             Encoded::Operation {
@@ -574,29 +582,7 @@ impl PgPool {
 
     /// Records a resource's new state, bumping its version.
     pub async fn put_resource(&self, r: &StoredResource) -> Result<(), StoreError> {
-        let (props, hashes, deps) = encode_resource(r)?;
-        let sql = put_resource_sql();
-        on_conn!(self, |c| {
-            execute(
-                c,
-                &sql,
-                &[
-                    &r.stack,
-                    &r.label,
-                    &r.resource_type,
-                    &r.target,
-                    &r.plugin,
-                    &r.native_id,
-                    &props,
-                    &hashes,
-                    &deps,
-                    &r.managed,
-                    &RECORD_FORMAT,
-                ],
-            )
-            .await?;
-            Ok(())
-        })
+        self.write_one(&Write::Resource(r.clone())).await
     }
 
     /// Compare-and-set: writes only over the record at `version`.
@@ -636,10 +622,11 @@ impl PgPool {
 
     /// Forgets a resource.
     pub async fn remove_resource(&self, stack: &str, label: &str) -> Result<(), StoreError> {
-        on_conn!(self, |c| {
-            execute(c, REMOVE_RESOURCE_SQL, &[&stack, &label]).await?;
-            Ok(())
+        self.write_one(&Write::Removal {
+            stack: stack.to_owned(),
+            label: label.to_owned(),
         })
+        .await
     }
 
     /// Records a stack's targets (one transaction).
@@ -732,26 +719,21 @@ impl PgPool {
         command_id: &str,
         op: &OperationRecord,
     ) -> Result<(), StoreError> {
-        let context = encode_context(op)?;
-        let sql = put_operation_sql();
+        self.write_one(&Write::Operation {
+            command_id: command_id.to_owned(),
+            record: op.clone(),
+        })
+        .await
+    }
+
+    /// One write as one statement, no transaction around it: the SQL and
+    /// parameters are those of [`PgPool::write_batch`].
+    async fn write_one(&self, write: &Write) -> Result<(), StoreError> {
+        let encoded = Encoded::of(write)?;
+        let params = encoded.params();
+        let sql = encoded.sql();
         on_conn!(self, |c| {
-            execute(
-                c,
-                &sql,
-                &[
-                    &command_id,
-                    &op.label,
-                    &op.operation,
-                    &op.request_id,
-                    &op.status.as_str(),
-                    &op.attempts,
-                    &op.error_code,
-                    &op.message,
-                    &op.native_id,
-                    &context,
-                ],
-            )
-            .await?;
+            execute(c, &sql, &params).await?;
             Ok(())
         })
     }
