@@ -199,10 +199,10 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut found: std::collections::BTreeMap<String, DefaultPrivileges> = Default::default();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let Some(conn) = cx.listing(&database, &what).await? else {
+        let Some(rows) = cx.list_rows(&database, &what, LIST).await? else {
             continue;
         };
-        for row in conn.query(LIST, &[]).await.map_err(cx.err(&what))? {
+        for row in rows {
             let schema: String = row.get(1);
             let d = DefaultPrivileges {
                 database: database.clone(),

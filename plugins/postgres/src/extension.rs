@@ -133,12 +133,12 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut all = Vec::new();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let Some(conn) = cx.listing(&database, &what).await? else {
-            continue;
-        };
         // plpgsql comes with every database: nobody manages it.
         let sql = format!("{SELECT} WHERE e.extname <> 'plpgsql'");
-        for row in conn.query(&sql, &[]).await.map_err(cx.err(&what))? {
+        let Some(rows) = cx.list_rows(&database, &what, &sql).await? else {
+            continue;
+        };
+        for row in rows {
             let (name, schema, version) = (row.get(0), row.get(1), row.get(2));
             let e = Extension {
                 database: database.clone(),

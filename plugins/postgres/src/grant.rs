@@ -315,13 +315,13 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut grants: std::collections::BTreeMap<String, Grant> = Default::default();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let Some(conn) = cx.listing(&database, &what).await? else {
-            continue;
-        };
         let sql = format!(
             "SELECT l.*, CASE WHEN l.grantee = 0 THEN 'public' ELSE pg_get_userbyid(l.grantee)::text END FROM ({LIST}) AS l(object_type, schema, object, grantee, privilege, grantable)"
         );
-        for row in conn.query(&sql, &[]).await.map_err(cx.err(&what))? {
+        let Some(rows) = cx.list_rows(&database, &what, &sql).await? else {
+            continue;
+        };
+        for row in rows {
             let object: Option<String> = row.get(2);
             let grant = Grant {
                 role: row.get(6),

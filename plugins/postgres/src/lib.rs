@@ -188,14 +188,57 @@ impl<'a> Cx<'a> {
         conn.batch_execute(sql).await.map_err(self.err(what))
     }
 
-    /// A connection for listing in `database`; `None` when it was dropped
-    /// since it was listed (discovery walks a server that keeps changing).
-    async fn listing(&self, database: &str, what: &str) -> Result<Option<Object>, PluginError> {
-        match self.conn(database, what).await {
-            Ok(conn) => Ok(Some(conn)),
-            Err(e) if e.code == ErrorCode::NotFound => Ok(None),
+    /// The rows of `sql` in `database`; `None` when the database was
+    /// dropped since it was listed, before or while the query ran
+    /// (discovery walks a server that keeps changing: a `DROP DATABASE ...
+    /// WITH (FORCE)` ends the listing connection with SQLSTATE 57P01).
+    async fn list_rows(
+        &self,
+        database: &str,
+        what: &str,
+        sql: &str,
+    ) -> Result<Option<Vec<tokio_postgres::Row>>, PluginError> {
+        let queried = match self.conn(database, what).await {
+            Ok(conn) => conn.query(sql, &[]).await.map_err(self.err(what)),
+            Err(e) => Err(e),
+        };
+        match queried {
+            Ok(rows) => Ok(Some(rows)),
+            Err(e) if !self.database_exists(database, what).await? => {
+                tracing::debug!(database, error = %e.message, "database gone while listing");
+                self.forget(database);
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
+    }
+
+    /// Runs `sql` on `database` unless the database is gone (dropped
+    /// since it was listed, or while `sql` ran): for work done "in every
+    /// database", where one that no longer exists has nothing left to do.
+    async fn exec_unless_gone(
+        &self,
+        database: &str,
+        what: &str,
+        sql: &str,
+    ) -> Result<(), PluginError> {
+        match self.exec(database, what, sql).await {
+            Err(e) if !self.database_exists(database, what).await? => {
+                tracing::debug!(database, error = %e.message, "database gone");
+                self.forget(database);
+                Ok(())
+            }
+            done => done,
+        }
+    }
+
+    async fn database_exists(&self, database: &str, what: &str) -> Result<bool, PluginError> {
+        let conn = self.admin(what).await?;
+        let found = conn
+            .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&database])
+            .await
+            .map_err(self.err(what))?;
+        Ok(found.is_some())
     }
 
     /// Closes this plugin's connections to `database`.

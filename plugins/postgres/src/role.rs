@@ -219,10 +219,10 @@ pub async fn delete(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult
         for database in crate::databases(cx, &what).await? {
             if let Some(to) = &options.reassign_owned_to {
                 let sql = format!("REASSIGN OWNED BY {role} TO {}", ident(to)?);
-                cx.exec(&database, &what, &sql).await?;
+                cx.exec_unless_gone(&database, &what, &sql).await?;
             }
             if options.drop_owned == Some(true) {
-                cx.exec(&database, &what, &format!("DROP OWNED BY {role}"))
+                cx.exec_unless_gone(&database, &what, &format!("DROP OWNED BY {role}"))
                     .await?;
             }
         }

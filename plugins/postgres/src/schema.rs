@@ -113,11 +113,11 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     let mut all = Vec::new();
     for database in crate::databases_listed(cx, request).await? {
         let what = format!("listing {TYPE} in database `{database}`");
-        let Some(conn) = cx.listing(&database, &what).await? else {
+        let sql = format!("{SELECT} WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'");
+        let Some(rows) = cx.list_rows(&database, &what, &sql).await? else {
             continue;
         };
-        let sql = format!("{SELECT} WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'");
-        for row in conn.query(&sql, &[]).await.map_err(cx.err(&what))? {
+        for row in rows {
             let s = Schema {
                 database: database.clone(),
                 name: row.get(0),

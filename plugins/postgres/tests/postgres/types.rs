@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, ListedResource, Request, Value};
+use orrery_plugin_sdk::schema::{
+    ErrorCode, ListRequest, ListResult, ListedResource, Request, Value,
+};
 use orrery_plugin_sdk::Answer;
-use orrery_testing::props;
+use orrery_testing::{props, PluginEnv};
 
 use crate::common::{env, raw, unique};
 
@@ -182,25 +184,7 @@ async fn children_are_listed_under_the_parent_database_given() {
             .await
             .unwrap();
     }
-    let request = Request::List(ListRequest {
-        request_id: "children".into(),
-        resource_type: "Postgres::Schema".into(),
-        target: env.target.clone(),
-        page_size: 0,
-        page_token: None,
-        parent: Some(ListedResource {
-            native_id: db.clone(),
-            properties: props([("name", db.as_str().into())]),
-        }),
-    });
-    let Answer::List(page) = env
-        .client
-        .request(&request, Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("not a list answer");
-    };
+    let page = list_under(&env, "Postgres::Schema", &db).await;
     let ids: Vec<&str> = page
         .resources
         .iter()
@@ -211,6 +195,54 @@ async fn children_are_listed_under_the_parent_database_given() {
         [format!("{db}/by_hand"), format!("{db}/public")],
         "only the parent's schemas"
     );
+}
+
+/// One page of `resource_type` listed under the database `db`.
+async fn list_under(env: &PluginEnv, resource_type: &str, db: &str) -> ListResult {
+    let request = Request::List(ListRequest {
+        request_id: format!("under-{db}"),
+        resource_type: resource_type.into(),
+        target: env.target.clone(),
+        page_size: 0,
+        page_token: None,
+        parent: Some(ListedResource {
+            native_id: db.into(),
+            properties: props([("name", db.into())]),
+        }),
+    });
+    match env
+        .client
+        .request(&request, Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        Answer::List(page) => page,
+        other => panic!("not a list answer: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_database_dropped_under_a_listing_is_skipped_not_a_failure() {
+    let env = env().await;
+    let db = unique("vanishing");
+    env.create("Postgres::Database", props([("name", db.as_str().into())]))
+        .await;
+    // The plugin now holds a pooled connection to `db` ...
+    let before = list_under(&env, "Postgres::Schema", &db).await;
+    assert_eq!(before.resources.len(), 1, "{before:?}");
+    // ... which a forced drop (another tool, another test) terminates.
+    raw("postgres")
+        .await
+        .batch_execute(&format!("DROP DATABASE \"{db}\" WITH (FORCE)"))
+        .await
+        .unwrap();
+    for ty in ["Postgres::Schema", "Postgres::Grant", "Postgres::Extension"] {
+        let after = list_under(&env, ty, &db).await;
+        assert!(
+            after.error_code.is_none() && after.resources.is_empty(),
+            "{ty}: {after:?}"
+        );
+    }
 }
 
 #[test]
