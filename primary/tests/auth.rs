@@ -501,3 +501,33 @@ fn the_cli_records_the_local_user_and_status_shows_it() {
     let record: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
     assert_eq!(record["principal"], "local:audit-tester");
 }
+
+#[test]
+fn the_remote_file_read_stack_is_refused_and_discovery_never_visits_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("id_ed25519"), "PRIVATE-KEY-3b7d").unwrap();
+    let s = server(dir.path(), &["--discover-every", "1s"]);
+    // The attack: a target rooted at a directory of secrets and no
+    // resources, for background discovery to read its files and serve
+    // them back through /v1/resources.
+    let body = json!({"document": format!(
+        "stack: team-a-loot\ntargets:\n  - name: loot\n    plugin: local\n    config: {{ root: \"{}\" }}\nresources: []\n",
+        secrets.display()
+    )});
+    let (status, answer) = s.post_as(None, "/v1/stacks/apply", &body);
+    assert_eq!(status, 401, "{answer}");
+    let (status, answer) = s.post_as(Some(TEAM_A), "/v1/stacks/apply", &body);
+    assert_eq!(status, 403, "{answer}");
+    // No target was recorded, so no discovery can walk it.
+    let (status, targets) = s.get("/v1/targets");
+    assert_eq!(status, 200);
+    assert!(!targets.to_string().contains("loot"), "{targets}");
+    let (status, resources) = s.get("/v1/resources");
+    assert_eq!(status, 200);
+    assert!(
+        !resources.to_string().contains("PRIVATE-KEY"),
+        "{resources}"
+    );
+}

@@ -17,4 +17,6 @@ pub mod relay;
 
 // The bus and the plugin host live in `orrery-bus`, which the primary uses
 // too; these paths keep the satellite's own callers short.
-pub use orrery_bus::{bus, describe, nats_client, plugin_host, supervisor, transport};
+pub use orrery_bus::{
+    bus, describe, held_targets, nats_client, plugin_host, supervisor, transport,
+};

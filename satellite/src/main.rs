@@ -11,6 +11,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use orrery_hub as hub;
 use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
+use orrery_satellite::held_targets::HeldTargets;
 use orrery_satellite::hub::serve;
 use orrery_satellite::nats_client::{self, NatsClientConfig};
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
@@ -72,6 +73,19 @@ struct Flags {
     #[arg(long = "target")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     targets: Vec<String>,
+    /// Directory of secret files that `${file:NAME}` in a stack's target
+    /// configuration may read (plain file names only). Without it, such
+    /// references are refused. The operator's own `[target_config]` in the
+    /// --config file may name any file.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secrets_dir: Option<PathBuf>,
+    /// A variable of this host's environment that `${env:NAME}` in a
+    /// stack's target configuration may read; repeat for several. Config
+    /// key `secret_env` (a list).
+    #[arg(long = "secret-env", value_name = "NAME")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    secret_env: Vec<String>,
     /// Most requests in flight per plugin (default 256).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +182,13 @@ struct Settings {
     plugin_env: Vec<String>,
     #[serde(default)]
     targets: Vec<String>,
+    /// Operator-held configuration per target (`[target_config.NAME]` in
+    /// the config file), added to each request on this host.
+    #[serde(default)]
+    target_config: std::collections::BTreeMap<String, orrery_schema::PropertyMap>,
+    secrets_dir: Option<PathBuf>,
+    #[serde(default)]
+    secret_env: Vec<String>,
     #[serde(default = "default_in_flight")]
     max_in_flight: usize,
     #[serde(default = "default_grace")]
@@ -193,6 +214,24 @@ struct Settings {
     lock_poll_secs: u64,
     #[serde(default)]
     allow_downgrade: bool,
+}
+
+/// What this host's operator holds for its targets; logged by field name,
+/// never by value.
+fn held_targets(settings: &Settings) -> std::sync::Arc<HeldTargets> {
+    let mut held = HeldTargets::default().expose_env(settings.secret_env.iter().cloned());
+    if let Some(dir) = &settings.secrets_dir {
+        held = held.secrets_dir(dir);
+    }
+    for (target, config) in &settings.target_config {
+        if !settings.targets.is_empty() && !settings.targets.contains(target) {
+            tracing::warn!(%target, "configuration held for a target this satellite does not serve (--target)");
+        }
+        let fields: Vec<&str> = config.keys().map(String::as_str).collect();
+        tracing::info!(%target, ?fields, "holding target configuration");
+        held = held.hold(target.clone(), config.clone());
+    }
+    std::sync::Arc::new(held)
 }
 
 fn default_url() -> String {
@@ -269,11 +308,13 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     if !requirements.is_empty() && trusted.is_empty() {
         tracing::warn!("no --trusted-key given: every hub package will be refused as untrusted");
     }
+    let held = held_targets(&settings);
     let mut hosts = Vec::new();
     for path in &settings.plugins {
         let mut spec = PluginSpec::new(path);
         spec.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
         spec.env_allow = settings.plugin_env.clone();
+        spec.held = held.clone();
         let host = PluginHost::start(spec)
             .await
             .with_context(|| format!("starting plugin {}", path.display()))?;
@@ -389,6 +430,7 @@ async fn start_hub_plugins(
     serve_config.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
     serve_config.allow_downgrade = settings.allow_downgrade;
     serve_config.plugin_env = settings.plugin_env.clone();
+    serve_config.held = held_targets(settings);
     Ok(serve::HubPlugins::start(client.clone(), installer, serve_config).await?)
 }
 

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use orrery_bus::held_targets::HeldTargets;
 use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
 use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
@@ -43,6 +44,22 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub plugin_env: Vec<String>,
+    /// Directory of secret files that `${file:NAME}` in a target's
+    /// configuration may read when this server runs the plugin itself
+    /// (plain file names only; without it such references are refused).
+    /// Through satellites, each satellite resolves them with its own.
+    #[arg(long, env = "ORRERY_SECRETS_DIR")]
+    pub secrets_dir: Option<PathBuf>,
+    /// A variable of this server's environment that `${env:NAME}` in a
+    /// target's configuration may read (in-process plugins); repeat for
+    /// several.
+    #[arg(
+        long = "secret-env",
+        value_name = "NAME",
+        env = "ORRERY_SECRET_ENV",
+        value_delimiter = ','
+    )]
+    pub secret_env: Vec<String>,
     /// The value of `${stack_dir}` in documents whose request names none
     /// (default: the working directory).
     #[arg(long, env = "ORRERY_STACK_DIR")]
@@ -185,6 +202,11 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
     let stack_dir = std::path::absolute(&stack_dir)
         .with_context(|| format!("bad --stack-dir {}", stack_dir.display()))?;
     orrery_primary::service::set_plugin_env(args.plugin_env.clone());
+    let mut held = HeldTargets::default().expose_env(args.secret_env.iter().cloned());
+    if let Some(dir) = &args.secrets_dir {
+        held = held.secrets_dir(dir);
+    }
+    orrery_primary::service::set_held_targets(held);
     let config = Config {
         data_dir: args.data_dir.clone(),
         database_url: args.database_url.clone(),

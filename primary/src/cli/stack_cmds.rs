@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use orrery_bus::held_targets::{HeldTargets, RefPolicy};
 use orrery_bus::transport::Transport;
 use orrery_core::events::{CommandEvent, EventBody, OpEvent};
 use orrery_primary::apply::{EventSink, Options, Report, Resumed};
@@ -234,6 +235,12 @@ impl Common {
             None => (
                 {
                     orrery_primary::service::set_plugin_env(self.plugin_env.clone());
+                    // The user running the CLI is the operator of its
+                    // plugins: a reference may name any variable or file.
+                    let base = std::env::current_dir().unwrap_or_default();
+                    orrery_primary::service::set_held_targets(
+                        HeldTargets::default().policy(RefPolicy::Open { base }),
+                    );
                     PluginPool::new(plugin_search_path(self.plugin_dir.as_deref()))
                 },
                 Engine::Embedded,

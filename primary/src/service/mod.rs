@@ -25,7 +25,9 @@ use tokio::sync::watch;
 
 pub use error::ServiceError;
 
-pub use plugins::{plugin_search_path, set_plugin_env, PluginError, PluginPool, Plugins};
+pub use plugins::{
+    plugin_search_path, set_held_targets, set_plugin_env, PluginError, PluginPool, Plugins,
+};
 
 use crate::apply::{EventSink, Executor, Options, Report, Resumed};
 use crate::lease::{self, Claim, Keeper, LeaseConfig};

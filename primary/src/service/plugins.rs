@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use orrery_bus::held_targets::HeldTargets;
 use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, Transport};
 
@@ -25,6 +26,18 @@ static PLUGIN_ENV: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new()
 /// plugins start with a cleared environment otherwise. The first call wins.
 pub fn set_plugin_env(names: Vec<String>) {
     let _ = PLUGIN_ENV.set(names);
+}
+
+/// Which secret references in a target's configuration the plugins started
+/// in-process resolve, set once at start (the local CLI: any; a server:
+/// what `--secrets-dir` and `--secret-env` expose; unset: none).
+static HELD: std::sync::OnceLock<Arc<HeldTargets>> = std::sync::OnceLock::new();
+
+/// Sets how the plugins this process starts get their targets' secret
+/// references (`${env:NAME}`, `${file:PATH}`) resolved, at request time
+/// and in this process only. The first call wins.
+pub fn set_held_targets(held: HeldTargets) {
+    let _ = HELD.set(Arc::new(held));
 }
 
 /// Environment variable naming a directory of plugin binaries.
@@ -270,6 +283,7 @@ impl PluginPool {
             };
             let mut spec = PluginSpec::new(&path);
             spec.env_allow = PLUGIN_ENV.get().cloned().unwrap_or_default();
+            spec.held = HELD.get().cloned().unwrap_or_default();
             let host = PluginHost::start(spec)
                 .await
                 .map_err(|source| PluginError::Spawn {

@@ -16,6 +16,7 @@
 pub mod answer;
 pub mod bus;
 pub mod describe;
+pub mod held_targets;
 pub mod nats_client;
 pub mod plugin_host;
 pub mod subjects;

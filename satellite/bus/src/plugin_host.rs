@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::watch;
 
+use crate::held_targets::HeldTargets;
 use crate::supervisor::{Action, Policy, State, Supervisor};
 
 /// One plugin to run.
@@ -28,6 +29,9 @@ pub struct PluginSpec {
     /// Variables of the host's environment passed on besides the standard
     /// ones (`orrery_plugin_sdk::process::inherited`).
     pub env_allow: Vec<String>,
+    /// Target configuration this host's operator holds, and which secret
+    /// references a request may resolve ([`HeldTargets`]).
+    pub held: Arc<HeldTargets>,
 }
 
 impl PluginSpec {
@@ -39,6 +43,7 @@ impl PluginSpec {
             ping_interval: Duration::from_secs(5),
             policy: Policy::default(),
             env_allow: Vec::new(),
+            held: Arc::default(),
         }
     }
 }
@@ -69,6 +74,10 @@ pub enum HostError {
         /// The plugin.
         plugin: String,
     },
+    /// The request's target configuration was refused on this host
+    /// before it reached the plugin.
+    #[error(transparent)]
+    Target(#[from] crate::held_targets::HeldError),
 }
 
 impl HostError {
@@ -78,6 +87,7 @@ impl HostError {
             HostError::Unhealthy { .. } => ErrorCode::PluginUnhealthy,
             HostError::Unavailable { .. } => ErrorCode::PluginUnavailable,
             HostError::DeadlineExceeded { .. } => ErrorCode::DeadlineExceeded,
+            HostError::Target(_) => ErrorCode::InvalidRequest,
         }
     }
 }
@@ -101,6 +111,7 @@ pub struct PluginStatus {
 
 struct Shared {
     name: String,
+    held: Arc<HeldTargets>,
     status: Mutex<(State, u64, Option<u32>)>,
     client: watch::Sender<Option<PluginClient>>,
 }
@@ -132,6 +143,7 @@ impl PluginHost {
         let (client_tx, _) = watch::channel(Some(first.client.clone()));
         let shared = Arc::new(Shared {
             name: announcement.name.clone(),
+            held: spec.held.clone(),
             status: Mutex::new((supervisor.state().clone(), 0, Some(first.pid))),
             client: client_tx,
         });
@@ -190,6 +202,7 @@ impl PluginHost {
     /// restarting plugin up to `timeout`; fails at once if it is unhealthy
     /// or dies with the request in flight.
     pub async fn call(&self, envelope: Envelope, timeout: Duration) -> Result<Envelope, HostError> {
+        let envelope = self.shared.held.apply(envelope)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let plugin = || self.shared.name.clone();
         let mut clients = self.shared.client.subscribe();

@@ -51,6 +51,8 @@ pub struct ServeConfig {
     /// Variables of the satellite's environment passed on to the plugins
     /// besides the standard ones (`--plugin-env`).
     pub plugin_env: Vec<String>,
+    /// Target configuration held on this host (see `PluginSpec::held`).
+    pub held: std::sync::Arc<orrery_bus::held_targets::HeldTargets>,
     /// How long a new relay may take to register before a roll is given up.
     pub register_timeout: Duration,
     /// Whether the lock may move a plugin to a lower or a yanked version
@@ -68,6 +70,7 @@ impl ServeConfig {
             relay: RelayConfig::default(),
             handshake_timeout: Duration::from_secs(10),
             plugin_env: Vec::new(),
+            held: Default::default(),
             register_timeout: Duration::from_secs(10),
             allow_downgrade: false,
         }
@@ -242,6 +245,7 @@ impl HubPlugins {
         let mut spec = PluginSpec::new(&installed.path);
         spec.handshake_timeout = self.config.handshake_timeout;
         spec.env_allow = self.config.plugin_env.clone();
+        spec.held = self.config.held.clone();
         let host = orrery_hub::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
         let announced = host.announcement();
         if announced.name != installed.manifest.name

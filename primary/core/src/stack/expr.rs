@@ -167,6 +167,14 @@ fn parse_template(s: &str, env: &Env<'_>) -> Result<Expr, EvalError> {
             continue;
         }
         text.push_str(&rest[..start]);
+        // A secret reference stays text: it is resolved at request time
+        // by the host that runs the plugin, so no value is ever planned,
+        // recorded or sent (orrery_bus::held_targets).
+        if let Some(len) = secret_reference(&rest[start..]) {
+            text.push_str(&rest[start..start + len]);
+            rest = &rest[start + len..];
+            continue;
+        }
         let (ast, used) = parse_embedded(&rest[start + 2..])?;
         let ast = fold(&ast, env)?;
         let is_whole = start == 0 && parts.is_empty() && text.is_empty();
@@ -204,6 +212,14 @@ fn parse_template(s: &str, env: &Env<'_>) -> Result<Expr, EvalError> {
         [] => Expr::Literal(Value::String(String::new())),
         _ => Expr::Template(parts),
     })
+}
+
+/// The length of the `${env:NAME}` or `${file:PATH}` at the start of `s`.
+fn secret_reference(s: &str) -> Option<usize> {
+    if !(s.starts_with("${env:") || s.starts_with("${file:")) {
+        return None;
+    }
+    s.find('}').map(|end| end + 1)
 }
 
 #[cfg(test)]
@@ -272,6 +288,21 @@ mod tests {
             parse("${range(2)}").unwrap(),
             Expr::Literal(Value::List(vec![Value::Int(0), Value::Int(1)]))
         );
+    }
+
+    #[test]
+    fn secret_references_stay_text_for_the_host_to_resolve() {
+        with_env(|env| {
+            let parse = |s: &str| parse_template(s, env).unwrap();
+            assert_eq!(
+                parse("${file:pg-password}"),
+                Expr::Literal(Value::from("${file:pg-password}"))
+            );
+            assert_eq!(
+                parse("postgres://u:${env:PW}@h/${param.n}"),
+                Expr::Literal(Value::from("postgres://u:${env:PW}@h/3"))
+            );
+        });
     }
 
     #[test]
