@@ -183,6 +183,7 @@ conformance!(
     finish_command_records_status_and_time,
     operations_upsert_by_label_and_operation,
     a_batch_applies_its_writes_in_order,
+    a_batch_that_removes_and_records_again_starts_over,
     a_failing_batch_writes_nothing,
     operations_are_ordered_by_last_update,
     operations_do_not_need_their_command_first,
@@ -887,6 +888,30 @@ fn a_batch_applies_its_writes_in_order(f: &Fixture) {
         f.store.resources(Some("web")).unwrap(),
         vec![stored(&a, 2)],
         "`old` removed; `a` written twice, so at version 2"
+    );
+}
+
+fn a_batch_that_removes_and_records_again_starts_over(f: &Fixture) {
+    let (a, b) = (resource("web", "a"), resource("web", "b"));
+    f.store.put_resource(&a).unwrap();
+    f.store.put_resource(&a).unwrap();
+    let removal = |label: &str| Write::Removal {
+        stack: "web".into(),
+        label: label.into(),
+    };
+    f.store
+        .write_batch(&[
+            removal("a"),
+            Write::Resource(a.clone()),
+            // Recorded, then removed: gone.
+            Write::Resource(b.clone()),
+            removal("b"),
+        ])
+        .unwrap();
+    assert_eq!(
+        f.store.resources(Some("web")).unwrap(),
+        vec![stored(&a, 1)],
+        "`a` re-created at version 1; `b` removed"
     );
 }
 

@@ -43,6 +43,7 @@
 //! The trait's key-only views, command listings and leases are in
 //! `keys.rs`, `commands.rs` and `lease.rs`; the URL and TLS in `tls.rs`.
 
+mod batch;
 mod commands;
 mod keys;
 mod lease;
@@ -738,8 +739,9 @@ impl PgPool {
         })
     }
 
-    /// Applies `writes` in one transaction, their statements pipelined on
-    /// one connection: one round trip for the batch, not one per write.
+    /// Applies `writes` in one transaction as at most three multi-row
+    /// statements ([`batch`]), pipelined on one connection: one round trip
+    /// and three statements for the batch, not one of each per write.
     pub async fn write_batch(&self, writes: &[Write]) -> Result<(), StoreError> {
         if writes.is_empty() {
             return Ok(());
@@ -748,22 +750,37 @@ impl PgPool {
             .iter()
             .map(Encoded::of)
             .collect::<Result<Vec<_>, _>>()?;
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> = encoded.iter().map(Encoded::params).collect();
-        let (resource_sql, operation_sql) = (put_resource_sql(), put_operation_sql());
+        let columns = batch::Columns::of(&encoded);
+        let (operation_sql, resource_sql) = (batch::Operations::sql(), batch::Resources::sql());
+        // In this order: a resource removed and then recorded again is
+        // deleted before it is inserted. Pipelined statements run in the
+        // order they are sent, which is the order of this list.
+        let mut statements: Vec<(&str, Vec<&(dyn ToSql + Sync)>)> = Vec::new();
+        if !columns.removals.is_empty() {
+            statements.push((batch::Removals::SQL, columns.removals.params()));
+        }
+        if !columns.resources.is_empty() {
+            statements.push((&resource_sql, columns.resources.params()));
+        }
+        if !columns.operations.is_empty() {
+            statements.push((&operation_sql, columns.operations.params()));
+        }
         on_conn!(self, |c| {
+            if let [(sql, params)] = statements.as_slice() {
+                // One statement is atomic on its own.
+                execute(c, sql, params).await?;
+                return Ok(());
+            }
             let tx = c.transaction().await?;
-            let resource = tx.prepare_cached(&resource_sql).await?;
-            let operation = tx.prepare_cached(&operation_sql).await?;
-            let removal = tx.prepare_cached(REMOVE_RESOURCE_SQL).await?;
-            let statements = encoded.iter().zip(&params).map(|(e, p)| {
-                let statement = match e {
-                    Encoded::Operation { .. } => &operation,
-                    Encoded::Resource { .. } => &resource,
-                    Encoded::Removal { .. } => &removal,
-                };
-                tx.execute(statement, p)
-            });
-            futures::future::try_join_all(statements).await?;
+            let mut prepared = Vec::with_capacity(statements.len());
+            for (sql, _) in &statements {
+                prepared.push(tx.prepare_cached(sql).await?);
+            }
+            let runs = prepared
+                .iter()
+                .zip(&statements)
+                .map(|(statement, (_, params))| tx.execute(statement, params));
+            futures::future::try_join_all(runs).await?;
             tx.commit().await?;
             Ok(())
         })
