@@ -49,6 +49,16 @@ impl Server {
         )
     }
 
+    /// [`Server::target`] with a password given as a secret reference, which
+    /// the host running the plugin resolves (the server trusts the user
+    /// anyway: this shows where the value goes, not that it logs in).
+    fn target_with_password(&self) -> String {
+        self.target().replace(
+            "ca_file:",
+            &format!("password: \"${{env:{TARGET_PASSWORD_VAR}}}\", ca_file:"),
+        )
+    }
+
     /// Runs `sql` on `database` with a raw client (no Orrery involved).
     fn sql(&self, database: &str, sql: &str) {
         let mut client =
@@ -94,15 +104,24 @@ fn pair(label: &str, action: &str) -> (String, String) {
     (label.to_owned(), action.to_owned())
 }
 
+/// Planted secrets: the owner's password (a secret parameter, write-only)
+/// and the target's password (a secret reference). Neither may appear in
+/// the store or in anything `orrery` prints.
+const OWNER_PASSWORD: &str = "owner-pw-5d1c9e";
+const TARGET_PASSWORD: &str = "target-pw-8b2f4a";
+const TARGET_PASSWORD_VAR: &str = "ORRERY_TEST_PG_TARGET_PASSWORD";
+
 fn app_stack(pg: &Server, u: &str, limit: u32, schema: &str) -> String {
     format!(
         r#"stack: pg_{u}
+parameters:
+  owner_password: {{ type: secret }}
 {target}
 resources:
   - label: owner
     type: Postgres::Role
     target: pg
-    properties: {{ name: owner_{u}, login: true }}
+    properties: {{ name: owner_{u}, login: true, password: "${{param.owner_password}}" }}
   - label: reader
     type: Postgres::Role
     target: pg
@@ -125,7 +144,7 @@ resources:
       schema: "${{schema.name}}"
       privileges: [USAGE]
 "#,
-        target = pg.target()
+        target = pg.target_with_password()
     )
 }
 
@@ -150,6 +169,11 @@ async fn the_cycle_runs_through_a_satellite_over_nats() {
         }
     }
     satellite = command;
+    // The target's password reference resolves on the satellite's host,
+    // from a variable its operator exposes.
+    satellite
+        .args(["--secret-env", TARGET_PASSWORD_VAR])
+        .env(TARGET_PASSWORD_VAR, TARGET_PASSWORD);
     let _satellite = common::fleet::Killed(satellite.spawn().unwrap());
     let client = nats.client().await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -176,14 +200,25 @@ fn cycle(nats: Option<&str>) {
     let pg = server();
     let u = unique();
     let scratch = Scratch::new();
+    let printed = std::cell::RefCell::new(String::new());
     let orrery = |args: &[&str]| -> Run {
         let mut command = scratch.command(args);
-        if let Some(url) = nats {
-            command
-                .args(["--nats-url", url])
-                .env("ORRERY_PLUGIN_DIR", "/nonexistent");
+        command.env("ORRERY_VAR_owner_password", OWNER_PASSWORD);
+        match nats {
+            Some(url) => {
+                command
+                    .args(["--nats-url", url])
+                    .env("ORRERY_PLUGIN_DIR", "/nonexistent");
+            }
+            None => {
+                command.env(TARGET_PASSWORD_VAR, TARGET_PASSWORD);
+            }
         }
-        Run::from(command.output().unwrap())
+        let run = Run::from(command.output().unwrap());
+        printed
+            .borrow_mut()
+            .push_str(&format!("{}{}", run.stdout, run.stderr));
+        run
     };
     let stack = scratch.write("stack.yaml", &app_stack(&pg, &u, 20, "billing"));
     let stack = stack.to_str().unwrap();
@@ -197,6 +232,11 @@ fn cycle(nats: Option<&str>) {
         &format!("SELECT has_schema_privilege('reader_{u}', 'billing', 'USAGE')"),
     );
     assert!(rows[0].get::<_, bool>(0));
+    let rows = pg.query(
+        "postgres",
+        &format!("SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'owner_{u}'"),
+    );
+    assert!(rows[0].get::<_, bool>(0), "the write-only password was set");
     assert_eq!(
         orrery(&["plan", stack]).code,
         0,
@@ -339,6 +379,25 @@ fn cycle(nats: Option<&str>) {
         &format!("SELECT count(*) FROM pg_database WHERE datname = '{db}'"),
     );
     assert_eq!(rows[0].get::<_, i64>(0), 0);
+
+    // After apply, update, drift, discover, import and destroy: the
+    // planted secrets are nowhere in the store or the output.
+    let printed = printed.into_inner();
+    assert!(printed.contains("succeeded"), "the outputs were collected");
+    for secret in [OWNER_PASSWORD, TARGET_PASSWORD] {
+        assert!(!printed.contains(secret), "`{secret}` printed");
+        for entry in std::fs::read_dir(scratch.state()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "`{secret}` in {}",
+                    path.display()
+                );
+            }
+        }
+    }
 }
 
 /// 200 roles, each granted USAGE on the same schema: every GRANT rewrites

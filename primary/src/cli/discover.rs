@@ -11,6 +11,7 @@ use orrery_primary::scheduler::BucketLimit;
 
 use super::duration::parse_duration;
 use super::stack_cmds::{parse_rate_limit, read_stack, Common};
+use super::vars::VarArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct DiscoverArgs {
@@ -31,6 +32,8 @@ pub struct DiscoverArgs {
     /// so a run ends within about five times this per page or read.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub vars: VarArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -53,6 +56,8 @@ pub struct DriftArgs {
     /// so a run ends within about five times this per page or read.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub vars: VarArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -83,12 +88,18 @@ pub struct ImportArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
     #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
 pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     let store = args.common.open_store()?;
-    let document = args.file.as_deref().map(read_stack).transpose()?;
+    let document = args
+        .file
+        .as_deref()
+        .map(|f| read_stack(f, &args.vars))
+        .transpose()?;
     let targets: Vec<TargetRef> = discovery::targets_to_discover(
         store.as_ref(),
         args.stack.as_deref(),
@@ -174,7 +185,7 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
 pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     let store = args.common.open_store()?;
     let stack = match (&args.file, &args.stack) {
-        (Some(file), _) => Some(read_stack(file)?.name),
+        (Some(file), _) => Some(read_stack(file, &args.vars)?.name),
         (None, stack) => stack.clone(),
     };
     let plugins: BTreeSet<String> = store
@@ -251,7 +262,7 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let store = args.common.open_store()?;
     let (stack, targets) = match &args.file {
         Some(file) => {
-            let doc = read_stack(file)?;
+            let doc = read_stack(file, &args.vars)?;
             if args.stack.as_ref().is_some_and(|s| *s != doc.name) {
                 bail!(
                     "--stack `{}` differs from the document's stack `{}`",

@@ -19,7 +19,7 @@ use orrery_primary::service::{
     plugin_search_path, Command, Engine, Planned, PluginPool, Plugins, Service, ServiceConfig,
     ServiceError,
 };
-use orrery_primary::stack::{self, Catalog, Stack};
+use orrery_primary::stack::{Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
 
 use super::remote::RemoteArgs;
@@ -302,9 +302,9 @@ impl Started {
 }
 
 /// Reads and parses a stack document; `${stack_dir}` is its directory.
-pub(super) fn read_stack(file: &Path) -> anyhow::Result<Stack> {
+pub(super) fn read_stack(file: &Path, vars: &VarArgs) -> anyhow::Result<Stack> {
     let doc = read_document(file, Mode::Reconcile, Engine::Embedded)?;
-    Ok(stack::parse(&doc.source, &doc.text, &doc.stack_dir)?)
+    Ok(vars.inputs(file)?.parse(&doc)?)
 }
 
 /// A stack document as an apply records it (so that a restarted primary
