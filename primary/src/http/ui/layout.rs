@@ -22,6 +22,8 @@ fn head(title: &str) -> Markup {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) " · Orrery" }
+            // Else the browser asks the API for `/favicon.ico` (a 401).
+            link rel="icon" href="/ui/assets/favicon.svg" type="image/svg+xml";
             link rel="stylesheet" href="/ui/assets/app.css";
             script src="/ui/assets/app.js" defer {}
         }

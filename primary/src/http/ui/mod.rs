@@ -55,6 +55,7 @@ pub struct ServedOverTls;
 
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+const FAVICON: &str = include_str!("assets/favicon.svg");
 
 /// The dashboard's routes, guarded by [`guard`].
 pub fn routes(shared: Arc<Shared>) -> Router<Arc<Shared>> {
@@ -68,6 +69,10 @@ pub fn routes(shared: Arc<Shared>) -> Router<Arc<Shared>> {
             get(|| asset(APP_JS, "text/javascript")),
         )
         .route("/ui/assets/app.css", get(|| asset(APP_CSS, "text/css")))
+        .route(
+            "/ui/assets/favicon.svg",
+            get(|| asset(FAVICON, "image/svg+xml")),
+        )
         .route("/ui/commands", get(commands::page))
         .route("/ui/commands/{id}", get(command::page))
         .route("/ui/commands/{id}/graph", get(graph::page))
@@ -135,7 +140,9 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
     h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Not `no-referrer`: under it a browser sends `Origin: null` with the
+    // page's own form posts, which the Origin check refuses.
+    h.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     if !h.contains_key(CACHE_CONTROL) {
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
