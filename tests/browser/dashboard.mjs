@@ -34,8 +34,11 @@ async function api(path, body) {
   return json;
 }
 
-// `ok` things on `lab`, `bad` on `flaky` (every request there fails, not
-// retryably), as one stack.
+// A stack of testbed things: `count` things `prefix-N` per target. Things
+// from `DEPENDENT` on reference the thing `DEPENDENT` before them (edges
+// for the graph); `prefix-0` has a write-only secret (masked in the plan).
+const DEPENDENT = 200;
+const SECRET = "hunter2-in-the-browser";
 function doc(stack, targets, groups) {
   let text = `stack: ${stack}\ntargets:\n`;
   for (const [name, config] of Object.entries(targets)) {
@@ -44,8 +47,10 @@ function doc(stack, targets, groups) {
   text += "resources:\n";
   for (const [target, count, prefix] of groups) {
     for (let i = 0; i < count; i++) {
+      const value = i >= DEPENDENT ? `"\${${prefix}-${i - DEPENDENT}.name}"` : String(i);
+      const secret = i === 0 ? `, secret: ${SECRET}` : "";
       text += `  - label: ${prefix}-${i}\n    type: Testbed::Async::Thing\n    target: ${target}\n` +
-        `    properties: { name: ${prefix}-${i}, value: ${i} }\n`;
+        `    properties: { name: ${prefix}-${i}, value: ${value}${secret} }\n`;
     }
   }
   return text;
@@ -118,6 +123,13 @@ try {
   check(Number(await page.getAttribute("#progress", "value")) === 300, "the progress bar is full");
   await shot(page, "02-command-finished");
 
+  // The plan's values diff: the secret masked, never shown.
+  const plan = page.locator("details.change", { hasText: "ok-0" }).first();
+  await plan.locator("summary").click();
+  check((await plan.textContent()).includes("(sensitive)"), "the plan masks the write-only secret");
+  check(!(await page.content()).includes(SECRET), "the secret is nowhere in the page");
+  check((await page.textContent("main")).includes("300 to create"), "the plan counts 300 creates");
+
   // A failed operation's error.
   await page.fill("#filter", "bad-7");
   const row = page.locator("#ops tbody tr:not([hidden])", { hasText: "bad-7" }).first();
@@ -131,6 +143,7 @@ try {
   await page.click("text=Dependency graph");
   await page.waitForSelector("svg rect.node");
   check(await page.locator("svg rect.node").count() === 300, "the graph draws every operation");
+  check(await page.locator("svg line.edge").count() === 260 - DEPENDENT, "the graph draws the recorded dependencies");
   await shot(page, "04-graph");
 
   // Stacks.

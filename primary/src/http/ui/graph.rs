@@ -67,9 +67,25 @@ pub fn layered(nodes: &[String], deps: &HashMap<String, BTreeSet<String>>) -> La
             .push(n);
     }
     let (mut position, mut column, mut rows) = (BTreeMap::new(), 0, 0);
-    for members in by_layer.values() {
+    // Each node's place in the drawing order: a layer is sorted by where
+    // its dependencies stand (their mean), so that edges cross less.
+    let mut placed: HashMap<&str, usize> = HashMap::new();
+    for members in by_layer.values_mut() {
+        let mean = |n: &str| {
+            let at: Vec<usize> = deps
+                .get(n)
+                .into_iter()
+                .flatten()
+                .filter_map(|d| placed.get(d.as_str()).copied())
+                .collect();
+            (!at.is_empty()).then(|| at.iter().sum::<usize>() as f64 / at.len() as f64)
+        };
+        let mut keyed: Vec<(Option<f64>, &str)> = members.iter().map(|n| (mean(n), *n)).collect();
+        keyed.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+        *members = keyed.into_iter().map(|(_, n)| n).collect();
         for chunk in members.chunks(PER_COLUMN) {
             for (row, n) in chunk.iter().enumerate() {
+                placed.insert(n, placed.len());
                 position.insert((*n).to_owned(), (column, row));
             }
             rows = rows.max(chunk.len());
