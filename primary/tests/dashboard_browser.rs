@@ -32,11 +32,10 @@ fn on_path(name: &str) -> Option<PathBuf> {
 /// Chromium, node and the script's module, or why not.
 fn tools(browser_dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let chromium = match std::env::var_os("CHROMIUM") {
-        Some(c) => PathBuf::from(c),
-        None => {
-            on_path("chromium").ok_or("chromium is not installed (apt-get install chromium)")?
-        }
-    };
+        Some(c) => Some(PathBuf::from(c)).filter(|c| c.is_file()),
+        None => on_path("chromium"),
+    }
+    .ok_or("chromium is not installed (apt-get install chromium; or set CHROMIUM)")?;
     let node = on_path("node").ok_or("node is not installed")?;
     if !browser_dir.join("node_modules/playwright-core").is_dir() {
         return Err(format!(
