@@ -47,6 +47,7 @@ pub fn page(title: &str, nav: Nav, session: &Session, body: Markup) -> Html<Stri
             html lang="en" {
                 (head(title))
                 body {
+                    a.skip href="#main" { "Skip to content" }
                     header.top {
                         a.brand href="/ui/commands" { "Orrery" }
                         nav aria-label="Sections" {
