@@ -9,6 +9,7 @@ use tower::ServiceExt;
 
 use super::session::COOKIE;
 use super::CSP;
+use crate::discovery::{Drift, DRIFT_KEY, UNMANAGED_STACK};
 use crate::http::auth::{Auth, Grant, HostPolicy, Role};
 use crate::http::{Config, Primary};
 use crate::state::StoredResource;
@@ -224,7 +225,7 @@ async fn cancel_needs_an_operator_and_the_csrf_token() {
 }
 
 #[tokio::test]
-async fn resource_properties_render_escaped() {
+async fn stacks_show_drift_and_unmanaged_resources_and_escape_properties() {
     let f = fixture();
     let evil = "<script>alert(1)</script>";
     f.primary
@@ -246,8 +247,40 @@ async fn resource_properties_render_escaped() {
             ..Default::default()
         })
         .unwrap();
+    // A drifted resource, and one discovery found that no stack manages.
+    let drifted = StoredResource {
+        stack: "xss".into(),
+        label: "gone".into(),
+        resource_type: "Testbed::Thing".into(),
+        target: "t".into(),
+        native_id: "n2".into(),
+        managed: true,
+        secret_hashes: [(DRIFT_KEY.to_owned(), Drift::Deleted.encode())].into(),
+        ..Default::default()
+    };
+    let found = StoredResource {
+        stack: UNMANAGED_STACK.into(),
+        label: "found".into(),
+        resource_type: "Testbed::Thing".into(),
+        target: "t".into(),
+        native_id: "found-1".into(),
+        managed: false,
+        ..Default::default()
+    };
+    for r in [drifted, found] {
+        f.primary.shared.store.put_resource(&r).unwrap();
+    }
     let (id, _) = sign_in(&f, VIEWER).await;
     let page = get(&f, "/ui/stacks", Some(&id)).await;
+    assert!(page.body.contains("drift: deleted"), "{}", page.body);
+    assert!(page.body.contains("1 drifted"), "{}", page.body);
+    assert!(page.body.contains("Unmanaged resources"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("orrery import --type Testbed::Thing --target t --native-id found-1"),
+        "{}",
+        page.body
+    );
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("xss"), "{}", page.body);
     assert!(
