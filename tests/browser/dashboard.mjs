@@ -165,6 +165,13 @@ try {
   });
   await page.goto(url + "/ui/commands/" + slow.command_id);
   await page.waitForSelector("#cancel button");
+  // Live: the counts move on this page, without a reload, from the stream.
+  const before = await count("succeeded");
+  await page.evaluate(() => { window.__notReloaded = true; });
+  await page.waitForFunction((n) => Number(document.querySelector('[data-count="succeeded"]').textContent) > n,
+    before, { timeout: 30_000 });
+  check(await page.evaluate(() => window.__notReloaded === true),
+    `the running page counted successes live (${before} -> ${await count("succeeded")})`);
   await shot(page, "07-slow-running");
   await page.click("#cancel button");
   await page.waitForFunction(() => document.getElementById("outcome")?.textContent.trim() === "canceled",
