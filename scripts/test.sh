@@ -29,6 +29,9 @@ step "deploy/ and helm/: NATS configs and permissions, chart render/lint/validat
 step "multi-host: three network namespaces, leaf nodes, a satellite's host cut off mid-apply (root; SKIP otherwise)"
 ./deploy/test/multihost.sh
 
+step "the dashboard's browser test: Debian's chromium and playwright-core (SKIP when they cannot be installed)"
+./tests/browser/install.sh
+
 # Every test runs with a throwaway PostgreSQL (ORRERY_TEST_DATABASE_URL):
 # the store conformance suite's PostgreSQL half fails without it.
 step "cargo test (with a throwaway PostgreSQL: scripts/with-postgres.sh)"

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::certs::make_certs;
 use common::server::{free_port, sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
 use serde_json::json;
 
@@ -323,29 +324,6 @@ fn a_half_open_connection_is_closed_within_the_header_timeout() {
     let started = Instant::now();
     let _ = idle.read_to_end(&mut Vec::new());
     assert!(started.elapsed() < Duration::from_secs(5));
-}
-
-/// `openssl` making a CA, a server certificate for 127.0.0.1 and a client
-/// certificate for `alice.example.com`.
-fn make_certs(dir: &Path) -> bool {
-    let sh = format!(
-        r#"set -e
-cd "{0}"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' > server.ext
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key -out client.csr -subj /CN=alice.example.com 2>/dev/null
-printf 'extendedKeyUsage=clientAuth\n' > client.ext
-openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext 2>/dev/null
-"#,
-        dir.display()
-    );
-    Command::new("sh")
-        .arg("-c")
-        .arg(sh)
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 #[test]

@@ -416,6 +416,20 @@ impl Auth {
         })
     }
 
+    /// Who signs in to the dashboard: `token`'s principal when one is
+    /// given, else the client certificate's, else `anonymous` when
+    /// insecure (401 or 403 as [`Auth::authenticate`]).
+    pub(super) fn sign_in(
+        &self,
+        token: Option<&str>,
+        cert: Option<&ClientCertificate>,
+    ) -> Result<Principal, ApiError> {
+        match token.map(str::trim).filter(|t| !t.is_empty()) {
+            Some(token) => self.by_token(token).cloned().ok_or_else(unauthorized),
+            None => self.authenticate(&HeaderMap::new(), cert),
+        }
+    }
+
     /// Who a request is: the bearer token's principal (a bad token is 401
     /// even with a certificate), else the client certificate's (403 when
     /// no principal names it), else `anonymous` when insecure, else 401.
@@ -584,6 +598,30 @@ pub async fn guard(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> R
 
 /// The request with its principal, or the answer refusing it.
 fn admit(auth: &Auth, mut req: Request) -> Result<Request, Box<Response>> {
+    check_host(auth, &req)?;
+    let cert = req.extensions().get::<ClientCertificate>();
+    match auth.authenticate(req.headers(), cert) {
+        Ok(principal) => {
+            req.extensions_mut().insert(principal);
+            Ok(req)
+        }
+        Err(e) => {
+            let status = e.status;
+            let mut response = e.into_response();
+            if status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer realm=\"orrery\""),
+                );
+            }
+            Err(Box::new(response))
+        }
+    }
+}
+
+/// Refuses a request whose `Host`, or `Origin` when there is one, does
+/// not name this server. The dashboard (`ui/`) checks it too.
+pub(super) fn check_host(auth: &Auth, req: &Request) -> Result<(), Box<Response>> {
     let headers = req.headers();
     let host = headers
         .get(HOST)
@@ -614,24 +652,7 @@ fn admit(auth: &Auth, mut req: Request) -> Result<Request, Box<Response>> {
             ));
         }
     }
-    let cert = req.extensions().get::<ClientCertificate>();
-    match auth.authenticate(req.headers(), cert) {
-        Ok(principal) => {
-            req.extensions_mut().insert(principal);
-            Ok(req)
-        }
-        Err(e) => {
-            let status = e.status;
-            let mut response = e.into_response();
-            if status == StatusCode::UNAUTHORIZED {
-                response.headers_mut().insert(
-                    WWW_AUTHENTICATE,
-                    axum::http::HeaderValue::from_static("Bearer realm=\"orrery\""),
-                );
-            }
-            Err(Box::new(response))
-        }
-    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- local token

@@ -269,6 +269,7 @@ fn accepted(command: &Command, plan: &PlanView) -> Response {
 /// with its plan (a preview for a resumed command, which plans again once
 /// settled).
 async fn start(
+    state: &Shared,
     mut reservation: Reservation,
     command: Command,
     principal: &Principal,
@@ -277,7 +278,10 @@ async fn start(
         reservation.rename(command.id());
     }
     let planned = command.plan().await?;
-    let response = accepted(&command, &command.view(&planned.plan));
+    let view = command.view(&planned.plan);
+    // The dashboard shows it: the store keeps no plan.
+    state.ui_plans.remember(command.id(), &view);
+    let response = accepted(&command, &view);
     let planned = (!command.resumes()).then_some(planned);
     commands::launch(reservation, command, planned, Some(&principal.name));
     Ok(response)
@@ -327,7 +331,7 @@ pub async fn apply_handler(
         .service
         .begin_apply(prepared, &reservation.id, Some(&principal.name))
         .await?;
-    start(reservation, command, &principal).await
+    start(&state, reservation, command, &principal).await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
@@ -344,7 +348,7 @@ pub async fn destroy_handler(
         .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
         .await?
         .with_selection(body.selection.take());
-    start(reservation, command, &principal).await
+    start(&state, reservation, command, &principal).await
 }
 
 /// Query parameters naming a stack.

@@ -186,7 +186,8 @@ pub async fn serve(
                     let router = match names {
                         Some(names) => router.layer(axum::Extension(ClientCertificate { names })),
                         None => router,
-                    };
+                    }
+                    .layer(axum::Extension(super::ui::ServedOverTls));
                     let service = TowerToHyperService::new(router);
                     let conn = builder.serve_connection(TokioIo::new(tls), service);
                     watcher.watch(conn).await

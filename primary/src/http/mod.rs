@@ -16,6 +16,7 @@
 //! - `GET  /v1/commands`, `GET /v1/commands/{id}`, `POST /v1/commands/{id}/cancel`
 //! - `GET  /v1/commands/{id}/events`: server-sent events (`events.rs`)
 //! - `GET  /v1/stacks`, `GET /v1/resources`, `GET /v1/targets`, `GET /v1/plugins`
+//! - `/ui/...`: the web dashboard (`ui/`), signed in with a session cookie
 //!
 //! Errors are `{"error": "..."}` with a fitting status code. Every
 //! endpoint but health and readiness needs a principal (`auth.rs`,
@@ -31,6 +32,7 @@ mod handlers;
 mod listen;
 mod pages;
 mod resume;
+mod ui;
 mod views;
 
 use std::collections::HashSet;
@@ -101,6 +103,10 @@ struct Shared {
     warned: Mutex<HashSet<String>>,
     /// Turns true at shutdown: the background jobs stop.
     stop: watch::Sender<bool>,
+    /// The dashboard's sessions.
+    ui_sessions: ui::session::Sessions,
+    /// The latest commands' plans, for the dashboard.
+    ui_plans: ui::Plans,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -140,6 +146,8 @@ impl Primary {
                 commands: commands::Commands::default(),
                 warned: Mutex::new(HashSet::new()),
                 stop: watch::channel(false).0,
+                ui_sessions: ui::session::Sessions::default(),
+                ui_plans: ui::Plans::default(),
             }),
         })
     }
@@ -152,9 +160,10 @@ impl Primary {
         tokio::spawn(background::run(self.shared.clone(), stop));
     }
 
-    /// The routes.
+    /// The routes: the API behind [`auth::guard`], the dashboard (`/ui`)
+    /// behind its session cookie.
     pub fn router(&self) -> Router {
-        Router::new()
+        let api = Router::new()
             .route("/healthz", get(handlers::healthz))
             .route("/readyz", get(handlers::readyz))
             .route("/metrics", get(handlers::metrics))
@@ -175,7 +184,9 @@ impl Primary {
             .layer(axum::middleware::from_fn_with_state(
                 self.shared.config.auth.clone(),
                 auth::guard,
-            ))
+            ));
+        ui::routes(self.shared.clone())
+            .merge(api)
             .layer(DefaultBodyLimit::max(self.shared.config.max_body_bytes))
             .layer(CatchPanicLayer::custom(panicked))
             .with_state(self.shared.clone())

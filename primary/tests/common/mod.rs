@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod crash;
 pub mod postgres;
 pub mod pty;

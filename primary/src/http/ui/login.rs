@@ -1,0 +1,130 @@
+//! Signing in (a token, or the client certificate) and out.
+
+use std::sync::Arc;
+
+use axum::extract::{Extension, State};
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Form;
+use maud::html;
+use serde::Deserialize;
+
+use super::layout;
+use super::session::{self, Session};
+use super::{check_csrf, see_other, ServedOverTls, UiError, UiResult};
+use crate::http::auth::ClientCertificate;
+use crate::http::error::ApiError;
+use crate::http::Shared;
+
+/// The login form.
+#[derive(Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    token: Option<String>,
+}
+
+/// The logout (and every state-changing) form's CSRF field.
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf: Option<String>,
+}
+
+fn form(message: Option<&str>, cert: bool) -> axum::response::Html<String> {
+    layout::bare(
+        "Sign in",
+        html! {
+            h1 { "Orrery" }
+            p { "Sign in with an API token (" code { "--auth-tokens" } ") or your client certificate." }
+            @if let Some(m) = message {
+                p.error role="alert" { (m) }
+            }
+            form.login method="post" action="/ui/login" {
+                label for="token" { "API token" }
+                input #token type="password" name="token" autocomplete="current-password" required autofocus;
+                button type="submit" { "Sign in" }
+            }
+            @if cert {
+                form.login method="post" action="/ui/login" {
+                    button type="submit" { "Sign in with the client certificate" }
+                }
+            }
+        },
+    )
+}
+
+/// `GET /ui/login`.
+pub async fn page(
+    session: Option<Extension<Session>>,
+    cert: Option<Extension<ClientCertificate>>,
+) -> Response {
+    if session.is_some() {
+        return see_other("/ui/commands");
+    }
+    form(None, cert.is_some()).into_response()
+}
+
+/// `POST /ui/login`: a session for the token's (or the certificate's)
+/// principal.
+pub async fn submit(
+    State(shared): State<Arc<Shared>>,
+    tls: Option<Extension<ServedOverTls>>,
+    cert: Option<Extension<ClientCertificate>>,
+    Form(login): Form<LoginForm>,
+) -> Response {
+    let cert = cert.map(|Extension(c)| c);
+    let principal = match shared
+        .config
+        .auth
+        .sign_in(login.token.as_deref(), cert.as_ref())
+    {
+        Ok(p) => p,
+        Err(e) => {
+            let message = if e.status == StatusCode::UNAUTHORIZED {
+                "That token is not valid here.".to_owned()
+            } else {
+                e.message
+            };
+            return (e.status, form(Some(&message), cert.is_some())).into_response();
+        }
+    };
+    let id = match shared.ui_sessions.create(principal, super::now()) {
+        Ok(id) => id,
+        Err(e) => return UiError(ApiError::internal(e.to_string())).into_response(),
+    };
+    let secure = if tls.is_some() { "; Secure" } else { "" };
+    let cookie = format!(
+        "{}={id}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        session::COOKIE,
+        session::LIFETIME.as_secs()
+    );
+    let mut r = see_other("/ui/commands");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /ui/logout`.
+pub async fn logout(
+    State(shared): State<Arc<Shared>>,
+    Extension(s): Extension<Session>,
+    headers: axum::http::HeaderMap,
+    Form(f): Form<CsrfForm>,
+) -> UiResult {
+    check_csrf(&s, f.csrf.as_deref())?;
+    if let Some(id) = session::cookie_value(&headers) {
+        shared.ui_sessions.remove(&id);
+    }
+    let mut r = see_other("/ui/login");
+    r.headers_mut().insert(
+        SET_COOKIE,
+        HeaderValue::from_str(&format!(
+            "{}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0",
+            session::COOKIE
+        ))
+        .map_err(|e| UiError(ApiError::internal(e.to_string())))?,
+    );
+    Ok(r)
+}
