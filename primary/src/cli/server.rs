@@ -243,6 +243,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     println!("orrery primary listening on {scheme}://{addr}");
+    println!("dashboard: {scheme}://{addr}/ui");
     tracing::info!(%addr, store = %location, "serving the HTTP API");
     let served = http::serve(
         listener,
