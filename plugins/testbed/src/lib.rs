@@ -81,6 +81,14 @@ impl TestbedPlugin {
         }
     }
 
+    /// This testbed, announcing `rate_limit` instead of "unlimited".
+    pub fn rate_limited(self, rate_limit: RateLimit) -> Self {
+        TestbedPlugin {
+            rate_limit: Some(rate_limit),
+            ..self
+        }
+    }
+
     /// A testbed keeping the things of every target whose config names no
     /// `store` in the SQLite file at `path`.
     pub fn with_store(path: impl Into<PathBuf>) -> Self {

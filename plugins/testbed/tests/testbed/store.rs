@@ -33,13 +33,23 @@ fn create(request_id: &str, name: &str) -> Request {
     })
 }
 
-/// A testbed process keeping its things in `store` (`ORRERY_TESTBED_STORE`).
+/// A testbed process keeping its things in `store` (`ORRERY_TESTBED_STORE`),
+/// announcing the rate limit `ORRERY_TESTBED_RATE_LIMIT` gives it.
 async fn testbed(store: &std::path::Path) -> PluginProcess {
     let mut config = SpawnConfig::new(env!("CARGO_BIN_EXE_orrery-plugin-testbed"));
     config
         .env
         .push(("ORRERY_TESTBED_STORE".into(), store.as_os_str().to_owned()));
-    spawn_plugin(&config).await.unwrap()
+    config
+        .env
+        .push(("ORRERY_TESTBED_RATE_LIMIT".into(), "50:5:8".into()));
+    let plugin = spawn_plugin(&config).await.unwrap();
+    let limit = &plugin.client.announcement().rate_limit;
+    assert_eq!(
+        (limit.requests_per_second, limit.burst, limit.max_in_flight),
+        (50.0, 5, 8)
+    );
+    plugin
 }
 
 async fn status_of(
