@@ -23,8 +23,9 @@
 //! A `Testbed::Noop::Thing` may attach to another (`attached_to`, edge kind
 //! `attachesTo`): it cannot be created attached to a thing that does not
 //! exist, and a thing with attachments cannot be deleted, so the order of
-//! a replacement shows. `needs` (edge kind `runtimeDependency`) is only
-//! stored.
+//! a replacement shows. Likewise a thing another `needs` (edge kind
+//! `runtimeDependency`, a name) cannot be deleted, so the order of a
+//! destroy shows.
 
 pub mod faults;
 pub mod store;
@@ -67,8 +68,8 @@ pub struct TestbedPlugin {
     default_store: Option<PathBuf>,
     counters: Counters,
     rate_limit: Option<RateLimit>,
-    /// Whether any thing was ever attached: deletes look for attachments
-    /// only then, so benchmarks' deletes stay O(1).
+    /// Whether any thing was ever attached or needed another: deletes look
+    /// for attachments and users only then, so benchmarks' deletes stay O(1).
     any_attached: AtomicBool,
 }
 
@@ -122,6 +123,9 @@ impl TestbedPlugin {
         target: &Target,
         properties: &PropertyMap,
     ) -> Result<(), PluginError> {
+        if properties.contains_key("needs") {
+            self.any_attached.store(true, Ordering::Relaxed);
+        }
         let Some(to) = properties.get("attached_to").and_then(Value::as_str) else {
             return Ok(());
         };
@@ -309,11 +313,11 @@ impl ResourcePlugin for TestbedPlugin {
             return Err(not_found(&request.resource_type, &request.native_id));
         }
         if kind == Kind::Noop && self.any_attached.load(Ordering::Relaxed) {
-            if let Some(by) = things.attached_to(&request.target.name, &request.native_id)? {
+            if let Some((by, uses)) = things.user_of(&request.target.name, &request.native_id)? {
                 return Err(PluginError::new(
                     ErrorCode::ResourceConflict,
                     format!(
-                        "`{}` cannot be deleted: `{by}` is attached to it",
+                        "`{}` cannot be deleted: `{by}` {uses} it",
                         request.native_id
                     ),
                 ));

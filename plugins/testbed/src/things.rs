@@ -98,16 +98,26 @@ impl Things<'_> {
         }
     }
 
-    /// The name of a thing on `target` attached to `name`, if any.
-    pub(crate) fn attached_to(
+    /// A thing on `target` attached to `name` or needing it, if any, and
+    /// how it uses it.
+    pub(crate) fn user_of(
         &self,
         target: &str,
         name: &str,
-    ) -> Result<Option<String>, PluginError> {
+    ) -> Result<Option<(String, &'static str)>, PluginError> {
+        let refers =
+            |p: &PropertyMap, field: &str| p.get(field).and_then(Value::as_str) == Some(name);
         Ok(self
             .list(target, NOOP_THING)?
             .into_iter()
-            .find(|(_, p)| p.get("attached_to").and_then(Value::as_str) == Some(name))
-            .map(|(by, _)| by))
+            .find_map(|(by, p)| {
+                if refers(&p, "attached_to") {
+                    Some((by, "is attached to"))
+                } else if refers(&p, "needs") {
+                    Some((by, "needs"))
+                } else {
+                    None
+                }
+            }))
     }
 }
