@@ -2,7 +2,8 @@
 //! plugin (one process across applies, so its things persist): a thing
 //! attached (`attachesTo`) to one that is replaced is detached first and
 //! attached again to the new one; a `runtimeDependency` reference to a
-//! thing created in the same apply waits for it.
+//! thing created in the same apply waits for it, and on destroy the thing
+//! that needs another is deleted first.
 
 mod common;
 
@@ -96,4 +97,33 @@ async fn a_runtime_dependency_on_a_thing_of_the_same_apply_waits_for_it() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(report["succeeded"], 2, "{report}");
     assert_eq!(report["failed"], serde_json::json!([]), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thing_with_a_runtime_dependency_is_destroyed_before_what_it_needs() {
+    let server = nats::NatsServer::start().await;
+    let _satellite = testbed_satellite(&server).await;
+    let scratch = Scratch::new();
+    // The testbed refuses to delete a thing another `needs`: only deleting
+    // `user` first succeeds without a conflict. Labels sort `db` first.
+    let doc =
+        stack(&(thing("user", "name: user, needs: \"${db.name}\"") + &thing("db", "name: db-1")));
+    let file = scratch.write("runtime.yaml", &doc);
+    let apply = orrery_through_nats(
+        &scratch.state(),
+        &server.url,
+        &["apply", file.to_str().unwrap(), "--yes", "--output", "json"],
+    )
+    .await;
+    assert_eq!(apply.code, 0, "{apply:?}");
+    let destroy = orrery_through_nats(
+        &scratch.state(),
+        &server.url,
+        &["destroy", "--stack", "edges", "--yes", "--output", "json"],
+    )
+    .await;
+    let report = report(&destroy);
+    assert_eq!(destroy.code, 0, "{destroy:?}");
+    assert_eq!(report["succeeded"], 2, "{report}");
+    assert_eq!(report["retries"], 0, "no conflict was met: {report}");
 }

@@ -37,6 +37,8 @@ pub struct Config {
     pub listed: Option<u64>,
     /// The size of each such thing's `value`, a string, in bytes.
     pub listed_bytes: Option<u64>,
+    /// An SQLite file keeping this target's things (see [`crate::store`]).
+    pub store: Option<String>,
 }
 
 /// Most synthetic things `listed` may ask for.

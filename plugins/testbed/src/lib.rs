@@ -14,17 +14,27 @@
 //! `listed` + `listed_bytes` make `list` return that many more things of
 //! that size, for tests of message sizes.
 //!
+//! Things live in the plugin's memory unless the target config names a
+//! `store` file (the binary also reads `ORRERY_TESTBED_STORE`): then they
+//! live in SQLite ([`store`]), shared by every testbed process, and a
+//! retried create (same `request_id`) finds the thing it made instead of
+//! `AlreadyExists`.
+//!
 //! A `Testbed::Noop::Thing` may attach to another (`attached_to`, edge kind
 //! `attachesTo`): it cannot be created attached to a thing that does not
 //! exist, and a thing with attachments cannot be deleted, so the order of
-//! a replacement shows. `needs` (edge kind `runtimeDependency`) is only
-//! stored.
+//! a replacement shows. Likewise a thing another `needs` (edge kind
+//! `runtimeDependency`, a name) cannot be deleted, so the order of a
+//! destroy shows.
 
 pub mod faults;
+pub mod store;
+mod things;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use orrery_plugin_sdk::schema::{
     CreateRequest, DeleteRequest, EdgeKind, ErrorCode, ListRequest, ListedResource, Operation,
@@ -37,6 +47,8 @@ use orrery_plugin_sdk::{
 };
 
 use faults::{Config, Counters};
+use store::{Created, Store};
+use things::{Key, Memory, Things};
 
 /// The asynchronous resource type.
 pub const ASYNC_THING: &str = "Testbed::Async::Thing";
@@ -46,17 +58,18 @@ pub const NOOP_THING: &str = "Testbed::Noop::Thing";
 /// How long the runtime is asked to wait between status polls.
 pub const POLL_AFTER_MS: u64 = 10;
 
-/// (target name, resource type, thing name).
-type Key = (String, String, String);
-
 /// The testbed plugin: things kept in memory per target.
 #[derive(Debug, Default)]
 pub struct TestbedPlugin {
-    things: Mutex<HashMap<Key, PropertyMap>>,
+    memory: Memory,
+    /// Store files opened so far, by path.
+    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
+    /// The store of targets whose config names none.
+    default_store: Option<PathBuf>,
     counters: Counters,
     rate_limit: Option<RateLimit>,
-    /// Whether any thing was ever attached: deletes look for attachments
-    /// only then, so benchmarks' deletes stay O(1).
+    /// Whether any thing was ever attached or needed another: deletes look
+    /// for attachments and users only then, so benchmarks' deletes stay O(1).
     any_attached: AtomicBool,
 }
 
@@ -69,22 +82,54 @@ impl TestbedPlugin {
         }
     }
 
-    fn things(&self) -> MutexGuard<'_, HashMap<Key, PropertyMap>> {
-        // Injected panics never happen while the lock is held.
-        self.things.lock().unwrap_or_else(|p| p.into_inner())
+    /// This testbed, announcing `rate_limit` instead of "unlimited".
+    pub fn rate_limited(self, rate_limit: RateLimit) -> Self {
+        TestbedPlugin {
+            rate_limit: Some(rate_limit),
+            ..self
+        }
+    }
+
+    /// A testbed keeping the things of every target whose config names no
+    /// `store` in the SQLite file at `path`.
+    pub fn with_store(path: impl Into<PathBuf>) -> Self {
+        TestbedPlugin {
+            default_store: Some(path.into()),
+            ..Default::default()
+        }
+    }
+
+    /// The things of a request: in the store its config names, else in
+    /// memory.
+    fn things(&self, config: &Config) -> Result<Things<'_>, PluginError> {
+        let path = match (&config.store, &self.default_store) {
+            (Some(path), _) => Path::new(path),
+            (None, Some(path)) => path.as_path(),
+            (None, None) => return Ok(Things::Memory(&self.memory)),
+        };
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(path) {
+            return Ok(Things::Stored(store.clone()));
+        }
+        let store = Arc::new(Store::open(path)?);
+        stores.insert(path.to_owned(), store.clone());
+        Ok(Things::Stored(store))
     }
 
     /// A thing may attach only to a thing that exists on its target.
     fn attachable(
         &self,
-        things: &HashMap<Key, PropertyMap>,
+        things: &Things<'_>,
         target: &Target,
         properties: &PropertyMap,
     ) -> Result<(), PluginError> {
+        if properties.contains_key("needs") {
+            self.any_attached.store(true, Ordering::Relaxed);
+        }
         let Some(to) = properties.get("attached_to").and_then(Value::as_str) else {
             return Ok(());
         };
-        if !things.contains_key(&key(target, NOOP_THING, to)) {
+        if things.get(&key(target, NOOP_THING, to))?.is_none() {
             return Err(PluginError::new(
                 ErrorCode::NotFound,
                 format!("cannot attach to `{to}`: no {NOOP_THING} of that name"),
@@ -212,16 +257,14 @@ impl ResourcePlugin for TestbedPlugin {
         let kind = kind(&request.resource_type)?;
         let (name, stored) = thing(kind, &request.properties)?;
         let key = key(&request.target, &request.resource_type, &name);
-        {
-            let mut things = self.things();
-            self.attachable(&things, &request.target, &stored)?;
-            if things.contains_key(&key) {
-                return Err(PluginError::new(
-                    ErrorCode::AlreadyExists,
-                    format!("{} `{name}` already exists", request.resource_type),
-                ));
-            }
-            things.insert(key, stored.clone());
+        let things = self.things(&config)?;
+        self.attachable(&things, &request.target, &stored)?;
+        // A retried create (`Again`) answers as the first attempt did.
+        if things.create(key, &stored, &request.request_id)? == Created::Exists {
+            return Err(PluginError::new(
+                ErrorCode::AlreadyExists,
+                format!("{} `{name}` already exists", request.resource_type),
+            ));
         }
         if kind == Kind::Async && config.polls() > 0 {
             return in_progress(name, polled(0), POLL_AFTER_MS);
@@ -230,18 +273,17 @@ impl ResourcePlugin for TestbedPlugin {
     }
 
     async fn read(&self, request: ReadRequest) -> OpResult {
-        self.begin(&request.target, Operation::Read).await?;
+        let config = self.begin(&request.target, Operation::Read).await?;
         kind(&request.resource_type)?;
         let key = key(&request.target, &request.resource_type, &request.native_id);
-        let found = self.things().get(&key).cloned();
-        match found {
+        match self.things(&config)?.get(&key)? {
             Some(properties) => done(request.native_id, properties),
             None => Err(not_found(&request.resource_type, &request.native_id)),
         }
     }
 
     async fn update(&self, request: UpdateRequest) -> OpResult {
-        self.begin(&request.target, Operation::Update).await?;
+        let config = self.begin(&request.target, Operation::Update).await?;
         let kind = kind(&request.resource_type)?;
         let (name, stored) = thing(kind, &request.properties)?;
         if name != request.native_id {
@@ -254,13 +296,11 @@ impl ResourcePlugin for TestbedPlugin {
             ));
         }
         let key = key(&request.target, &request.resource_type, &name);
-        let mut things = self.things();
+        let things = self.things(&config)?;
         self.attachable(&things, &request.target, &stored)?;
-        match things.get_mut(&key) {
-            Some(current) => *current = stored.clone(),
-            None => return Err(not_found(&request.resource_type, &name)),
+        if !things.update(&key, &stored)? {
+            return Err(not_found(&request.resource_type, &name));
         }
-        drop(things);
         done(name, stored)
     }
 
@@ -268,20 +308,16 @@ impl ResourcePlugin for TestbedPlugin {
         let config = self.begin(&request.target, Operation::Delete).await?;
         let kind = kind(&request.resource_type)?;
         let key = key(&request.target, &request.resource_type, &request.native_id);
-        let mut things = self.things();
-        if !things.contains_key(&key) {
+        let things = self.things(&config)?;
+        if things.get(&key)?.is_none() {
             return Err(not_found(&request.resource_type, &request.native_id));
         }
         if kind == Kind::Noop && self.any_attached.load(Ordering::Relaxed) {
-            if let Some(((_, _, by), _)) = things.iter().find(|((t, ty, _), p)| {
-                *t == request.target.name
-                    && ty == NOOP_THING
-                    && p.get("attached_to").and_then(Value::as_str) == Some(&request.native_id)
-            }) {
+            if let Some((by, uses)) = things.user_of(&request.target.name, &request.native_id)? {
                 return Err(PluginError::new(
                     ErrorCode::ResourceConflict,
                     format!(
-                        "`{}` cannot be deleted: `{by}` is attached to it",
+                        "`{}` cannot be deleted: `{by}` {uses} it",
                         request.native_id
                     ),
                 ));
@@ -291,7 +327,7 @@ impl ResourcePlugin for TestbedPlugin {
             // Removed when the last status poll reports success.
             return in_progress(request.native_id, polled(0), POLL_AFTER_MS);
         }
-        things.remove(&key);
+        things.remove(&key)?;
         deleted(request.native_id)
     }
 
@@ -315,13 +351,14 @@ impl ResourcePlugin for TestbedPlugin {
             return in_progress(request.native_id, polled(polls), POLL_AFTER_MS);
         }
         let key = key(&request.target, &request.resource_type, &request.native_id);
+        let things = self.things(&config)?;
         match request.operation {
-            Operation::Create => match self.things().get(&key).cloned() {
+            Operation::Create => match things.get(&key)? {
                 Some(properties) => done(request.native_id, properties),
                 None => Err(not_found(&request.resource_type, &request.native_id)),
             },
             Operation::Delete => {
-                self.things().remove(&key);
+                things.remove(&key)?;
                 deleted(request.native_id)
             }
             other => Err(PluginError::invalid(format!(
@@ -334,14 +371,12 @@ impl ResourcePlugin for TestbedPlugin {
         let config = self.begin(&request.target, Operation::List).await?;
         kind(&request.resource_type)?;
         let mut things: Vec<ListedResource> = self
-            .things()
-            .iter()
-            .filter(|((target, ty, _), _)| {
-                *target == request.target.name && *ty == request.resource_type
-            })
-            .map(|((_, _, name), properties)| ListedResource {
-                native_id: name.clone(),
-                properties: properties.clone(),
+            .things(&config)?
+            .list(&request.target.name, &request.resource_type)?
+            .into_iter()
+            .map(|(native_id, properties)| ListedResource {
+                native_id,
+                properties,
             })
             .collect();
         things.extend(listed(&config));

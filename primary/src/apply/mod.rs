@@ -296,6 +296,16 @@ impl Executor {
             .store
             .command(Some(command_id))?
             .is_some_and(|c| c.status == CommandStatus::Running);
+        // Creates the stack's previous command ended with their outcome
+        // unknown: they may have landed, so they get the same lookup.
+        let unsure = match continuing {
+            true => std::collections::HashSet::new(),
+            false => self
+                .store
+                .latest_command_of(stack_name)?
+                .map(|c| resume::unsure_creates(&c))
+                .unwrap_or_default(),
+        };
         if !continuing {
             self.store.begin_command(command_id, stack_name, kind)?;
         }
@@ -483,16 +493,21 @@ impl Executor {
                 let timeout = self.options.request_timeout;
                 // A create retried after an ambiguous outcome (say, its
                 // satellite died) first looks for what the lost attempt may
-                // have made; so does one of a continued command that finds
-                // its resource exists already.
+                // have made; so does one of a continued command (or one the
+                // previous command left unsure) that finds its resource
+                // exists already.
                 let lookup = match &request {
-                    Request::Create(c) if verify_first || continuing => Some(resume::Lookup {
-                        plugin: plugin.clone(),
-                        resource_type: c.resource_type.clone(),
-                        target: c.target.clone(),
-                        identity: resume::identity(self.schema(op), &c.properties),
-                        claimed: claimed.clone(),
-                    }),
+                    Request::Create(c)
+                        if verify_first || continuing || unsure.contains(&op.label) =>
+                    {
+                        Some(resume::Lookup {
+                            plugin: plugin.clone(),
+                            resource_type: c.resource_type.clone(),
+                            target: c.target.clone(),
+                            identity: resume::identity(self.schema(op), &c.properties),
+                            claimed: claimed.clone(),
+                        })
+                    }
                     _ => None,
                 };
                 let attempt_span = span.clone();

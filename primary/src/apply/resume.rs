@@ -248,11 +248,41 @@ pub(super) async fn send_create(
     }
     let answer = transport.send(&plugin, &request, timeout).await;
     if let (Some(lookup), true) = (&lookup, already_exists(&answer)) {
-        if let Ok(Some(found)) = lookup.find(&*transport, timeout, None).await {
-            return Ok(adopted(&resource_type, &request_id, found));
+        match lookup.find(&*transport, timeout, None).await {
+            Ok(Some(found)) => return Ok(adopted(&resource_type, &request_id, found)),
+            Ok(None) => {}
+            // Not knowing whether it is ours is not `AlreadyExists` (which
+            // is terminal): the lookup's failure is this attempt's outcome,
+            // and the scheduler retries it (found by the chaos soak).
+            Err((code, message)) => {
+                return Ok(Answer::Progress(ProgressEvent::failure(
+                    Operation::Create,
+                    request_id,
+                    resource_type,
+                    code,
+                    format!("it exists already; checking whether it is this one: {message}"),
+                )))
+            }
         }
     }
     answer
+}
+
+/// Labels whose create `command` (finished) failed with its outcome
+/// unknown: an ambiguous code, or `AlreadyExists` (an earlier attempt may
+/// have landed). The next command looks them up when their create is
+/// answered `AlreadyExists`, instead of failing them again and again.
+pub(super) fn unsure_creates(command: &crate::state::CommandRecord) -> HashSet<String> {
+    command
+        .operations
+        .iter()
+        .filter(|o| o.operation == "create" && o.status == OpStatus::Failed)
+        .filter(|o| {
+            let code = ErrorCode::from_wire(o.error_code.as_deref().unwrap_or_default());
+            code.is_ambiguous() || code == ErrorCode::AlreadyExists
+        })
+        .map(|o| o.label.clone())
+        .collect()
 }
 
 /// An ambiguous operation of the interrupted command and what settles it.
@@ -667,3 +697,7 @@ fn failure(op: &Op, record: &OperationRecord, code: ErrorCode, message: &str) ->
         message,
     ))
 }
+
+#[cfg(test)]
+#[path = "resume_tests.rs"]
+mod tests;

@@ -70,6 +70,10 @@ pub struct Args {
     /// Most operations in flight at once, per command.
     #[arg(long, env = "ORRERY_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
+    /// How long one request to a plugin may take before it counts as lost
+    /// (outcome unknown, retried as the policy says), e.g. `60s`.
+    #[arg(long, env = "ORRERY_REQUEST_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
     /// On SIGTERM or Ctrl-C: seconds running commands get to finish their
     /// operations in flight (nothing new starts) before the server exits.
     #[arg(long, env = "ORRERY_SHUTDOWN_GRACE", default_value_t = 20)]
@@ -215,6 +219,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         max_body_bytes: args.max_body_bytes,
         options: Options {
             max_concurrency: args.concurrency.max(1),
+            request_timeout: args.request_timeout,
             ..Options::default()
         },
         nats: match &args.nats_url {

@@ -66,3 +66,18 @@ async fn list_paginates_by_name() {
     }
     assert_eq!(names, ["t0", "t1", "t2", "t3", "t4", "t5", "t6"]);
 }
+
+#[tokio::test]
+async fn a_thing_another_needs_cannot_be_deleted_before_it() {
+    let env = Env::new(props([])).await;
+    ok(&env.create(NOOP_THING, props([("name", "db".into())])).await);
+    let user = props([("name", "user".into()), ("needs", "db".into())]);
+    ok(&env.create(NOOP_THING, user).await);
+    let refused = failed(
+        &env.delete(NOOP_THING, "db").await,
+        ErrorCode::ResourceConflict,
+    );
+    assert!(refused.contains("`user` needs it"), "{refused}");
+    ok(&env.delete(NOOP_THING, "user").await);
+    ok(&env.delete(NOOP_THING, "db").await);
+}

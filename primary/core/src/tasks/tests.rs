@@ -276,11 +276,32 @@ fn a_runtime_dependency_recorded_with_a_resource_still_orders_its_delete() {
         &plan::plan_destroy(&stored_list),
         &stored_list,
     );
-    // FIXME: EdgeKind::RuntimeDependency means "no ordering constraint for
-    // create or delete", but a record keeps only the labels it referenced
-    // (the primary's executor writes every edge of the graph), not the
-    // edge kinds, so deletes are ordered anyway. Safe, only slower.
+    // What uses `a` at run time goes first, as for any reference: a
+    // record keeps the labels it referenced (the executor writes every
+    // edge of the graph, runtime dependencies included).
     assert_eq!(edges(&ops, &tasks), ["delete a <- delete b"]);
+    assert_eq!(sequence(&ops, &tasks), ["delete b", "delete a"]);
+}
+
+#[test]
+fn things_removed_from_the_stack_are_deleted_dependents_first_runtime_dependencies_too() {
+    // `c` needs `b` at run time, `b` needs `a`; all three leave the stack,
+    // declared (and sorted) in the order that would delete `a` first.
+    let old = [
+        stored("a", "T", &[("path", s("x"))]),
+        with_deps(stored("b", "U", &[("after", s("x"))]), &["a"]),
+        with_deps(stored("c", "U", &[("after", s("y"))]), &["b"]),
+    ];
+    let (ops, tasks) = build_for(stack(), &old, Mode::Reconcile);
+    assert_eq!(sequence(&ops, &tasks), ["delete c", "delete b", "delete a"]);
+    // And a runtime dependency that stays keeps its dependent's delete
+    // from waiting on nothing: only the leaving resource is deleted.
+    let (ops, tasks) = build_for(
+        stack().resource("a", "T", &[("path", s("x"))]),
+        &old[..2],
+        Mode::Reconcile,
+    );
+    assert_eq!(sequence(&ops, &tasks), ["delete b"]);
 }
 
 #[test]
