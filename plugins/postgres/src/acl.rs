@@ -1,8 +1,64 @@
 //! Privileges as the catalogs' ACLs hold them, shared by grants and
 //! default privileges.
 
-use orrery_plugin_sdk::PluginError;
+use std::collections::BTreeMap;
+
+use orrery_plugin_sdk::schema::{ListRequest, ListedResource};
+use orrery_plugin_sdk::{to_properties, ListPage, PluginError};
+use serde::Serialize;
 use tokio_postgres::Row;
+
+use crate::{page, Cx};
+
+/// A resource that holds privileges (a grant, default privileges), as
+/// listing gathers them row by row.
+pub trait Holding: Serialize {
+    /// Its native id: the rows of one resource share it.
+    fn native_id(&self) -> String;
+    /// Its privileges and grant option, to gather into.
+    fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>);
+}
+
+/// Lists a privilege catalog in every database `request` covers: `sql`
+/// yields one row per privilege held (its name and grantability in columns
+/// `at` and `at + 1`), `of_row` makes the resource a row belongs to (grant
+/// option `Some(true)`, no privileges yet), and rows of one native id are
+/// gathered into one resource.
+pub async fn list_holding<T: Holding>(
+    cx: &Cx<'_>,
+    request: &ListRequest,
+    sql: &str,
+    at: usize,
+    of_row: impl Fn(&str, &Row) -> T,
+) -> Result<ListPage, PluginError> {
+    let mut found: BTreeMap<String, T> = BTreeMap::new();
+    for database in crate::databases_listed(cx, request).await? {
+        let ty = &request.resource_type;
+        let what = format!("listing {ty} in database `{database}`");
+        let Some(conn) = cx.listing(&database, &what).await? else {
+            continue;
+        };
+        for row in conn.query(sql, &[]).await.map_err(cx.err(&what))? {
+            let resource = of_row(&database, &row);
+            let entry = found.entry(resource.native_id()).or_insert(resource);
+            let (privileges, grant_option) = entry.holding();
+            privileges.push(row.get(at));
+            *grant_option = Some(*grant_option == Some(true) && row.get::<_, bool>(at + 1));
+        }
+    }
+    let all = found
+        .into_iter()
+        .map(|(native_id, mut resource)| {
+            resource.holding().0.sort();
+            Ok(ListedResource {
+                native_id,
+                properties: to_properties(&resource)?,
+            })
+        })
+        .collect::<Result<Vec<_>, PluginError>>()?;
+    let token = request.page_token.as_deref();
+    Ok(page::of_all(all, request.page_size, token))
+}
 
 /// The privileges `object_type` can have, as `aclexplode` names them.
 pub fn allowed(object_type: &str) -> Option<&'static [&'static str]> {

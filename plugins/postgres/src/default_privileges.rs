@@ -2,13 +2,13 @@
 //! creates later in a database (or one schema of it). Id
 //! `database/owner/schema/object_type/grantee` (schema empty: all).
 
-use orrery_plugin_sdk::schema::{ListRequest, ListedResource, PropertyMap, ResourceSchema};
+use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{grantee, ident};
-use crate::{acl, database, id, page, Cx};
+use crate::{acl, database, id, Cx};
 
 pub const TYPE: &str = "Postgres::DefaultPrivileges";
 
@@ -196,42 +196,23 @@ const LIST: &str = "SELECT pg_get_userbyid(x.defaclrole)::text, coalesce(n.nspna
     WHERE x.defaclobjtype <> 'n' AND a.grantee <> x.defaclrole";
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let mut found: std::collections::BTreeMap<String, DefaultPrivileges> = Default::default();
-    for database in crate::databases_listed(cx, request).await? {
-        let what = format!("listing {TYPE} in database `{database}`");
-        let Some(conn) = cx.listing(&database, &what).await? else {
-            continue;
-        };
-        for row in conn.query(LIST, &[]).await.map_err(cx.err(&what))? {
-            let schema: String = row.get(1);
-            let d = DefaultPrivileges {
-                database: database.clone(),
-                owner: row.get(0),
-                schema: Some(schema).filter(|s| !s.is_empty()),
-                object_type: row.get(2),
-                grantee: row.get(3),
-                privileges: Vec::new(),
-                with_grant_option: Some(true),
-            };
-            let entry = found.entry(d.native_id()).or_insert(d);
-            entry.privileges.push(row.get(4));
-            entry.with_grant_option =
-                Some(entry.with_grant_option == Some(true) && row.get::<_, bool>(5));
-        }
+    acl::list_holding(cx, request, LIST, 4, |database, row| DefaultPrivileges {
+        database: database.to_owned(),
+        owner: row.get(0),
+        schema: Some(row.get::<_, String>(1)).filter(|s| !s.is_empty()),
+        object_type: row.get(2),
+        grantee: row.get(3),
+        privileges: Vec::new(),
+        with_grant_option: Some(true),
+    })
+    .await
+}
+
+impl acl::Holding for DefaultPrivileges {
+    fn native_id(&self) -> String {
+        DefaultPrivileges::native_id(self)
     }
-    let all = found
-        .into_iter()
-        .map(|(native_id, mut d)| {
-            d.privileges.sort();
-            Ok(ListedResource {
-                native_id,
-                properties: to_properties(&d)?,
-            })
-        })
-        .collect::<Result<Vec<_>, PluginError>>()?;
-    Ok(page::of_all(
-        all,
-        request.page_size,
-        request.page_token.as_deref(),
-    ))
+    fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>) {
+        (&mut self.privileges, &mut self.with_grant_option)
+    }
 }

@@ -3,13 +3,13 @@
 //! schema × objects, and so is its native id
 //! (`role/database/object_type/schema/obj1,obj2`, see `id.rs`).
 
-use orrery_plugin_sdk::schema::{ListRequest, ListedResource, PropertyMap, ResourceSchema};
+use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{grantee, ident, qualified};
-use crate::{acl, database, id, page, Cx};
+use crate::{acl, database, id, Cx};
 
 pub const TYPE: &str = "Postgres::Grant";
 
@@ -312,45 +312,26 @@ SELECT 'function', n.nspname::text, p.proname || '(' || oidvectortypes(p.proargt
   WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND a.grantee <> p.proowner";
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let mut grants: std::collections::BTreeMap<String, Grant> = Default::default();
-    for database in crate::databases_listed(cx, request).await? {
-        let what = format!("listing {TYPE} in database `{database}`");
-        let Some(conn) = cx.listing(&database, &what).await? else {
-            continue;
-        };
-        let sql = format!(
-            "SELECT l.*, CASE WHEN l.grantee = 0 THEN 'public' ELSE pg_get_userbyid(l.grantee)::text END FROM ({LIST}) AS l(object_type, schema, object, grantee, privilege, grantable)"
-        );
-        for row in conn.query(&sql, &[]).await.map_err(cx.err(&what))? {
-            let object: Option<String> = row.get(2);
-            let grant = Grant {
-                role: row.get(6),
-                database: database.clone(),
-                object_type: row.get(0),
-                schema: row.get(1),
-                objects: object.map(|o| vec![o]),
-                privileges: Vec::new(),
-                with_grant_option: Some(true),
-            };
-            let entry = grants.entry(grant.native_id()).or_insert(grant);
-            entry.privileges.push(row.get(4));
-            entry.with_grant_option =
-                Some(entry.with_grant_option == Some(true) && row.get::<_, bool>(5));
-        }
+    let sql = format!(
+        "SELECT l.*, CASE WHEN l.grantee = 0 THEN 'public' ELSE pg_get_userbyid(l.grantee)::text END FROM ({LIST}) AS l(object_type, schema, object, grantee, privilege, grantable)"
+    );
+    acl::list_holding(cx, request, &sql, 4, |database, row| Grant {
+        role: row.get(6),
+        database: database.to_owned(),
+        object_type: row.get(0),
+        schema: row.get(1),
+        objects: row.get::<_, Option<String>>(2).map(|o| vec![o]),
+        privileges: Vec::new(),
+        with_grant_option: Some(true),
+    })
+    .await
+}
+
+impl acl::Holding for Grant {
+    fn native_id(&self) -> String {
+        Grant::native_id(self)
     }
-    let all = grants
-        .into_iter()
-        .map(|(native_id, mut g)| {
-            g.privileges.sort();
-            Ok(ListedResource {
-                native_id,
-                properties: to_properties(&g)?,
-            })
-        })
-        .collect::<Result<Vec<_>, PluginError>>()?;
-    Ok(page::of_all(
-        all,
-        request.page_size,
-        request.page_token.as_deref(),
-    ))
+    fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>) {
+        (&mut self.privileges, &mut self.with_grant_option)
+    }
 }
