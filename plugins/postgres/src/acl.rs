@@ -2,13 +2,58 @@
 //! default privileges.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
-use orrery_plugin_sdk::schema::{ListRequest, ListedResource};
-use orrery_plugin_sdk::{to_properties, ListPage, PluginError};
+use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, ListedResource};
+use orrery_plugin_sdk::{to_properties, ListPage, OpResult, PluginError};
 use serde::Serialize;
 use tokio_postgres::Row;
 
 use crate::{page, Cx};
+
+/// `[prefix ]GRANT privileges ON on TO to[ WITH GRANT OPTION]`; with
+/// `replace`, after revoking all `to` held there, in one transaction (an
+/// update never leaves the grantee with neither the old set nor the new).
+pub fn grant_sql(
+    prefix: &str,
+    (privileges, on, to): (&str, &str, &str),
+    grant_option: Option<bool>,
+    replace: bool,
+) -> String {
+    let option = if grant_option == Some(true) {
+        " WITH GRANT OPTION"
+    } else {
+        ""
+    };
+    let grant = format!("{prefix}GRANT {privileges} ON {on} TO {to}{option}");
+    if replace {
+        format!("BEGIN; {prefix}REVOKE ALL ON {on} FROM {to}; {grant}; COMMIT")
+    } else {
+        grant
+    }
+}
+
+/// Creates a privilege resource: privileges already held there are
+/// `AlreadyExists` (an author imports them as `native_id`); otherwise
+/// `apply`, then `read` what is held now.
+pub async fn create_unless_held<R: Future<Output = OpResult>>(
+    what: &str,
+    native_id: &str,
+    read: impl Fn() -> R,
+    apply: impl Future<Output = Result<(), PluginError>>,
+) -> OpResult {
+    match read().await {
+        Ok(_) => Err(PluginError::new(
+            ErrorCode::AlreadyExists,
+            format!("{what}: already held; import it as `{native_id}`"),
+        )),
+        Err(e) if e.code == ErrorCode::NotFound => {
+            apply.await?;
+            read().await
+        }
+        Err(e) => Err(e),
+    }
+}
 
 /// A resource that holds privileges (a grant, default privileges), as
 /// listing gathers them row by row.

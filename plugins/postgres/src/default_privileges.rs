@@ -104,20 +104,14 @@ impl DefaultPrivileges {
 pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
     let desired: DefaultPrivileges = from_properties(properties)?;
     let native_id = desired.native_id();
-    match read(cx, &native_id, properties).await {
-        Ok(_) => Err(PluginError::new(
-            orrery_plugin_sdk::schema::ErrorCode::AlreadyExists,
-            format!(
-                "{}: already set; import it as `{native_id}`",
-                desired.what()
-            ),
-        )),
-        Err(e) if e.code == orrery_plugin_sdk::schema::ErrorCode::NotFound => {
-            apply(cx, &desired, false).await?;
-            read(cx, &native_id, properties).await
-        }
-        Err(e) => Err(e),
-    }
+    let read = || read(cx, &native_id, properties);
+    acl::create_unless_held(
+        &desired.what(),
+        &native_id,
+        read,
+        apply(cx, &desired, false),
+    )
+    .await
 }
 
 async fn apply(cx: &Cx<'_>, d: &DefaultPrivileges, replace: bool) -> Result<(), PluginError> {
@@ -125,15 +119,13 @@ async fn apply(cx: &Cx<'_>, d: &DefaultPrivileges, replace: bool) -> Result<(), 
     let (scope, word) = d.scope()?;
     let privileges = acl::checked(&what, &d.object_type, &d.privileges)?.join(", ");
     let to = grantee(&d.grantee)?;
-    let option = if d.with_grant_option == Some(true) {
-        " WITH GRANT OPTION"
-    } else {
-        ""
-    };
-    let mut sql = format!("{scope} GRANT {privileges} ON {word} TO {to}{option}");
-    if replace {
-        sql = format!("BEGIN; {scope} REVOKE ALL ON {word} FROM {to}; {sql}; COMMIT");
-    }
+    let prefix = format!("{scope} ");
+    let sql = acl::grant_sql(
+        &prefix,
+        (&privileges, word, &to),
+        d.with_grant_option,
+        replace,
+    );
     cx.exec(&d.database, &what, &sql).await
 }
 

@@ -189,20 +189,14 @@ pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
     let desired: Grant = from_properties(properties)?;
     desired.check()?;
     let native_id = desired.native_id();
-    match read(cx, &native_id, properties).await {
-        Ok(_) => Err(PluginError::new(
-            orrery_plugin_sdk::schema::ErrorCode::AlreadyExists,
-            format!(
-                "{}: the role already holds privileges there; import it as `{native_id}`",
-                desired.what()
-            ),
-        )),
-        Err(e) if e.code == orrery_plugin_sdk::schema::ErrorCode::NotFound => {
-            apply(cx, &desired, false).await?;
-            read(cx, &native_id, properties).await
-        }
-        Err(e) => Err(e),
-    }
+    let read = || read(cx, &native_id, properties);
+    acl::create_unless_held(
+        &desired.what(),
+        &native_id,
+        read,
+        apply(cx, &desired, false),
+    )
+    .await
 }
 
 /// Grants what `grant` asks, after revoking what was there when `replace`.
@@ -212,15 +206,12 @@ async fn apply(cx: &Cx<'_>, grant: &Grant, replace: bool) -> Result<(), PluginEr
     let to = grantee(&grant.role)?;
     let objects: Vec<String> = grant.targets(cx).await?.into_iter().map(|t| t.0).collect();
     let on = format!("{} {}", grant.keyword(), objects.join(", "));
-    let option = if grant.with_grant_option == Some(true) {
-        " WITH GRANT OPTION"
-    } else {
-        ""
-    };
-    let mut sql = format!("GRANT {privileges} ON {on} TO {to}{option}");
-    if replace {
-        sql = format!("BEGIN; REVOKE ALL ON {on} FROM {to}; {sql}; COMMIT");
-    }
+    let sql = acl::grant_sql(
+        "",
+        (&privileges, &on, &to),
+        grant.with_grant_option,
+        replace,
+    );
     cx.exec(&grant.database, &what, &sql).await
 }
 
