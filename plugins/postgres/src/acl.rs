@@ -64,6 +64,22 @@ pub trait Holding: Serialize {
     fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>);
 }
 
+/// [`Holding`] for a type with `privileges` and `with_grant_option` fields
+/// and an inherent `native_id`.
+macro_rules! holding {
+    ($t:ty) => {
+        impl $crate::acl::Holding for $t {
+            fn native_id(&self) -> String {
+                <$t>::native_id(self)
+            }
+            fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>) {
+                (&mut self.privileges, &mut self.with_grant_option)
+            }
+        }
+    };
+}
+pub(crate) use holding;
+
 /// Lists a privilege catalog in every database `request` covers: `sql`
 /// yields one row per privilege held (its name and grantability in columns
 /// `at` and `at + 1`), `of_row` makes the resource a row belongs to (grant

@@ -318,11 +318,4 @@ pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, Plugin
     .await
 }
 
-impl acl::Holding for Grant {
-    fn native_id(&self) -> String {
-        Grant::native_id(self)
-    }
-    fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>) {
-        (&mut self.privileges, &mut self.with_grant_option)
-    }
-}
+acl::holding!(Grant);
