@@ -6,7 +6,11 @@
 //!   or NATS client: the cores do no I/O.
 //! - nothing depends on the satellite daemon (`orrery-satellite`).
 //! - `orrery-plugin-sdk` knows nothing of NATS.
-//! - `orrery-schema` depends on no other Orrery crate.
+//! - `orrery-schema` depends on no other Orrery crate, nor does
+//!   `orrery-pg-tls` (the TLS setup the postgres plugin and the PostgreSQL
+//!   state store share, which must pull neither side into the other).
+//! - no plugin reaches a primary crate (`orrery-core`, `orrery-state`,
+//!   `orrery-primary`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -31,6 +35,12 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     ("orrery-plugin-sdk", &["async-nats"]),
 ];
+
+/// Crates that depend on no other Orrery crate.
+const LEAVES: &[&str] = &["orrery-schema", "orrery-pg-tls"];
+
+/// What no plugin may reach.
+const PRIMARY_CRATES: &[&str] = &["orrery-core", "orrery-state", "orrery-primary"];
 
 fn graph_from_metadata(metadata: &Value) -> Graph {
     let names: BTreeMap<&str, &str> = metadata["packages"]
@@ -87,9 +97,22 @@ fn violations(graph: &Graph, workspace: &BTreeSet<String>) -> Vec<String> {
             found.push(format!("{krate} depends on the satellite daemon"));
         }
     }
-    for dep in graph.get("orrery-schema").into_iter().flatten() {
-        if dep.starts_with("orrery-") {
-            found.push(format!("orrery-schema depends on {dep}"));
+    for leaf in LEAVES {
+        for dep in graph.get(*leaf).into_iter().flatten() {
+            if dep.starts_with("orrery-") {
+                found.push(format!("{leaf} depends on {dep}"));
+            }
+        }
+    }
+    let plugins = workspace
+        .iter()
+        .filter(|k| k.starts_with("orrery-plugin-") && *k != "orrery-plugin-sdk");
+    for plugin in plugins {
+        let reach = reachable(graph, plugin);
+        for primary in PRIMARY_CRATES {
+            if reach.contains(primary) {
+                found.push(format!("{plugin} reaches {primary}"));
+            }
         }
     }
     found
@@ -131,7 +154,14 @@ fn the_workspace_has_no_forbidden_dependency_edge() {
     let metadata = metadata();
     let graph = graph_from_metadata(&metadata);
     let workspace = workspace_members(&metadata);
-    for must in ["orrery-core", "orrery-state", "orrery-bus", "orrery-schema"] {
+    for must in [
+        "orrery-core",
+        "orrery-state",
+        "orrery-bus",
+        "orrery-schema",
+        "orrery-pg-tls",
+        "orrery-plugin-postgres",
+    ] {
         assert!(workspace.contains(must), "{must} is a workspace member");
     }
     assert_eq!(violations(&graph, &workspace), Vec::<String>::new());
@@ -164,6 +194,16 @@ fn an_added_forbidden_edge_is_reported() {
             "orrery-schema",
             "orrery-core",
             "orrery-schema depends on orrery-core",
+        ),
+        (
+            "orrery-pg-tls",
+            "orrery-schema",
+            "orrery-pg-tls depends on orrery-schema",
+        ),
+        (
+            "orrery-plugin-postgres",
+            "orrery-state",
+            "orrery-plugin-postgres reaches orrery-state",
         ),
     ];
     for (from, to, expected) in cases {

@@ -4,7 +4,7 @@ use orrery_plugin_sdk::schema::{FieldSchema, Target};
 use orrery_plugin_sdk::{field, from_properties, PluginError};
 use serde::Deserialize;
 
-use crate::tls::TlsMode;
+use orrery_pg_tls::TlsMode;
 
 /// Connections kept at most per (target, database) unless `pool_size` says.
 pub const DEFAULT_POOL_SIZE: usize = 8;

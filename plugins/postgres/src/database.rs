@@ -155,22 +155,6 @@ pub async fn delete(cx: &Cx<'_>, name: &str) -> OpResult {
 }
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let what = format!("listing {TYPE}");
-    let conn = cx.admin(&what).await?;
-    let sql = format!(
-        "{SELECT} WHERE NOT d.datistemplate AND d.datname COLLATE \"C\" > $1
-         ORDER BY d.datname COLLATE \"C\" LIMIT $2"
-    );
-    let size = page::size(request.page_size);
-    let after = request.page_token.clone().unwrap_or_default();
-    let rows = conn
-        .query(&sql, &[&after, &(size as i64 + 1)])
-        .await
-        .map_err(cx.err(&what))?;
-    page::of_rows(
-        rows.iter().map(of_row).collect(),
-        size,
-        |d| d.name.clone(),
-        |d| to_properties(&d),
-    )
+    let query = (SELECT, "NOT d.datistemplate", "d.datname");
+    page::keyset(cx, request, query, of_row, |d| d.name.clone()).await
 }

@@ -2,13 +2,13 @@
 //! creates later in a database (or one schema of it). Id
 //! `database/owner/schema/object_type/grantee` (schema empty: all).
 
-use orrery_plugin_sdk::schema::{ListRequest, ListedResource, PropertyMap, ResourceSchema};
+use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{grantee, ident};
-use crate::{acl, database, id, page, Cx};
+use crate::{acl, database, id, Cx};
 
 pub const TYPE: &str = "Postgres::DefaultPrivileges";
 
@@ -104,20 +104,14 @@ impl DefaultPrivileges {
 pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
     let desired: DefaultPrivileges = from_properties(properties)?;
     let native_id = desired.native_id();
-    match read(cx, &native_id, properties).await {
-        Ok(_) => Err(PluginError::new(
-            orrery_plugin_sdk::schema::ErrorCode::AlreadyExists,
-            format!(
-                "{}: already set; import it as `{native_id}`",
-                desired.what()
-            ),
-        )),
-        Err(e) if e.code == orrery_plugin_sdk::schema::ErrorCode::NotFound => {
-            apply(cx, &desired, false).await?;
-            read(cx, &native_id, properties).await
-        }
-        Err(e) => Err(e),
-    }
+    let read = || read(cx, &native_id, properties);
+    acl::create_unless_held(
+        &desired.what(),
+        &native_id,
+        read,
+        apply(cx, &desired, false),
+    )
+    .await
 }
 
 async fn apply(cx: &Cx<'_>, d: &DefaultPrivileges, replace: bool) -> Result<(), PluginError> {
@@ -125,15 +119,13 @@ async fn apply(cx: &Cx<'_>, d: &DefaultPrivileges, replace: bool) -> Result<(), 
     let (scope, word) = d.scope()?;
     let privileges = acl::checked(&what, &d.object_type, &d.privileges)?.join(", ");
     let to = grantee(&d.grantee)?;
-    let option = if d.with_grant_option == Some(true) {
-        " WITH GRANT OPTION"
-    } else {
-        ""
-    };
-    let mut sql = format!("{scope} GRANT {privileges} ON {word} TO {to}{option}");
-    if replace {
-        sql = format!("BEGIN; {scope} REVOKE ALL ON {word} FROM {to}; {sql}; COMMIT");
-    }
+    let prefix = format!("{scope} ");
+    let sql = acl::grant_sql(
+        &prefix,
+        (&privileges, word, &to),
+        d.with_grant_option,
+        replace,
+    );
     cx.exec(&d.database, &what, &sql).await
 }
 
@@ -196,42 +188,16 @@ const LIST: &str = "SELECT pg_get_userbyid(x.defaclrole)::text, coalesce(n.nspna
     WHERE x.defaclobjtype <> 'n' AND a.grantee <> x.defaclrole";
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let mut found: std::collections::BTreeMap<String, DefaultPrivileges> = Default::default();
-    for database in crate::databases_listed(cx, request).await? {
-        let what = format!("listing {TYPE} in database `{database}`");
-        let Some(rows) = cx.list_rows(&database, &what, LIST).await? else {
-            continue;
-        };
-        for row in rows {
-            let schema: String = row.get(1);
-            let d = DefaultPrivileges {
-                database: database.clone(),
-                owner: row.get(0),
-                schema: Some(schema).filter(|s| !s.is_empty()),
-                object_type: row.get(2),
-                grantee: row.get(3),
-                privileges: Vec::new(),
-                with_grant_option: Some(true),
-            };
-            let entry = found.entry(d.native_id()).or_insert(d);
-            entry.privileges.push(row.get(4));
-            entry.with_grant_option =
-                Some(entry.with_grant_option == Some(true) && row.get::<_, bool>(5));
-        }
-    }
-    let all = found
-        .into_iter()
-        .map(|(native_id, mut d)| {
-            d.privileges.sort();
-            Ok(ListedResource {
-                native_id,
-                properties: to_properties(&d)?,
-            })
-        })
-        .collect::<Result<Vec<_>, PluginError>>()?;
-    Ok(page::of_all(
-        all,
-        request.page_size,
-        request.page_token.as_deref(),
-    ))
+    acl::list_holding(cx, request, LIST, 4, |database, row| DefaultPrivileges {
+        database: database.to_owned(),
+        owner: row.get(0),
+        schema: Some(row.get::<_, String>(1)).filter(|s| !s.is_empty()),
+        object_type: row.get(2),
+        grantee: row.get(3),
+        privileges: Vec::new(),
+        with_grant_option: Some(true),
+    })
+    .await
 }
+
+acl::holding!(DefaultPrivileges);

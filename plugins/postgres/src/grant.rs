@@ -3,13 +3,13 @@
 //! schema × objects, and so is its native id
 //! (`role/database/object_type/schema/obj1,obj2`, see `id.rs`).
 
-use orrery_plugin_sdk::schema::{ListRequest, ListedResource, PropertyMap, ResourceSchema};
+use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::sql::{grantee, ident, qualified};
-use crate::{acl, database, id, page, Cx};
+use crate::{acl, database, id, Cx};
 
 pub const TYPE: &str = "Postgres::Grant";
 
@@ -189,20 +189,14 @@ pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
     let desired: Grant = from_properties(properties)?;
     desired.check()?;
     let native_id = desired.native_id();
-    match read(cx, &native_id, properties).await {
-        Ok(_) => Err(PluginError::new(
-            orrery_plugin_sdk::schema::ErrorCode::AlreadyExists,
-            format!(
-                "{}: the role already holds privileges there; import it as `{native_id}`",
-                desired.what()
-            ),
-        )),
-        Err(e) if e.code == orrery_plugin_sdk::schema::ErrorCode::NotFound => {
-            apply(cx, &desired, false).await?;
-            read(cx, &native_id, properties).await
-        }
-        Err(e) => Err(e),
-    }
+    let read = || read(cx, &native_id, properties);
+    acl::create_unless_held(
+        &desired.what(),
+        &native_id,
+        read,
+        apply(cx, &desired, false),
+    )
+    .await
 }
 
 /// Grants what `grant` asks, after revoking what was there when `replace`.
@@ -212,15 +206,12 @@ async fn apply(cx: &Cx<'_>, grant: &Grant, replace: bool) -> Result<(), PluginEr
     let to = grantee(&grant.role)?;
     let objects: Vec<String> = grant.targets(cx).await?.into_iter().map(|t| t.0).collect();
     let on = format!("{} {}", grant.keyword(), objects.join(", "));
-    let option = if grant.with_grant_option == Some(true) {
-        " WITH GRANT OPTION"
-    } else {
-        ""
-    };
-    let mut sql = format!("GRANT {privileges} ON {on} TO {to}{option}");
-    if replace {
-        sql = format!("BEGIN; REVOKE ALL ON {on} FROM {to}; {sql}; COMMIT");
-    }
+    let sql = acl::grant_sql(
+        "",
+        (&privileges, &on, &to),
+        grant.with_grant_option,
+        replace,
+    );
     cx.exec(&grant.database, &what, &sql).await
 }
 
@@ -312,45 +303,19 @@ SELECT 'function', n.nspname::text, p.proname || '(' || oidvectortypes(p.proargt
   WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND a.grantee <> p.proowner";
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let mut grants: std::collections::BTreeMap<String, Grant> = Default::default();
-    for database in crate::databases_listed(cx, request).await? {
-        let what = format!("listing {TYPE} in database `{database}`");
-        let sql = format!(
-            "SELECT l.*, CASE WHEN l.grantee = 0 THEN 'public' ELSE pg_get_userbyid(l.grantee)::text END FROM ({LIST}) AS l(object_type, schema, object, grantee, privilege, grantable)"
-        );
-        let Some(rows) = cx.list_rows(&database, &what, &sql).await? else {
-            continue;
-        };
-        for row in rows {
-            let object: Option<String> = row.get(2);
-            let grant = Grant {
-                role: row.get(6),
-                database: database.clone(),
-                object_type: row.get(0),
-                schema: row.get(1),
-                objects: object.map(|o| vec![o]),
-                privileges: Vec::new(),
-                with_grant_option: Some(true),
-            };
-            let entry = grants.entry(grant.native_id()).or_insert(grant);
-            entry.privileges.push(row.get(4));
-            entry.with_grant_option =
-                Some(entry.with_grant_option == Some(true) && row.get::<_, bool>(5));
-        }
-    }
-    let all = grants
-        .into_iter()
-        .map(|(native_id, mut g)| {
-            g.privileges.sort();
-            Ok(ListedResource {
-                native_id,
-                properties: to_properties(&g)?,
-            })
-        })
-        .collect::<Result<Vec<_>, PluginError>>()?;
-    Ok(page::of_all(
-        all,
-        request.page_size,
-        request.page_token.as_deref(),
-    ))
+    let sql = format!(
+        "SELECT l.*, CASE WHEN l.grantee = 0 THEN 'public' ELSE pg_get_userbyid(l.grantee)::text END FROM ({LIST}) AS l(object_type, schema, object, grantee, privilege, grantable)"
+    );
+    acl::list_holding(cx, request, &sql, 4, |database, row| Grant {
+        role: row.get(6),
+        database: database.to_owned(),
+        object_type: row.get(0),
+        schema: row.get(1),
+        objects: row.get::<_, Option<String>>(2).map(|o| vec![o]),
+        privileges: Vec::new(),
+        with_grant_option: Some(true),
+    })
+    .await
 }
+
+acl::holding!(Grant);

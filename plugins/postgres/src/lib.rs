@@ -19,7 +19,6 @@ mod pool;
 mod role;
 mod schema;
 mod sql;
-mod tls;
 
 use deadpool_postgres::Object;
 use orrery_plugin_sdk::schema::{

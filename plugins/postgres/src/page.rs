@@ -1,8 +1,12 @@
 //! List pages: cut in the server (keyset) or from rows already read.
 
 use orrery_plugin_sdk::paginate::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-use orrery_plugin_sdk::schema::{ListedResource, PropertyMap};
-use orrery_plugin_sdk::{paginate, ListPage, PluginError};
+use orrery_plugin_sdk::schema::{ListRequest, ListedResource, PropertyMap};
+use orrery_plugin_sdk::{paginate, to_properties, ListPage, PluginError};
+use serde::Serialize;
+use tokio_postgres::Row;
+
+use crate::Cx;
 
 /// The page size served for `asked` (0: the plugin's choice).
 pub fn size(asked: u32) -> usize {
@@ -35,6 +39,33 @@ pub fn of_rows<T>(
     Ok(ListPage {
         resources,
         next_page_token,
+    })
+}
+
+/// One page of a cluster-wide catalog (roles, databases), keyset-paged in
+/// the server so that 10,000 rows are never all read at once: `select`'s
+/// rows that pass `filter`, after the request's token in `key`'s byte
+/// order, each made a resource by `of_row` and named by `id`.
+pub async fn keyset<T: Serialize>(
+    cx: &Cx<'_>,
+    request: &ListRequest,
+    (select, filter, key): (&str, &str, &str),
+    of_row: impl Fn(&Row) -> T,
+    id: impl Fn(&T) -> String,
+) -> Result<ListPage, PluginError> {
+    let what = format!("listing {}", request.resource_type);
+    let conn = cx.admin(&what).await?;
+    let sql = format!(
+        "{select} WHERE {filter} AND {key} COLLATE \"C\" > $1 ORDER BY {key} COLLATE \"C\" LIMIT $2"
+    );
+    let size = size(request.page_size);
+    let after = request.page_token.clone().unwrap_or_default();
+    let rows = conn
+        .query(&sql, &[&after, &(size as i64 + 1)])
+        .await
+        .map_err(cx.err(&what))?;
+    of_rows(rows.iter().map(of_row).collect(), size, id, |r| {
+        to_properties(&r)
     })
 }
 

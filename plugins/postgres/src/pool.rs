@@ -10,7 +10,7 @@ use orrery_plugin_sdk::schema::ErrorCode;
 use orrery_plugin_sdk::PluginError;
 
 use crate::config::TargetConfig;
-use crate::{error, tls};
+use crate::error;
 
 /// Pools kept at most; the least recently made goes first. Discovery of a
 /// server with many databases touches each once.
@@ -95,7 +95,8 @@ fn build(config: &TargetConfig, database: &str) -> Result<Pool, PluginError> {
         pg.password(password);
     }
     let where_ = config.describe(database);
-    let tls = tls::connector(config.sslmode, config.ca_file.as_deref())
+    let ca_file = config.ca_file.as_deref().map(std::path::Path::new);
+    let tls = orrery_pg_tls::connector(config.sslmode, ca_file, "ca_file")
         .map_err(|e| PluginError::invalid(format!("target {where_}: {e}")))?;
     let manager = Manager::from_config(
         pg,

@@ -233,23 +233,6 @@ pub async fn delete(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult
 }
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
-    let what = format!("listing {TYPE}");
-    let conn = cx.admin(&what).await?;
-    // Keyset paging in the server: 10,000 roles are never all read at once.
-    let sql = format!(
-        "{SELECT} WHERE r.rolname !~ '^pg_' AND r.rolname COLLATE \"C\" > $1
-         ORDER BY r.rolname COLLATE \"C\" LIMIT $2"
-    );
-    let size = page::size(request.page_size);
-    let after = request.page_token.clone().unwrap_or_default();
-    let rows = conn
-        .query(&sql, &[&after, &(size as i64 + 1)])
-        .await
-        .map_err(cx.err(&what))?;
-    page::of_rows(
-        rows.iter().map(of_row).collect(),
-        size,
-        |r| r.name.clone(),
-        |r| to_properties(&r),
-    )
+    let query = (SELECT, "r.rolname !~ '^pg_'", "r.rolname");
+    page::keyset(cx, request, query, of_row, |r| r.name.clone()).await
 }

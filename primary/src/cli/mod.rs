@@ -15,6 +15,7 @@ mod fleet;
 mod hub;
 mod inspect;
 mod output_cmd;
+mod plugin_new;
 mod plugin_test;
 mod remote;
 mod remote_cmds;
@@ -127,6 +128,9 @@ enum PluginCommand {
     /// Run the conformance suite against a plugin binary. Exit 0 when every
     /// check passes, 1 otherwise.
     Test(plugin_test::Args),
+    /// Scaffold a plugin crate (one example type, conformance fixtures)
+    /// outside the Orrery workspace.
+    New(plugin_new::Args),
     /// Build a hub package (manifest + binary) from a plugin binary.
     Package(hub::PackageArgs),
 }
@@ -149,6 +153,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Satellites(args) => fleet::satellites_cmd(args).await,
         Command::Plugins(args) => fleet::plugins_cmd(args).await,
         Command::Plugin(PluginCommand::Test(args)) => plugin_test::run(args).await,
+        Command::Plugin(PluginCommand::New(args)) => plugin_new::run(args),
         Command::Plugin(PluginCommand::Package(args)) => hub::package_cmd(args).await,
         Command::Hub(command) => hub::run(command).await,
         Command::Primary(args) => server::run(args, server::Mode::Primary, metrics).await,

@@ -22,18 +22,10 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
-use tokio_postgres::config::{Host, SslMode};
+pub use orrery_pg_tls::TlsMode;
+use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -41,36 +33,6 @@ use crate::StoreError;
 
 /// Connections a store keeps at most unless the URL says `pool_size=N`.
 pub const DEFAULT_POOL_SIZE: usize = 8;
-
-/// libpq's `sslmode` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TlsMode {
-    /// Plaintext.
-    Disable,
-    /// TLS when the server offers it.
-    Prefer,
-    /// TLS or fail.
-    Require,
-    /// TLS with the chain checked against `sslrootcert`.
-    VerifyCa,
-    /// TLS with the chain and the host name checked.
-    VerifyFull,
-}
-
-impl TlsMode {
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "disable" => TlsMode::Disable,
-            // libpq's `allow` (plaintext first, TLS if refused) is closest to
-            // `prefer` here.
-            "allow" | "prefer" => TlsMode::Prefer,
-            "require" => TlsMode::Require,
-            "verify-ca" => TlsMode::VerifyCa,
-            "verify-full" => TlsMode::VerifyFull,
-            _ => return None,
-        })
-    }
-}
 
 /// A parsed database URL: the `tokio-postgres` configuration, the TLS
 /// connector and the pool size.
@@ -161,11 +123,7 @@ pub fn parse(url: &str) -> Result<ConnectSettings, StoreError> {
         .map_err(|e| invalid("(unparsable URL)", format!("invalid database URL: {e}")))?;
     let target = describe(&config);
     let mode = mode.unwrap_or(TlsMode::Prefer);
-    config.ssl_mode(match mode {
-        TlsMode::Disable => SslMode::Disable,
-        TlsMode::Prefer => SslMode::Prefer,
-        _ => SslMode::Require,
-    });
+    config.ssl_mode(mode.ssl_mode());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
     }
@@ -202,26 +160,6 @@ pub fn describe(config: &Config) -> String {
     format!("{host}:{port}/{db}")
 }
 
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn load_roots(path: &Path, target: &str) -> Result<RootCertStore, StoreError> {
-    let shown = path.display();
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| invalid(target, format!("cannot read sslrootcert {shown}: {e}")))?;
-    let mut roots = RootCertStore::empty();
-    let (added, _ignored) = roots.add_parsable_certificates(certs);
-    if added == 0 {
-        return Err(invalid(
-            target,
-            format!("sslrootcert {shown} holds no usable CA certificate"),
-        ));
-    }
-    Ok(roots)
-}
-
 /// libpq's default root certificate file, when there is one.
 fn default_rootcert() -> Option<PathBuf> {
     let home = std::env::var_os("HOME")?;
@@ -229,151 +167,26 @@ fn default_rootcert() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The connector (`orrery-pg-tls`, shared with the postgres plugin); a
+/// verifying mode without `sslrootcert` falls back to libpq's default file.
 fn tls_connector(
     mode: TlsMode,
     rootcert: Option<&Path>,
     target: &str,
 ) -> Result<MakeRustlsConnect, StoreError> {
-    let provider = provider();
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| invalid(target, format!("TLS setup: {e}")))?;
-    let verifying = matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyFull);
-    let rootcert = match rootcert {
-        Some(p) => Some(p.to_owned()),
-        None if verifying => Some(default_rootcert().ok_or_else(|| {
-            invalid(
-                target,
-                "sslmode=verify-ca and verify-full need sslrootcert=PATH (a PEM file of the CA certificates to trust)"
-                    .into(),
-            )
-        })?),
-        None => None,
+    let fallback = match rootcert {
+        None if mode.verifies() => default_rootcert(),
+        _ => None,
     };
-    let config = match rootcert {
-        None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-            .with_no_client_auth(),
-        Some(path) => {
-            let roots = Arc::new(load_roots(&path, target)?);
-            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
-                .build()
-                .map_err(|e| invalid(target, format!("TLS setup: {e}")))?;
-            if mode == TlsMode::VerifyFull {
-                builder.with_webpki_verifier(webpki).with_no_client_auth()
-            } else {
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
-                    .with_no_client_auth()
-            }
-        }
-    };
-    Ok(MakeRustlsConnect::new(config))
-}
-
-/// `prefer`/`require` without `sslrootcert`: any certificate (the handshake's
-/// signatures are still checked), as libpq does.
-#[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca` (and `prefer`/`require` with `sslrootcert`): the chain must
-/// lead to a trusted CA; the name in the certificate is not compared.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
+    let rootcert = rootcert.or(fallback.as_deref());
+    orrery_pg_tls::connector(mode, rootcert, "sslrootcert")
+        .map_err(|e| invalid(target, e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio_postgres::config::SslMode;
 
     #[test]
     fn orrery_parameters_are_taken_out_and_the_rest_kept() {
