@@ -71,6 +71,10 @@ impl std::fmt::Debug for Known {
 /// business (the core does no I/O).
 pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
+/// The outputs of the modules a document (or module) uses, by the
+/// module's address in it (`db`, `db["eu"]`).
+pub type ModuleOutputs = BTreeMap<String, BTreeMap<String, super::OutputDecl>>;
+
 /// What names mean while the document is parsed.
 pub struct Env<'a> {
     /// Parameters, with their values.
@@ -85,6 +89,11 @@ pub struct Env<'a> {
     pub stack_dir: &'a str,
     /// Reads `file()`'s files.
     pub files: FileReader<'a>,
+    /// The outputs of the modules used so far.
+    pub modules: &'a ModuleOutputs,
+    /// What goes before a resource's label inside a module
+    /// (`module.db["eu"].`): references are to the module's own resources.
+    pub prefix: &'a str,
     /// Set when a secret value was used.
     pub secret: Cell<bool>,
 }
@@ -107,8 +116,36 @@ impl<'a> Env<'a> {
             count,
             stack_dir: self.stack_dir,
             files: self.files,
+            modules: self.modules,
+            prefix: self.prefix,
             secret: Cell::new(false),
         }
+    }
+
+    /// `module.NAME[key].outputs.OUTPUT`: the value when it is known, or
+    /// the output's expression over the module's resources.
+    fn module_output(&self, name: &str, key: Option<&Ast>, output: &str) -> Result<Ast, EvalError> {
+        let address = match key {
+            Some(key) => super::instances::address(name, &eval_in(key, &Scope::Parse(self))?)?,
+            None => name.to_owned(),
+        };
+        let outputs = self.modules.get(&address).ok_or_else(|| {
+            EvalError::Unknown(format!(
+                "`module.{address}`: no module `{address}` is used before this point"
+            ))
+        })?;
+        let decl = outputs.get(output).ok_or_else(|| {
+            EvalError::Unknown(format!(
+                "`module.{address}.outputs.{output}`: the module has no output `{output}`"
+            ))
+        })?;
+        if decl.secret {
+            self.secret.set(true);
+        }
+        Ok(match &decl.value {
+            super::Expr::Literal(v) => Ast::Const(v.clone()),
+            other => Ast::Embedded(Box::new(other.clone())),
+        })
     }
 }
 
@@ -126,12 +163,15 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
         return eval_in(ast, &Scope::Parse(env)).map(Ast::Const);
     }
     let f = |a: &Ast| fold(a, env).map(Box::new);
-    Ok(match ast {
-        Ast::Ref(_) => ast.clone(),
+    let out = match ast {
+        Ast::Ref(r) => Ast::Ref(Reference {
+            resource: format!("{}{}", env.prefix, r.resource),
+            property: r.property.clone(),
+        }),
         Ast::InstanceRef(label, key, property) => {
             let key = eval_in(key, &Scope::Parse(env))?;
             Ast::Ref(Reference {
-                resource: super::instances::address(label, &key)?,
+                resource: format!("{}{}", env.prefix, super::instances::address(label, &key)?),
                 property: property.clone(),
             })
         }
@@ -148,26 +188,33 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
         ),
         Ast::Call(name, args) => {
             functions::check_name(name)?;
-            if name == "file" {
+            let args: Vec<Ast> = args
+                .iter()
+                .map(|a| fold(a, env))
+                .collect::<Result<_, _>>()?;
+            if name == "file" && args.iter().any(Ast::has_references) {
                 return Err(EvalError::Type(
                     "`file()` takes a path known before planning, not a resource's property".into(),
                 ));
             }
-            Ast::Call(
-                name.clone(),
-                args.iter()
-                    .map(|a| fold(a, env))
-                    .collect::<Result<_, _>>()?,
-            )
+            Ast::Call(name.clone(), args)
         }
+        Ast::ModuleOutput(name, key, output) => env.module_output(name, key.as_deref(), output)?,
         // Without references inside: folded whole above.
         Ast::Const(_)
         | Ast::Param(_)
         | Ast::Var(_)
         | Ast::Each(_)
         | Ast::CountIndex
-        | Ast::StackDir => ast.clone(),
-    })
+        | Ast::StackDir
+        | Ast::Embedded(_) => ast.clone(),
+    };
+    // A module's output may turn out to be known: then so is the whole.
+    if out.has_references() {
+        Ok(out)
+    } else {
+        eval_in(&out, &Scope::Parse(env)).map(Ast::Const)
+    }
 }
 
 /// The value of a folded `ast`, its references looked up in `outputs`.
@@ -234,6 +281,28 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
                     "`{}.{}`: a resource's property is not known here",
                     r.resource, r.property
                 )))
+            }
+        },
+        Ast::ModuleOutput(name, key, output) => match scope {
+            Scope::Parse(env) => match env.module_output(name, key.as_deref(), output)? {
+                Ast::Const(v) => v,
+                _ => {
+                    return Err(EvalError::Type(format!(
+                        "`module.{name}….outputs.{output}` depends on the module's resources, so it is not known before planning"
+                    )))
+                }
+            },
+            Scope::Resolve(_) => return Err(EvalError::Unknown(format!(
+                "`module.{name}….outputs.{output}` is not known at apply time"
+            ))),
+        },
+        Ast::Embedded(e) => match scope {
+            Scope::Resolve(outputs) => e.resolve(outputs).ok_or(EvalError::Pending)?,
+            Scope::Parse(_) => {
+                return Err(EvalError::Type(
+                    "a module's output that depends on its resources is not known before planning"
+                        .into(),
+                ))
             }
         },
         Ast::Attr(a, name) => match eval_in(a, scope)? {

@@ -244,6 +244,8 @@ mod tests {
             count: None,
             stack_dir: "/srv",
             files: &files,
+            modules: &Default::default(),
+            prefix: "",
             secret: Cell::new(false),
         };
         f(&env)
