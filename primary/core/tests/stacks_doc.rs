@@ -120,6 +120,7 @@ fn every_key_the_parser_accepts_is_documented_in_its_table() {
         ("output", "Outputs"),
         ("module use", "Modules"),
         ("module", "Module files"),
+        ("moved", "Moved"),
     ];
     let parts = stack::accepted_keys();
     assert_eq!(parts.len(), headings.len(), "a part without a heading here");

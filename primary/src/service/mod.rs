@@ -44,6 +44,27 @@ fn protected_labels(stack: &Stack) -> BTreeSet<String> {
         .collect()
 }
 
+/// `stored` (the stack's records) as the document's `moved:` entries
+/// re-address them, and the moves that do: what a plan is made against.
+/// A move that cannot be made is an invalid stack, placed on its line.
+fn moved_records(
+    stack: &Stack,
+    stored: Vec<StoredResource>,
+) -> Result<(Vec<StoredResource>, Vec<plan::moved::Move>), ServiceError> {
+    if stack.moved.is_empty() {
+        return Ok((stored, Vec::new()));
+    }
+    let moves = plan::moved::moves(stack, &stored).map_err(|e| {
+        ServiceError::InvalidStack(vec![stack::StackError {
+            file: stack.source.clone(),
+            line: e.line,
+            resource: None,
+            problem: stack::Problem::Syntax(e.to_string()),
+        }])
+    })?;
+    Ok((plan::moved::moved_records(&stored, &moves), moves))
+}
+
 /// What a caller gives a stack document besides its text.
 #[derive(Clone, Debug, Default)]
 pub struct StackInputs {
@@ -312,9 +333,10 @@ impl Service {
         );
         let selection = prepared.selection.clone();
         on_store(&self.store, move |store| {
-            let stored = store.resources(Some(&stack.name))?;
+            let (stored, moved) = moved_records(&stack, store.resources(Some(&stack.name))?)?;
             let hasher = SecretHasher::new(store.secret_key()?);
             let mut plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
+            plan.moved = moved;
             let deps = select::dependencies(Some((&stack, &graph)), &stored);
             select::restrict(&mut plan, &deps, &selection)?;
             Ok(plan)
@@ -613,9 +635,16 @@ impl Command {
         let selection = self.selection.clone();
         let planned = on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
+            let (stored, moved) = match mode {
+                Some(_) => moved_records(&stack, stored)?,
+                None => (stored, Vec::new()),
+            };
             let (mut plan, deps) = match mode {
                 Some(mode) => (
-                    plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
+                    plan::Plan {
+                        moved,
+                        ..plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher)
+                    },
                     select::dependencies(Some((&stack, &graph)), &stored),
                 ),
                 None => (
@@ -672,6 +701,14 @@ impl Command {
                 Ok(s.put_command_document(&id, &document)?)
             })
             .await?;
+        }
+        if !planned.plan.moved.is_empty() {
+            // Re-addressed before any operation, in one write, with no
+            // plugin call: what follows was planned against the moved records.
+            let (name, moves) = (self.stack.name.clone(), planned.plan.moved.clone());
+            on_store(&self.store, move |s| Ok(s.move_resources(&name, &moves)?)).await?;
+            tracing::info!(command = %self.id(), stack = %self.stack.name,
+                moved = planned.plan.moved.len(), "resources re-addressed");
         }
         let mut executor = self
             .executor()

@@ -122,6 +122,18 @@ impl ResourceDecl {
     }
 }
 
+/// An entry of `moved:`: the resource recorded at `from` is the one the
+/// document now declares at `to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveDecl {
+    /// The address it was recorded at.
+    pub from: String,
+    /// Its address now.
+    pub to: String,
+    /// The line of the entry.
+    pub line: Option<usize>,
+}
+
 /// A parsed stack document.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stack {
@@ -140,6 +152,8 @@ pub struct Stack {
     /// Whether a parameter took a value given by the caller rather than its
     /// default: then the document alone does not say what was applied.
     pub supplied: bool,
+    /// Resources re-addressed since they were recorded, in order.
+    pub moved: Vec<MoveDecl>,
 }
 
 impl Stack {
@@ -170,6 +184,15 @@ struct Document {
     modules: Vec<modules::ModuleUseDoc>,
     #[serde(default)]
     resources: Vec<ResourceDoc>,
+    #[serde(default)]
+    moved: Vec<MovedDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MovedDoc {
+    from: String,
+    to: String,
 }
 
 #[derive(Clone, Deserialize)]
@@ -229,6 +252,7 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("output", keys::fields_of::<OutputDoc>()),
         ("module use", keys::fields_of::<modules::ModuleUseDoc>()),
         ("module", keys::fields_of::<modules::ModuleDoc>()),
+        ("moved", keys::fields_of::<MovedDoc>()),
     ]
 }
 
@@ -327,7 +351,19 @@ fn parse_with(
         &place,
         body::Values::Given(inputs),
     )?;
+    let moved_lines = moved_lines(text);
+    let moved = doc
+        .moved
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| MoveDecl {
+            from: m.from,
+            to: m.to,
+            line: moved_lines.get(i).copied(),
+        })
+        .collect();
     Ok(Stack {
+        moved,
         outputs: evaluated.outputs,
         name: doc.stack,
         source: source.to_owned(),
@@ -372,6 +408,22 @@ fn target_config(
         }
     }
     Ok(out)
+}
+
+/// The line of each entry of the top-level `moved:` list, in order.
+fn moved_lines(text: &str) -> Vec<usize> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if !line.starts_with([' ', '\t', '#', '-']) && !line.is_empty() {
+            inside = line.starts_with("moved:");
+            continue;
+        }
+        if inside && line.trim_start().starts_with("- ") {
+            out.push(i + 1);
+        }
+    }
+    out
 }
 
 /// The line of `key:` one level inside the top-level `section:` map.
