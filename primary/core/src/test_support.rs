@@ -74,6 +74,7 @@ impl StackBuilder {
             stack_dir: "/",
             files: &no_files,
             modules: &Default::default(),
+            stacks: None,
             prefix: "",
             secret: std::cell::Cell::new(false),
         };

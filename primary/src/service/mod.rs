@@ -77,8 +77,27 @@ pub struct StackInputs {
 }
 
 impl StackInputs {
-    /// Parses `doc` with these inputs.
+    /// Parses `doc` with these inputs; other stacks' outputs cannot be
+    /// read (see [`StackInputs::parse_with_store`]).
     pub fn parse(&self, doc: &CommandDocument) -> Result<Stack, stack::StackError> {
+        self.parse_with_store(doc, None)
+    }
+
+    /// Parses `doc` with these inputs, `${stacks.NAME.outputs.X}` read
+    /// from the outputs `store` recorded for stack `NAME`.
+    pub fn parse_with_store(
+        &self,
+        doc: &CommandDocument,
+        store: Option<&dyn StateStore>,
+    ) -> Result<Stack, stack::StackError> {
+        let read_outputs = |name: &str| match store?.outputs(name) {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                tracing::warn!(stack = %name, error = %e, "cannot read the stack's outputs");
+                None
+            }
+        };
+        let stacks: Option<stack::StackOutputs<'_>> = store.map(|_| &read_outputs as _);
         let dir = self.files_dir.clone();
         let read = move |path: &str| match &dir {
             Some(dir) => read_relative(dir, path),
@@ -92,6 +111,7 @@ impl StackInputs {
                 vars: self.vars.clone(),
                 env: self.env.clone(),
                 files: &read,
+                stacks,
             },
         )
     }
@@ -294,10 +314,12 @@ impl Service {
         inputs: StackInputs,
     ) -> Result<Prepared, ServiceError> {
         let mode = view::parse_mode(&document.mode).unwrap_or_default();
-        let doc = document.clone();
-        let stack = tokio::task::spawn_blocking(move || inputs.parse(&doc))
-            .await?
-            .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+        let (doc, store) = (document.clone(), self.store.clone());
+        let stack = tokio::task::spawn_blocking(move || {
+            inputs.parse_with_store(&doc, Some(store.as_ref()))
+        })
+        .await?
+        .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();

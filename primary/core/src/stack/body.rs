@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use orrery_schema::Value;
 
-use super::eval::{self, EvalError, FileReader, Known, ModuleOutputs};
+use super::eval::{self, EvalError, FileReader, Known, ModuleOutputs, StackOutputs};
 use super::modules::{self, ModuleDoc, ModuleUse, ModuleUseDoc, Origin};
 use super::params::{self, Inputs, ParameterDoc, Supplied};
 use super::{
@@ -27,6 +27,8 @@ pub(super) struct Ctx<'i> {
     pub limits: &'i Limits,
     /// Reads a file by its path relative to the stack's directory.
     pub files: FileReader<'i>,
+    /// Reads other stacks' recorded outputs.
+    pub stacks: Option<StackOutputs<'i>>,
     pub targets: Vec<TargetDecl>,
     pub resources: Vec<ResourceDecl>,
     module_instances: usize,
@@ -40,8 +42,10 @@ impl<'i> Ctx<'i> {
         stack_dir: &'i str,
         limits: &'i Limits,
         files: FileReader<'i>,
+        stacks: Option<StackOutputs<'i>>,
     ) -> Self {
         Ctx {
+            stacks,
             document,
             stack_dir,
             limits,
@@ -134,20 +138,17 @@ pub(super) fn evaluate(
             .ok_or_else(|| "the path must stay inside the stack's directory".to_owned())?;
         base(&full)
     };
+    let parts = EnvParts {
+        params: &parameters,
+        stack_dir: ctx.stack_dir,
+        files: &files,
+        stacks: ctx.stacks,
+        prefix: &place.prefix,
+    };
     let mut outputs_of: ModuleOutputs = BTreeMap::new();
     let no_vars = BTreeMap::new();
     let vars = {
-        let env = eval::Env {
-            params: &parameters,
-            vars: &no_vars,
-            each: None,
-            count: None,
-            stack_dir: ctx.stack_dir,
-            files: &files,
-            modules: &outputs_of,
-            prefix: &place.prefix,
-            secret: Cell::new(false),
-        };
+        let env = parts.env(&no_vars, &outputs_of);
         variables::compute(body.variables, &env).map_err(|(name, error)| {
             at(
                 key_line(text, "variables", &name),
@@ -170,17 +171,7 @@ pub(super) fn evaluate(
         )
     };
     {
-        let env = eval::Env {
-            params: &parameters,
-            vars: &vars,
-            each: None,
-            count: None,
-            stack_dir: ctx.stack_dir,
-            files: &files,
-            modules: &outputs_of,
-            prefix: &place.prefix,
-            secret: Cell::new(false),
-        };
+        let env = parts.env(&vars, &outputs_of);
         for t in body.targets {
             let fail = |what: &str, error| {
                 at(
@@ -257,17 +248,7 @@ pub(super) fn evaluate(
         })?;
         let (module_text, doc) = &*loaded;
         let copies = {
-            let env = eval::Env {
-                params: &parameters,
-                vars: &vars,
-                each: None,
-                count: None,
-                stack_dir: ctx.stack_dir,
-                files: &files,
-                modules: &outputs_of,
-                prefix: &place.prefix,
-                secret: Cell::new(false),
-            };
+            let env = parts.env(&vars, &outputs_of);
             let copies = instances::expand(m.for_each.as_ref(), m.count.as_ref(), &env)
                 .map_err(|(key, error)| fail(format!("`{key}`"), error))?;
             let mut wanted = Vec::with_capacity(copies.len());
@@ -355,17 +336,7 @@ pub(super) fn evaluate(
             outputs_of.insert(address, evaluated.outputs);
         }
     }
-    let env = eval::Env {
-        params: &parameters,
-        vars: &vars,
-        each: None,
-        count: None,
-        stack_dir: ctx.stack_dir,
-        files: &files,
-        modules: &outputs_of,
-        prefix: &place.prefix,
-        secret: Cell::new(false),
-    };
+    let env = parts.env(&vars, &outputs_of);
     let origin = (!place.uses.is_empty()).then(|| {
         Arc::new(Origin {
             file: place.source.clone(),
@@ -460,6 +431,36 @@ pub(super) fn evaluate(
     })
 }
 
+/// What every environment of one body shares.
+struct EnvParts<'a> {
+    params: &'a BTreeMap<String, Known>,
+    stack_dir: &'a str,
+    files: FileReader<'a>,
+    stacks: Option<StackOutputs<'a>>,
+    prefix: &'a str,
+}
+
+impl EnvParts<'_> {
+    fn env<'b>(
+        &'b self,
+        vars: &'b BTreeMap<String, Known>,
+        modules: &'b ModuleOutputs,
+    ) -> eval::Env<'b> {
+        eval::Env {
+            params: self.params,
+            vars,
+            each: None,
+            count: None,
+            stack_dir: self.stack_dir,
+            files: self.files,
+            modules,
+            stacks: self.stacks,
+            prefix: self.prefix,
+            secret: Cell::new(false),
+        }
+    }
+}
+
 /// `error`, which happened inside the module `module` used on `line` of
 /// `file`.
 fn in_module(file: &str, line: Option<usize>, module: &str, error: StackError) -> StackError {
@@ -532,6 +533,7 @@ fn resolve_parameters(
                     .collect(),
                 env: BTreeMap::new(),
                 files,
+                stacks: None,
             };
             let (mut out, _) = params::resolve(declared, &inputs).map_err(|e| {
                 // A secret passed in stays unseen, even by a module that

@@ -71,6 +71,12 @@ impl std::fmt::Debug for Known {
 /// business (the core does no I/O).
 pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
+/// Reads another stack's recorded outputs, by the stack's name (`None`:
+/// it recorded none), as the store keeps them: `{value}`, `{secret:
+/// true}` or `{unknown: true}` per output. The caller's business: the
+/// core does no I/O.
+pub type StackOutputs<'a> = &'a dyn Fn(&str) -> Option<orrery_schema::PropertyMap>;
+
 /// The outputs of the modules a document (or module) uses, by the
 /// module's address in it (`db`, `db["eu"]`).
 pub type ModuleOutputs = BTreeMap<String, BTreeMap<String, super::OutputDecl>>;
@@ -91,6 +97,9 @@ pub struct Env<'a> {
     pub files: FileReader<'a>,
     /// The outputs of the modules used so far.
     pub modules: &'a ModuleOutputs,
+    /// Other stacks' recorded outputs (`${stacks.NAME.outputs.X}`);
+    /// `None` where they cannot be read.
+    pub stacks: Option<StackOutputs<'a>>,
     /// What goes before a resource's label inside a module
     /// (`module.db["eu"].`): references are to the module's own resources.
     pub prefix: &'a str,
@@ -117,6 +126,7 @@ impl<'a> Env<'a> {
             stack_dir: self.stack_dir,
             files: self.files,
             modules: self.modules,
+            stacks: self.stacks,
             prefix: self.prefix,
             secret: Cell::new(false),
         }
@@ -207,6 +217,7 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
         | Ast::Each(_)
         | Ast::CountIndex
         | Ast::StackDir
+        | Ast::StackOutput(..)
         | Ast::Embedded(_) => ast.clone(),
     };
     // A module's output may turn out to be known: then so is the whole.
@@ -296,6 +307,14 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
                 "`module.{name}….outputs.{output}` is not known at apply time"
             ))),
         },
+        Ast::StackOutput(name, output) => match scope {
+            Scope::Parse(env) => stack_output(env, name, output)?,
+            Scope::Resolve(_) => {
+                return Err(EvalError::Unknown(format!(
+                    "`stacks.{name}.outputs.{output}` is not known at apply time"
+                )))
+            }
+        },
         Ast::Embedded(e) => match scope {
             Scope::Resolve(outputs) => e.resolve(outputs).ok_or(EvalError::Pending)?,
             Scope::Parse(_) => {
@@ -360,6 +379,40 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
         }
         Ast::Binary(op, a, b) => binary(*op, eval_in(a, scope)?, eval_in(b, scope)?)?,
     })
+}
+
+/// `stacks.NAME.outputs.OUTPUT`: the value stack `name` recorded.
+fn stack_output(env: &Env<'_>, name: &str, output: &str) -> Result<Value, EvalError> {
+    let at = format!("`stacks.{name}.outputs.{output}`");
+    let read = env.stacks.ok_or_else(|| {
+        EvalError::Unknown(format!(
+            "{at}: other stacks' outputs cannot be read here (only by plan and apply)"
+        ))
+    })?;
+    let outputs = read(name).ok_or_else(|| {
+        EvalError::Unknown(format!(
+            "{at}: stack `{name}` has recorded no outputs (apply it first)"
+        ))
+    })?;
+    let entry = outputs.get(output).ok_or_else(|| {
+        EvalError::Unknown(format!("{at}: stack `{name}` has no output `{output}`"))
+    })?;
+    let Value::Map(entry) = entry else {
+        return Err(EvalError::Unknown(format!(
+            "{at}: its record is not an output"
+        )));
+    };
+    if let Some(v) = entry.get("value") {
+        return Ok(v.clone());
+    }
+    if entry.contains_key("secret") {
+        return Err(EvalError::Type(format!(
+            "{at}: the output is secret: its value is never stored, so another stack cannot read it"
+        )));
+    }
+    Err(EvalError::Unknown(format!(
+        "{at}: the output is unknown (a resource it needs failed in stack `{name}`'s last apply)"
+    )))
 }
 
 fn overflow() -> EvalError {

@@ -245,6 +245,7 @@ mod tests {
             stack_dir: "/srv",
             files: &files,
             modules: &Default::default(),
+            stacks: None,
             prefix: "",
             secret: Cell::new(false),
         };

@@ -42,7 +42,7 @@ use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
 pub use error::{Problem, StackError};
-pub use eval::{EvalError, FileReader, Known};
+pub use eval::{EvalError, FileReader, Known, StackOutputs};
 pub use expr::{Expr, Part, Reference};
 pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
@@ -322,12 +322,20 @@ fn parse_with(
     })?;
     // A document that reads files (`file()`, modules) does not alone say
     // what was applied.
-    let read_files = Cell::new(false);
+    let read_files = &Cell::new(false);
     let files = |path: &str| {
         read_files.set(true);
         (inputs.files)(path)
     };
-    let mut ctx = body::Ctx::new(source, stack_dir, limits, &files);
+    // So does one that reads other stacks' outputs.
+    let stacks = inputs.stacks.map(|read| {
+        move |name: &str| {
+            read_files.set(true);
+            read(name)
+        }
+    });
+    let stacks_reader = stacks.as_ref().map(|f| f as eval::StackOutputs<'_>);
+    let mut ctx = body::Ctx::new(source, stack_dir, limits, &files, stacks_reader);
     // The document's own path, for spotting a module that uses it.
     let own = source.rsplit('/').next().unwrap_or(source).to_owned();
     let place = body::Place {
@@ -566,3 +574,6 @@ mod alias_tests {
 
 #[cfg(test)]
 mod module_tests;
+
+#[cfg(test)]
+mod cross_stack_tests;

@@ -49,6 +49,9 @@ pub enum Ast {
     /// a module's output, replaced by its value (or [`Ast::Embedded`])
     /// when the document is parsed.
     ModuleOutput(String, Option<Box<Ast>>, String),
+    /// `stacks.NAME.outputs.OUTPUT`: another stack's recorded output,
+    /// read when the document is parsed.
+    StackOutput(String, String),
     /// A module's output that references the module's resources, kept
     /// whole to be finished at plan time.
     Embedded(Box<Expr>),
@@ -111,7 +114,8 @@ impl Ast {
             | Ast::Var(_)
             | Ast::Each(_)
             | Ast::CountIndex
-            | Ast::StackDir => {}
+            | Ast::StackDir
+            | Ast::StackOutput(..) => {}
         }
     }
 
@@ -129,7 +133,8 @@ impl Ast {
             | Ast::Var(_)
             | Ast::Each(_)
             | Ast::CountIndex
-            | Ast::StackDir => false,
+            | Ast::StackDir
+            | Ast::StackOutput(..) => false,
         }
     }
 }
@@ -436,6 +441,18 @@ impl Parser<'_> {
                 "false" => Ast::Const(Value::Bool(false)),
                 "null" => Ast::Const(Value::Null),
                 "stack_dir" => Ast::StackDir,
+                "stacks" if self.eat(".")? => {
+                    let name = self.ident()?;
+                    self.expect(".")?;
+                    let outputs = self.ident()?;
+                    if outputs != "outputs" {
+                        return Err(EvalError::Unknown(format!(
+                            "`stacks.{name}.{outputs}`: another stack is read through its outputs: `stacks.{name}.outputs.NAME`"
+                        )));
+                    }
+                    self.expect(".")?;
+                    Ast::StackOutput(name, self.ident()?)
+                }
                 "module" if self.eat(".")? => {
                     let name = self.ident()?;
                     let key = if self.eat("[")? {

@@ -522,6 +522,7 @@ fn with_env<T>(f: impl FnOnce(&eval::Env<'_>) -> T) -> T {
         stack_dir: "/srv",
         files: &no_files,
         modules: &Default::default(),
+        stacks: None,
         prefix: "",
         secret: std::cell::Cell::new(false),
     })

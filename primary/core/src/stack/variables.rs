@@ -59,6 +59,7 @@ fn visit(
         stack_dir: base.stack_dir,
         files: base.files,
         modules: base.modules,
+        stacks: base.stacks,
         prefix: base.prefix,
         secret: Cell::new(false),
     };
@@ -119,6 +120,7 @@ fn vars_of(ast: &Ast, out: &mut Vec<String>) {
         | Ast::StackDir
         | Ast::Ref(_)
         | Ast::ModuleOutput(_, None, _)
+        | Ast::StackOutput(..)
         | Ast::Embedded(_) => {}
     }
 }
