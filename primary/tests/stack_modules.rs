@@ -107,3 +107,47 @@ fn a_module_outside_the_stack_directory_is_refused() {
     );
     assert!(!scratch.path().join("stack/site").exists(), "nothing ran");
 }
+
+#[test]
+fn a_module_linked_from_outside_the_stack_directory_is_refused() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path().join("stack/modules")).unwrap();
+    let outside = scratch.write("site.yaml", SITE);
+    std::os::unix::fs::symlink(&outside, scratch.path().join("stack/modules/site.yaml")).unwrap();
+    let file = scratch.write("stack/stack.yaml", DOC);
+    let run = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "module `site`: `source`: `modules/site.yaml`: the path leads out of the document's directory (a symbolic link)"
+        ),
+        "{run:?}"
+    );
+    assert!(!scratch.path().join("stack/site").exists(), "nothing ran");
+}
+
+#[test]
+fn a_protected_resource_inside_a_module_refuses_a_destroy_naming_its_address() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.path().join("modules")).unwrap();
+    scratch.write(
+        "modules/site.yaml",
+        &SITE.replace(
+            "    target: home\n    properties: { path:",
+            "    target: home\n    protect: true\n    properties: { path:",
+        ),
+    );
+    let file = scratch.write("stack.yaml", DOC);
+    let file = file.to_str().unwrap();
+    let apply = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+    let refused = scratch.orrery(&["destroy", file, "--yes"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(
+            r#"refusing to delete or replace protected resource(s) `module.site["paris"].root`, `module.site["tokyo"].root`; nothing was changed (allow it with --allow-protected)"#
+        ),
+        "{refused:?}"
+    );
+    assert!(scratch.path().join("site/paris").is_dir());
+}

@@ -133,7 +133,16 @@ fn read_relative(dir: &std::path::Path, path: &str) -> Result<String, String> {
     {
         return Err("the path must be relative to the document, without `..`".to_owned());
     }
-    let file = std::fs::File::open(dir.join(p)).map_err(|e| e.to_string())?;
+    // A symbolic link could still lead out of the directory.
+    let full = dir.join(p);
+    let (real, real_dir) = (
+        full.canonicalize().map_err(|e| e.to_string())?,
+        dir.canonicalize().map_err(|e| e.to_string())?,
+    );
+    if !real.starts_with(&real_dir) {
+        return Err("the path leads out of the document's directory (a symbolic link)".to_owned());
+    }
+    let file = std::fs::File::open(real).map_err(|e| e.to_string())?;
     let mut text = String::new();
     let max = stack::eval::MAX_FILE_BYTES as u64;
     file.take(max + 1)
