@@ -33,7 +33,7 @@ pub(super) struct Ctx<'i> {
     pub resources: Vec<ResourceDecl>,
     module_instances: usize,
     /// Module files already read and parsed, by path.
-    cache: HashMap<String, Rc<(String, ModuleDoc)>>,
+    cache: HashMap<String, Rc<ModuleFile>>,
 }
 
 impl<'i> Ctx<'i> {
@@ -58,6 +58,34 @@ impl<'i> Ctx<'i> {
     }
 }
 
+/// A module's file, read, parsed and its lines found once per document
+/// however many times it is used.
+pub(super) struct ModuleFile {
+    text: String,
+    doc: ModuleDoc,
+    lines: Rc<Lines>,
+}
+
+/// Where a file's declarations are, by name.
+pub(super) struct Lines {
+    /// Each resource's `label:` line.
+    labels: HashMap<String, usize>,
+    /// Each module use's `name:` line.
+    uses: BTreeMap<String, usize>,
+}
+
+impl Lines {
+    pub fn of(text: &str) -> Rc<Lines> {
+        Rc::new(Lines {
+            labels: label_lines(text)
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            uses: modules::use_lines(text),
+        })
+    }
+}
+
 /// What a body holds.
 pub(super) struct Body<'d> {
     pub parameters: &'d BTreeMap<String, ParameterDoc>,
@@ -73,6 +101,8 @@ pub(super) struct Place<'p> {
     /// The file, for messages.
     pub source: String,
     pub text: &'p str,
+    /// Where its declarations are.
+    pub lines: Rc<Lines>,
     /// The file's path relative to the stack's directory.
     pub path: String,
     /// Before each of its resources' labels: `module.db["eu"].`.
@@ -108,8 +138,7 @@ pub(super) fn evaluate(
 ) -> Result<Evaluated, StackError> {
     let source = place.source.as_str();
     let text = place.text;
-    let lines = label_lines(text);
-    let line_of = |label: &str| lines.get(label).copied();
+    let line_of = |label: &str| place.lines.labels.get(label).copied();
     let at = |line: Option<usize>, resource: Option<String>, problem| StackError {
         file: source.to_owned(),
         line,
@@ -203,9 +232,8 @@ pub(super) fn evaluate(
         }
     }
     // Modules in document order: one may use the outputs of those before it.
-    let use_lines = modules::use_lines(text);
     for m in body.modules {
-        let line = use_lines.get(&m.name).copied();
+        let line = place.lines.uses.get(&m.name).copied();
         let fail = |what: String, error| {
             at(
                 line,
@@ -246,7 +274,7 @@ pub(super) fn evaluate(
                 in_module(&place.source, line, &m.name, e)
             }
         })?;
-        let (module_text, doc) = &*loaded;
+        let (module_text, doc) = (&loaded.text, &loaded.doc);
         let copies = {
             let env = parts.env(&vars, &outputs_of);
             let copies = instances::expand(m.for_each.as_ref(), m.count.as_ref(), &env)
@@ -314,6 +342,7 @@ pub(super) fn evaluate(
             let inner = Place {
                 source: module_file.clone(),
                 text: module_text,
+                lines: loaded.lines.clone(),
                 path: path.clone(),
                 prefix: format!("{}module.{address}.", place.prefix),
                 uses,
@@ -489,7 +518,7 @@ enum Loaded {
 }
 
 /// The module file at `path`, read and parsed once per document.
-fn load(ctx: &mut Ctx<'_>, path: &str) -> Result<Rc<(String, ModuleDoc)>, Loaded> {
+fn load(ctx: &mut Ctx<'_>, path: &str) -> Result<Rc<ModuleFile>, Loaded> {
     if let Some(done) = ctx.cache.get(path) {
         return Ok(done.clone());
     }
@@ -512,7 +541,8 @@ fn load(ctx: &mut Ctx<'_>, path: &str) -> Result<Rc<(String, ModuleDoc)>, Loaded
             Problem::Syntax(e.to_string()),
         )
     })?;
-    let done = Rc::new((text, doc));
+    let lines = Lines::of(&text);
+    let done = Rc::new(ModuleFile { text, doc, lines });
     ctx.cache.insert(path.to_owned(), done.clone());
     Ok(done)
 }

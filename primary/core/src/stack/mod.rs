@@ -341,6 +341,7 @@ fn parse_with(
     let place = body::Place {
         source: source.to_owned(),
         text,
+        lines: body::Lines::of(text),
         path: String::new(),
         prefix: String::new(),
         uses: Vec::new(),

@@ -299,3 +299,35 @@ fn depends_on_inside_a_module_is_to_the_module_s_own_resources() {
         .unwrap();
     assert_eq!(graph.deps[after].len(), 2, "{:?}", graph.deps);
 }
+
+#[test]
+fn a_large_module_used_many_times_is_read_and_scanned_once() {
+    let padding = format!("# {}\n", "x".repeat(100)).repeat(5_000);
+    let module = format!("{padding}resources: []\n");
+    let text = format!("{HEAD}modules:\n  - name: m\n    source: ./m.yaml\n    count: 5000\n");
+    let reads = std::cell::Cell::new(0);
+    let read = |p: &str| {
+        reads.set(reads.get() + 1);
+        (p == "m.yaml")
+            .then(|| module.clone())
+            .ok_or_else(|| "no such file".to_owned())
+    };
+    let started = crate::test_clock::epoch();
+    parse_with_inputs(
+        "s.yaml",
+        &text,
+        "/srv",
+        &Inputs {
+            files: &read,
+            ..Inputs::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(reads.get(), 1);
+    // 5,000 scans of its half megabyte would take many seconds.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
