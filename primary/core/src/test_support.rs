@@ -73,6 +73,9 @@ impl StackBuilder {
             count: None,
             stack_dir: "/",
             files: &no_files,
+            modules: &Default::default(),
+            stacks: None,
+            prefix: "",
             secret: std::cell::Cell::new(false),
         };
         let properties = props
@@ -92,6 +95,7 @@ impl StackBuilder {
             depends_on: Vec::new(),
             protect: false,
             ignore_changes: Default::default(),
+            origin: None,
         });
         self
     }

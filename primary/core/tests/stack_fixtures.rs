@@ -63,7 +63,7 @@ fn good_fixtures_parse_to_their_expected_values() {
         assert!(!expects.is_empty(), "{name}: no `# expect:` lines");
         for line in expects {
             let (at, json) = line.split_once(" = ").expect("LABEL.PROPERTY = JSON");
-            let (label, property) = at.split_once('.').expect("LABEL.PROPERTY");
+            let (label, property) = at.rsplit_once('.').expect("LABEL.PROPERTY");
             let expected: Value = serde_json::from_str(json).expect(json);
             let r = stack
                 .resource(label)
@@ -74,7 +74,7 @@ fn good_fixtures_parse_to_their_expected_values() {
             }
         }
         for at in directives(&text, "secret") {
-            let (label, property) = at.split_once('.').expect("LABEL.PROPERTY");
+            let (label, property) = at.rsplit_once('.').expect("LABEL.PROPERTY");
             assert!(
                 stack.resource(label).unwrap().secret.contains(property),
                 "{name}: {at} is not marked secret"

@@ -48,10 +48,26 @@ fn every_yaml_example_parses_and_every_bad_one_fails_as_shown() {
     let doc = doc();
     let blocks = blocks(&doc);
     let (mut good, mut bad) = (0, 0);
+    // ```yaml file=PATH blocks are files later examples read (modules).
+    let mut files = std::collections::BTreeMap::new();
     for (i, b) in blocks.iter().enumerate() {
+        if let Some(path) = b.info.strip_prefix("yaml file=") {
+            files.insert(path.to_owned(), b.text.clone());
+            continue;
+        }
+        let read = |p: &str| {
+            files
+                .get(p)
+                .cloned()
+                .ok_or_else(|| format!("no file `{p}`"))
+        };
+        let inputs = stack::Inputs {
+            files: &read,
+            ..stack::Inputs::default()
+        };
         match b.info.as_str() {
             "yaml" => {
-                if let Err(e) = stack::parse("stacks.md", &b.text, "/srv") {
+                if let Err(e) = stack::parse_with_inputs("stacks.md", &b.text, "/srv", &inputs) {
                     panic!("docs/stacks.md:{}: example does not parse: {e}", b.line);
                 }
                 good += 1;
@@ -66,7 +82,7 @@ fn every_yaml_example_parses_and_every_bad_one_fails_as_shown() {
                             b.line
                         )
                     });
-                match stack::parse("stacks.md", &b.text, "/srv") {
+                match stack::parse_with_inputs("stacks.md", &b.text, "/srv", &inputs) {
                     Ok(_) => panic!("docs/stacks.md:{}: bad example parses", b.line),
                     Err(e) => assert_eq!(
                         e.to_string(),
@@ -102,6 +118,9 @@ fn every_key_the_parser_accepts_is_documented_in_its_table() {
         ("resource", "Resources"),
         ("parameter", "Parameters"),
         ("output", "Outputs"),
+        ("module use", "Modules"),
+        ("module", "Module files"),
+        ("moved", "Moved"),
     ];
     let parts = stack::accepted_keys();
     assert_eq!(parts.len(), headings.len(), "a part without a heading here");

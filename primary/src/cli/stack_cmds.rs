@@ -347,6 +347,15 @@ pub(super) fn print_plan(plan: &PlanView, output: Output) {
 pub(super) fn print_plan_text(plan: &serde_json::Value) {
     let colour = colour();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let moved = plan["moved"].as_array().map_or(0, Vec::len);
+    for m in plan["moved"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {} -> {}",
+            paint(colour, "36", " -> moved"),
+            text(&m["from"]),
+            text(&m["to"])
+        );
+    }
     for c in plan["changes"].as_array().into_iter().flatten() {
         let action = c["action"].as_str().unwrap_or_default();
         let sign = match action {
@@ -388,6 +397,9 @@ pub(super) fn print_plan_text(plan: &serde_json::Value) {
     let s = &plan["summary"];
     let n = |k: &str| s[k].as_u64().unwrap_or(0);
     if plan["has_changes"].as_bool().unwrap_or(false) {
+        if moved > 0 {
+            println!("{moved} resource(s) to move, with no plugin call.");
+        }
         println!(
             "Plan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
             n("create"),

@@ -46,6 +46,27 @@ fn protected_labels(stack: &Stack) -> BTreeSet<String> {
         .collect()
 }
 
+/// `stored` (the stack's records) as the document's `moved:` entries
+/// re-address them, and the moves that do: what a plan is made against.
+/// A move that cannot be made is an invalid stack, placed on its line.
+fn moved_records(
+    stack: &Stack,
+    stored: Vec<StoredResource>,
+) -> Result<(Vec<StoredResource>, Vec<plan::moved::Move>), ServiceError> {
+    if stack.moved.is_empty() {
+        return Ok((stored, Vec::new()));
+    }
+    let moves = plan::moved::moves(stack, &stored).map_err(|e| {
+        ServiceError::InvalidStack(vec![stack::StackError {
+            file: stack.source.clone(),
+            line: e.line,
+            resource: None,
+            problem: stack::Problem::Syntax(e.to_string()),
+        }])
+    })?;
+    Ok((plan::moved::moved_records(&stored, &moves), moves))
+}
+
 /// What a caller gives a stack document besides its text.
 #[derive(Clone, Debug, Default)]
 pub struct StackInputs {
@@ -58,8 +79,27 @@ pub struct StackInputs {
 }
 
 impl StackInputs {
-    /// Parses `doc` with these inputs.
+    /// Parses `doc` with these inputs; other stacks' outputs cannot be
+    /// read (see [`StackInputs::parse_with_store`]).
     pub fn parse(&self, doc: &CommandDocument) -> Result<Stack, stack::StackError> {
+        self.parse_with_store(doc, None)
+    }
+
+    /// Parses `doc` with these inputs, `${stacks.NAME.outputs.X}` read
+    /// from the outputs `store` recorded for stack `NAME`.
+    pub fn parse_with_store(
+        &self,
+        doc: &CommandDocument,
+        store: Option<&dyn StateStore>,
+    ) -> Result<Stack, stack::StackError> {
+        let read_outputs = |name: &str| match store?.outputs(name) {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                tracing::warn!(stack = %name, error = %e, "cannot read the stack's outputs");
+                None
+            }
+        };
+        let stacks: Option<stack::StackOutputs<'_>> = store.map(|_| &read_outputs as _);
         let dir = self.files_dir.clone();
         let read = move |path: &str| match &dir {
             Some(dir) => read_relative(dir, path),
@@ -73,6 +113,7 @@ impl StackInputs {
                 vars: self.vars.clone(),
                 env: self.env.clone(),
                 files: &read,
+                stacks,
             },
         )
     }
@@ -94,7 +135,16 @@ fn read_relative(dir: &std::path::Path, path: &str) -> Result<String, String> {
     {
         return Err("the path must be relative to the document, without `..`".to_owned());
     }
-    let file = std::fs::File::open(dir.join(p)).map_err(|e| e.to_string())?;
+    // A symbolic link could still lead out of the directory.
+    let full = dir.join(p);
+    let (real, real_dir) = (
+        full.canonicalize().map_err(|e| e.to_string())?,
+        dir.canonicalize().map_err(|e| e.to_string())?,
+    );
+    if !real.starts_with(&real_dir) {
+        return Err("the path leads out of the document's directory (a symbolic link)".to_owned());
+    }
+    let file = std::fs::File::open(real).map_err(|e| e.to_string())?;
     let mut text = String::new();
     let max = stack::eval::MAX_FILE_BYTES as u64;
     file.take(max + 1)
@@ -275,10 +325,12 @@ impl Service {
         inputs: StackInputs,
     ) -> Result<Prepared, ServiceError> {
         let mode = view::parse_mode(&document.mode).unwrap_or_default();
-        let doc = document.clone();
-        let stack = tokio::task::spawn_blocking(move || inputs.parse(&doc))
-            .await?
-            .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+        let (doc, store) = (document.clone(), self.store.clone());
+        let stack = tokio::task::spawn_blocking(move || {
+            inputs.parse_with_store(&doc, Some(store.as_ref()))
+        })
+        .await?
+        .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();
@@ -314,9 +366,10 @@ impl Service {
         );
         let selection = prepared.selection.clone();
         on_store(&self.store, move |store| {
-            let stored = store.resources(Some(&stack.name))?;
+            let (stored, moved) = moved_records(&stack, store.resources(Some(&stack.name))?)?;
             let hasher = SecretHasher::new(store.secret_key()?);
             let mut plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
+            plan.moved = moved;
             let deps = select::dependencies(Some((&stack, &graph)), &stored);
             select::restrict(&mut plan, &deps, &selection)?;
             Ok(plan)
@@ -615,9 +668,16 @@ impl Command {
         let selection = self.selection.clone();
         let planned = on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
+            let (stored, moved) = match mode {
+                Some(_) => moved_records(&stack, stored)?,
+                None => (stored, Vec::new()),
+            };
             let (mut plan, deps) = match mode {
                 Some(mode) => (
-                    plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher),
+                    plan::Plan {
+                        moved,
+                        ..plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher)
+                    },
                     select::dependencies(Some((&stack, &graph)), &stored),
                 ),
                 None => (
@@ -674,6 +734,14 @@ impl Command {
                 Ok(s.put_command_document(&id, &document)?)
             })
             .await?;
+        }
+        if !planned.plan.moved.is_empty() {
+            // Re-addressed before any operation, in one write, with no
+            // plugin call: what follows was planned against the moved records.
+            let (name, moves) = (self.stack.name.clone(), planned.plan.moved.clone());
+            on_store(&self.store, move |s| Ok(s.move_resources(&name, &moves)?)).await?;
+            tracing::info!(command = %self.id(), stack = %self.stack.name,
+                moved = planned.plan.moved.len(), "resources re-addressed");
         }
         let mut executor = self
             .executor()

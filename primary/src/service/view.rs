@@ -14,12 +14,26 @@ pub struct PlanView {
     /// `reconcile` or `patch`; absent for a destroy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<&'static str>,
+    /// Records re-addressed by `moved:` (no plugin call), made before
+    /// the changes; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<MovedView>,
     /// Every resource's change, no-ops included.
     pub changes: Vec<ChangeView>,
     /// The changes counted by action.
     pub summary: SummaryView,
     /// Whether anything would change.
     pub has_changes: bool,
+}
+
+/// One record re-addressed: from the address it was recorded at to the
+/// one the document gives it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MovedView {
+    /// The recorded address.
+    pub from: String,
+    /// The new one.
+    pub to: String,
 }
 
 /// One resource's planned change.
@@ -109,6 +123,14 @@ impl PlanView {
         PlanView {
             stack: stack.to_owned(),
             mode: mode.map(mode_name),
+            moved: plan
+                .moved
+                .iter()
+                .map(|m| MovedView {
+                    from: m.from.clone(),
+                    to: m.to.clone(),
+                })
+                .collect(),
             changes: plan
                 .changes
                 .iter()

@@ -6,6 +6,14 @@ pub enum StoreError {
     /// The database failed.
     #[error("state store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A move (`moved:`) would put a record where one is recorded already.
+    #[error("state store: cannot move a resource of stack `{stack}` to `{label}`: a resource is recorded there already")]
+    MoveTaken {
+        /// The stack.
+        stack: String,
+        /// The address taken.
+        label: String,
+    },
     /// A stored record does not decode.
     #[error("state store: record of `{label}` does not decode: {reason}")]
     Corrupt {

@@ -34,6 +34,7 @@ pub use postgres::{
 pub use sqlite::SqliteStore;
 pub use write::Write;
 
+pub use orrery_core::plan::moved::Move;
 use orrery_core::stack::TargetDecl;
 use orrery_schema::PropertyMap;
 
@@ -107,6 +108,40 @@ pub trait StateStore: Send + Sync {
             }
         }
         Ok(())
+    }
+    /// Re-addresses `stack`'s records as `moves` say (`moved:` in a
+    /// document), in one write (one transaction): each moved record under
+    /// its new label, unchanged otherwise, and every other record's
+    /// dependency on it renamed. Moves apply in order, so chains work; a
+    /// `from` that is not recorded is skipped. A `to` that is recorded
+    /// already is refused ([`StoreError::MoveTaken`]) and nothing is written.
+    fn move_resources(&self, stack: &str, moves: &[Move]) -> Result<(), StoreError> {
+        let stored = self.resources(Some(stack))?;
+        let mut labels: std::collections::BTreeSet<&str> =
+            stored.iter().map(|s| s.label.as_str()).collect();
+        for m in moves {
+            if !labels.contains(m.from.as_str()) {
+                continue;
+            }
+            if labels.contains(m.to.as_str()) {
+                return Err(StoreError::MoveTaken {
+                    stack: stack.to_owned(),
+                    label: m.to.clone(),
+                });
+            }
+            labels.remove(m.from.as_str());
+            labels.insert(&m.to);
+        }
+        let (removed, put) = orrery_core::plan::moved::move_writes(&stored, moves);
+        let writes: Vec<Write> = removed
+            .into_iter()
+            .map(|label| Write::Removal {
+                stack: stack.to_owned(),
+                label,
+            })
+            .chain(put.into_iter().map(Write::Resource))
+            .collect();
+        self.write_batch(&writes)
     }
     /// The latest command of `stack` with its operations (a restarted
     /// primary resumes it when it is still `running`).

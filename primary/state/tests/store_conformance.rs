@@ -26,8 +26,8 @@ use orrery_core::stack::TargetDecl;
 use orrery_schema::{PropertyMap, Value};
 use orrery_state::{
     CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
-    OpStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError, StoredResource,
-    Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
+    Move, OpStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError,
+    StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
 };
 
 // ---------------------------------------------------------------------------
@@ -206,6 +206,8 @@ conformance!(
     only_the_holder_renews_or_releases_a_lease,
     one_of_many_racing_owners_gets_a_lease,
     outputs_round_trip_and_are_replaced_per_stack,
+    moves_re_address_records_in_one_write,
+    a_move_onto_a_recorded_label_writes_nothing,
 );
 
 // ---------------------------------------------------------------------------
@@ -461,6 +463,78 @@ fn resources_filter_by_stack(f: &Fixture) {
         "case matters"
     );
     assert_eq!(f.store.resources(None).unwrap().len(), 5);
+}
+
+fn moves_re_address_records_in_one_write(f: &Fixture) {
+    let mut user = resource("web", "user");
+    user.deps = vec!["old".into()];
+    for r in [
+        resource("web", "old"),
+        user,
+        resource("web", "a"),
+        resource("api", "old"),
+    ] {
+        f.store.put_resource(&r).unwrap();
+    }
+    let m = |from: &str, to: &str| Move {
+        from: from.into(),
+        to: to.into(),
+    };
+    let moves = [
+        m("old", "module.db[\"eu\"].old"),
+        m("a", "b"),
+        m("b", "c"),
+        m("ghost", "anywhere"),
+    ];
+    f.store.move_resources("web", &moves).unwrap();
+    let web = f.store.resources(Some("web")).unwrap();
+    assert_eq!(
+        labels(&web),
+        ["c", "module.db[\"eu\"].old", "user"].map(|l| ("web".to_owned(), l.to_owned()))
+    );
+    let moved = &web[1];
+    assert_eq!(
+        (moved.native_id.as_str(), &moved.properties),
+        ("/srv/web/old", &resource("web", "old").properties),
+        "the same resource, under its new address"
+    );
+    assert_eq!(web[0].native_id, "/srv/web/a", "a chain of moves");
+    assert_eq!(
+        web[2].deps,
+        ["module.db[\"eu\"].old"],
+        "dependencies follow"
+    );
+    assert_eq!(
+        labels(&f.store.resources(Some("api")).unwrap()),
+        [("api".to_owned(), "old".to_owned())],
+        "other stacks are untouched"
+    );
+    // Made once, the same moves change nothing.
+    f.store.move_resources("web", &moves).unwrap();
+    assert_eq!(f.store.resources(Some("web")).unwrap().len(), 3);
+}
+
+fn a_move_onto_a_recorded_label_writes_nothing(f: &Fixture) {
+    for label in ["a", "b", "c"] {
+        f.store.put_resource(&resource("web", label)).unwrap();
+    }
+    let before = f.store.resources(Some("web")).unwrap();
+    let moves = [
+        Move {
+            from: "a".into(),
+            to: "z".into(),
+        },
+        Move {
+            from: "b".into(),
+            to: "c".into(),
+        },
+    ];
+    let e = f.store.move_resources("web", &moves).unwrap_err();
+    assert!(
+        matches!(e, StoreError::MoveTaken { ref label, .. } if label == "c"),
+        "{e}"
+    );
+    assert_eq!(f.store.resources(Some("web")).unwrap(), before);
 }
 
 fn remove_resource_forgets_only_that_one(f: &Fixture) {

@@ -9,6 +9,7 @@
 //! replaced too, delete before create: the attachment is removed before
 //! the resource it attaches to goes, and made again to the new one.
 
+pub mod moved;
 mod secrets;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -117,12 +118,16 @@ pub struct FieldDiff {
 pub struct Plan {
     /// The changes, including no-ops.
     pub changes: Vec<Change>,
+    /// Records re-addressed (`moved:`) before anything else, in order,
+    /// with no plugin call; the changes are planned against the moved
+    /// records.
+    pub moved: Vec<moved::Move>,
 }
 
 impl Plan {
     /// Whether anything changes.
     pub fn has_changes(&self) -> bool {
-        self.changes.iter().any(|c| c.action != Action::NoOp)
+        !self.moved.is_empty() || self.changes.iter().any(|c| c.action != Action::NoOp)
     }
 
     /// How many changes of each kind: create, update, replace, delete, no-op.
@@ -287,7 +292,10 @@ pub fn plan(
         gone.sort_by(|a, b| a.label.cmp(&b.label));
         changes.extend(gone.into_iter().map(deleted));
     }
-    Plan { changes }
+    Plan {
+        changes,
+        moved: Vec::new(),
+    }
 }
 
 /// The `attachesTo` fields of `r` that reference a resource planned
@@ -326,7 +334,10 @@ pub(crate) fn attachments<'a>(
 pub fn plan_destroy(stored: &[StoredResource]) -> Plan {
     let mut changes: Vec<Change> = stored.iter().filter(|s| s.managed).map(deleted).collect();
     changes.sort_by(|a, b| a.label.cmp(&b.label));
-    Plan { changes }
+    Plan {
+        changes,
+        moved: Vec::new(),
+    }
 }
 
 /// The delete of a recorded resource, its recorded fields shown (secrets

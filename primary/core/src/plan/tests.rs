@@ -805,6 +805,7 @@ fn counts_and_names_cover_every_action() {
             index: None,
         })
         .collect(),
+        ..Plan::default()
     };
     assert_eq!(plan.counts(), [1, 1, 2, 1, 1]);
     let names: Vec<_> = plan.changes.iter().map(|c| c.action.name()).collect();

@@ -109,6 +109,7 @@ fn restrict_drops_what_is_outside_and_forces_replaces() {
     let all = ["net", "db", "cache", "app", "web", "worker", "logs"];
     let mut plan = Plan {
         changes: all.iter().map(|l| change(l, Action::NoOp)).collect(),
+        ..Plan::default()
     };
     plan.changes[6].action = Action::Create;
     let selection = Selection {
@@ -137,6 +138,7 @@ fn restrict_drops_what_is_outside_and_forces_replaces() {
 
     let mut plan = Plan {
         changes: vec![change("logs", Action::Create)],
+        ..Plan::default()
     };
     let replace_new = Selection {
         replace: vec!["logs".into()],

@@ -65,6 +65,14 @@ pub enum Problem {
         /// What is wrong.
         message: String,
     },
+    /// A problem inside a module, placed in the module's file; the
+    /// error around it is placed where the module is used.
+    InModule {
+        /// The module instance's address where it is used (`db["eu"]`).
+        module: String,
+        /// The problem, in the module's file.
+        error: Box<StackError>,
+    },
     /// An expression has no value.
     Expression {
         /// Where it is (`property `path``, `variable `x``).
@@ -137,6 +145,7 @@ impl fmt::Display for StackError {
             Problem::TooLarge(limit) => write!(f, "{limit}"),
             Problem::Parameter { name, message } => write!(f, "parameter `{name}`: {message}"),
             Problem::Expression { at, error } => write!(f, "{at}: {error}"),
+            Problem::InModule { module, error } => write!(f, "in module `{module}`: {error}"),
         }
     }
 }

@@ -71,6 +71,16 @@ impl std::fmt::Debug for Known {
 /// business (the core does no I/O).
 pub type FileReader<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
+/// Reads another stack's recorded outputs, by the stack's name (`None`:
+/// it recorded none), as the store keeps them: `{value}`, `{secret:
+/// true}` or `{unknown: true}` per output. The caller's business: the
+/// core does no I/O.
+pub type StackOutputs<'a> = &'a dyn Fn(&str) -> Option<orrery_schema::PropertyMap>;
+
+/// The outputs of the modules a document (or module) uses, by the
+/// module's address in it (`db`, `db["eu"]`).
+pub type ModuleOutputs = BTreeMap<String, BTreeMap<String, super::OutputDecl>>;
+
 /// What names mean while the document is parsed.
 pub struct Env<'a> {
     /// Parameters, with their values.
@@ -85,6 +95,14 @@ pub struct Env<'a> {
     pub stack_dir: &'a str,
     /// Reads `file()`'s files.
     pub files: FileReader<'a>,
+    /// The outputs of the modules used so far.
+    pub modules: &'a ModuleOutputs,
+    /// Other stacks' recorded outputs (`${stacks.NAME.outputs.X}`);
+    /// `None` where they cannot be read.
+    pub stacks: Option<StackOutputs<'a>>,
+    /// What goes before a resource's label inside a module
+    /// (`module.db["eu"].`): references are to the module's own resources.
+    pub prefix: &'a str,
     /// Set when a secret value was used.
     pub secret: Cell<bool>,
 }
@@ -107,8 +125,37 @@ impl<'a> Env<'a> {
             count,
             stack_dir: self.stack_dir,
             files: self.files,
+            modules: self.modules,
+            stacks: self.stacks,
+            prefix: self.prefix,
             secret: Cell::new(false),
         }
+    }
+
+    /// `module.NAME[key].outputs.OUTPUT`: the value when it is known, or
+    /// the output's expression over the module's resources.
+    fn module_output(&self, name: &str, key: Option<&Ast>, output: &str) -> Result<Ast, EvalError> {
+        let address = match key {
+            Some(key) => super::instances::address(name, &eval_in(key, &Scope::Parse(self))?)?,
+            None => name.to_owned(),
+        };
+        let outputs = self.modules.get(&address).ok_or_else(|| {
+            EvalError::Unknown(format!(
+                "`module.{address}`: no module `{address}` is used before this point"
+            ))
+        })?;
+        let decl = outputs.get(output).ok_or_else(|| {
+            EvalError::Unknown(format!(
+                "`module.{address}.outputs.{output}`: the module has no output `{output}`"
+            ))
+        })?;
+        if decl.secret {
+            self.secret.set(true);
+        }
+        Ok(match &decl.value {
+            super::Expr::Literal(v) => Ast::Const(v.clone()),
+            other => Ast::Embedded(Box::new(other.clone())),
+        })
     }
 }
 
@@ -126,12 +173,15 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
         return eval_in(ast, &Scope::Parse(env)).map(Ast::Const);
     }
     let f = |a: &Ast| fold(a, env).map(Box::new);
-    Ok(match ast {
-        Ast::Ref(_) => ast.clone(),
+    let out = match ast {
+        Ast::Ref(r) => Ast::Ref(Reference {
+            resource: format!("{}{}", env.prefix, r.resource),
+            property: r.property.clone(),
+        }),
         Ast::InstanceRef(label, key, property) => {
             let key = eval_in(key, &Scope::Parse(env))?;
             Ast::Ref(Reference {
-                resource: super::instances::address(label, &key)?,
+                resource: format!("{}{}", env.prefix, super::instances::address(label, &key)?),
                 property: property.clone(),
             })
         }
@@ -148,26 +198,34 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
         ),
         Ast::Call(name, args) => {
             functions::check_name(name)?;
-            if name == "file" {
+            let args: Vec<Ast> = args
+                .iter()
+                .map(|a| fold(a, env))
+                .collect::<Result<_, _>>()?;
+            if name == "file" && args.iter().any(Ast::has_references) {
                 return Err(EvalError::Type(
                     "`file()` takes a path known before planning, not a resource's property".into(),
                 ));
             }
-            Ast::Call(
-                name.clone(),
-                args.iter()
-                    .map(|a| fold(a, env))
-                    .collect::<Result<_, _>>()?,
-            )
+            Ast::Call(name.clone(), args)
         }
+        Ast::ModuleOutput(name, key, output) => env.module_output(name, key.as_deref(), output)?,
         // Without references inside: folded whole above.
         Ast::Const(_)
         | Ast::Param(_)
         | Ast::Var(_)
         | Ast::Each(_)
         | Ast::CountIndex
-        | Ast::StackDir => ast.clone(),
-    })
+        | Ast::StackDir
+        | Ast::StackOutput(..)
+        | Ast::Embedded(_) => ast.clone(),
+    };
+    // A module's output may turn out to be known: then so is the whole.
+    if out.has_references() {
+        Ok(out)
+    } else {
+        eval_in(&out, &Scope::Parse(env)).map(Ast::Const)
+    }
 }
 
 /// The value of a folded `ast`, its references looked up in `outputs`.
@@ -236,6 +294,36 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
                 )))
             }
         },
+        Ast::ModuleOutput(name, key, output) => match scope {
+            Scope::Parse(env) => match env.module_output(name, key.as_deref(), output)? {
+                Ast::Const(v) => v,
+                _ => {
+                    return Err(EvalError::Type(format!(
+                        "`module.{name}….outputs.{output}` depends on the module's resources, so it is not known before planning"
+                    )))
+                }
+            },
+            Scope::Resolve(_) => return Err(EvalError::Unknown(format!(
+                "`module.{name}….outputs.{output}` is not known at apply time"
+            ))),
+        },
+        Ast::StackOutput(name, output) => match scope {
+            Scope::Parse(env) => stack_output(env, name, output)?,
+            Scope::Resolve(_) => {
+                return Err(EvalError::Unknown(format!(
+                    "`stacks.{name}.outputs.{output}` is not known at apply time"
+                )))
+            }
+        },
+        Ast::Embedded(e) => match scope {
+            Scope::Resolve(outputs) => e.resolve(outputs).ok_or(EvalError::Pending)?,
+            Scope::Parse(_) => {
+                return Err(EvalError::Type(
+                    "a module's output that depends on its resources is not known before planning"
+                        .into(),
+                ))
+            }
+        },
         Ast::Attr(a, name) => match eval_in(a, scope)? {
             Value::Map(mut m) => m
                 .remove(name)
@@ -291,6 +379,40 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
         }
         Ast::Binary(op, a, b) => binary(*op, eval_in(a, scope)?, eval_in(b, scope)?)?,
     })
+}
+
+/// `stacks.NAME.outputs.OUTPUT`: the value stack `name` recorded.
+fn stack_output(env: &Env<'_>, name: &str, output: &str) -> Result<Value, EvalError> {
+    let at = format!("`stacks.{name}.outputs.{output}`");
+    let read = env.stacks.ok_or_else(|| {
+        EvalError::Unknown(format!(
+            "{at}: other stacks' outputs cannot be read here (only by plan and apply)"
+        ))
+    })?;
+    let outputs = read(name).ok_or_else(|| {
+        EvalError::Unknown(format!(
+            "{at}: stack `{name}` has recorded no outputs (apply it first)"
+        ))
+    })?;
+    let entry = outputs.get(output).ok_or_else(|| {
+        EvalError::Unknown(format!("{at}: stack `{name}` has no output `{output}`"))
+    })?;
+    let Value::Map(entry) = entry else {
+        return Err(EvalError::Unknown(format!(
+            "{at}: its record is not an output"
+        )));
+    };
+    if let Some(v) = entry.get("value") {
+        return Ok(v.clone());
+    }
+    if entry.contains_key("secret") {
+        return Err(EvalError::Type(format!(
+            "{at}: the output is secret: its value is never stored, so another stack cannot read it"
+        )));
+    }
+    Err(EvalError::Unknown(format!(
+        "{at}: the output is unknown (a resource it needs failed in stack `{name}`'s last apply)"
+    )))
 }
 
 fn overflow() -> EvalError {

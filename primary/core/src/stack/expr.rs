@@ -260,6 +260,9 @@ mod tests {
             count: None,
             stack_dir: "/srv",
             files: &files,
+            modules: &Default::default(),
+            stacks: None,
+            prefix: "",
             secret: Cell::new(false),
         };
         f(&env)

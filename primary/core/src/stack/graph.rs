@@ -47,11 +47,18 @@ pub struct Graph {
 /// found is reported, not just the first.
 pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackError>> {
     let mut errors = Vec::new();
-    let err = |resource: Option<&super::ResourceDecl>, problem| StackError {
-        file: stack.source.clone(),
-        line: resource.and_then(|r| r.line),
-        resource: resource.map(|r| r.label.clone()),
-        problem,
+    let err = |resource: Option<&super::ResourceDecl>, problem| {
+        let origin = resource.and_then(|r| r.origin.as_deref());
+        let e = StackError {
+            file: origin.map_or_else(|| stack.source.clone(), |o| o.file.clone()),
+            line: resource.and_then(|r| r.line),
+            resource: resource.map(|r| r.label.clone()),
+            problem,
+        };
+        match origin {
+            Some(o) => o.wrap(e),
+            None => e,
+        }
     };
     let mut targets = HashMap::new();
     for t in &stack.targets {
@@ -155,7 +162,7 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
     // instances (`web` for `web["a"]`, `web["b"]`).
     let mut by_base: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, r) in stack.resources.iter().enumerate() {
-        if let Some((base, _)) = r.label.split_once('[') {
+        if let Some(base) = declaration(&r.label) {
             by_base.entry(base).or_default().push(i);
         }
     }
@@ -224,6 +231,19 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             )])
         }
     }
+}
+
+/// The label of the `for_each`/`count` declaration an instance's address
+/// comes from (`web` for `web["a"]`, `module.db["eu"].web` for
+/// `module.db["eu"].web[0]`): its last `["key"]` or `[N]` taken off.
+fn declaration(label: &str) -> Option<&str> {
+    if label.ends_with("\"]") {
+        // Quotes inside a key are escaped, so `["` only starts one.
+        return label.rfind("[\"").map(|i| &label[..i]);
+    }
+    let body = label.strip_suffix(']')?;
+    let (base, n) = body.rsplit_once('[')?;
+    n.bytes().all(|b| b.is_ascii_digit()).then_some(base)
 }
 
 /// What a problem says, without where.

@@ -21,6 +21,7 @@
 //!       content: hello
 //! ```
 
+mod body;
 mod error;
 pub mod eval;
 mod expr;
@@ -29,6 +30,7 @@ mod graph;
 mod instances;
 mod keys;
 pub mod limits;
+pub mod modules;
 mod params;
 mod syntax;
 mod variables;
@@ -40,12 +42,13 @@ use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
 pub use error::{Problem, StackError};
-pub use eval::{EvalError, FileReader, Known};
+pub use eval::{EvalError, FileReader, Known, StackOutputs};
 pub use expr::{Expr, Part, Reference};
 pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
 pub use instances::{address, MAX_INSTANCES};
 pub use limits::{Limit, Limits};
+pub use modules::{ModuleUse, Origin};
 pub use params::{Inputs, Kind, Supplied};
 pub use syntax::Ast;
 
@@ -83,6 +86,9 @@ pub struct ResourceDecl {
     pub protect: bool,
     /// Fields whose changes are not planned once the resource exists.
     pub ignore_changes: BTreeSet<String>,
+    /// Declared inside a module: its file (where `line` is) and the uses
+    /// that led to it. `None` in the stack's own document.
+    pub origin: Option<std::sync::Arc<Origin>>,
 }
 
 /// An output as declared.
@@ -116,6 +122,18 @@ impl ResourceDecl {
     }
 }
 
+/// An entry of `moved:`: the resource recorded at `from` is the one the
+/// document now declares at `to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveDecl {
+    /// The address it was recorded at.
+    pub from: String,
+    /// Its address now.
+    pub to: String,
+    /// The line of the entry.
+    pub line: Option<usize>,
+}
+
 /// A parsed stack document.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stack {
@@ -134,6 +152,8 @@ pub struct Stack {
     /// Whether a parameter took a value given by the caller rather than its
     /// default: then the document alone does not say what was applied.
     pub supplied: bool,
+    /// Resources re-addressed since they were recorded, in order.
+    pub moved: Vec<MoveDecl>,
 }
 
 impl Stack {
@@ -161,10 +181,21 @@ struct Document {
     #[serde(default)]
     targets: Vec<TargetDoc>,
     #[serde(default)]
+    modules: Vec<modules::ModuleUseDoc>,
+    #[serde(default)]
     resources: Vec<ResourceDoc>,
+    #[serde(default)]
+    moved: Vec<MovedDoc>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MovedDoc {
+    from: String,
+    to: String,
+}
+
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OutputDoc {
     value: Value,
@@ -186,7 +217,7 @@ struct TargetDoc {
     for_each: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ResourceDoc {
     label: String,
@@ -219,6 +250,9 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("resource", keys::fields_of::<ResourceDoc>()),
         ("parameter", keys::fields_of::<params::ParameterDoc>()),
         ("output", keys::fields_of::<OutputDoc>()),
+        ("module use", keys::fields_of::<modules::ModuleUseDoc>()),
+        ("module", keys::fields_of::<modules::ModuleDoc>()),
+        ("moved", keys::fields_of::<MovedDoc>()),
     ]
 }
 
@@ -286,181 +320,66 @@ fn parse_with(
         resource: None,
         problem: Problem::Syntax(e.to_string()),
     })?;
-    // One pass over the text: looking each label up separately would make
-    // parsing quadratic in the number of resources.
-    let lines = label_lines(text);
-    let line_of = |label: &str| lines.get(label).copied();
-    let at = |label: Option<&str>, problem| StackError {
-        file: source.to_owned(),
-        line: label.and_then(line_of),
-        resource: label.map(str::to_owned),
-        problem,
-    };
-    let key_line = |section: &str, key: &str| key_line(text, section, key);
-    let (parameters, supplied) =
-        params::resolve(&doc.parameters, inputs).map_err(|e| StackError {
-            file: source.to_owned(),
-            line: key_line("parameters", &e.name),
-            resource: None,
-            problem: Problem::Parameter {
-                name: e.name,
-                message: e.message,
-            },
-        })?;
-    // A document that reads files does not alone say what was applied.
-    let read_files = Cell::new(false);
+    // A document that reads files (`file()`, modules) does not alone say
+    // what was applied.
+    let read_files = &Cell::new(false);
     let files = |path: &str| {
         read_files.set(true);
         (inputs.files)(path)
     };
-    let no_vars = BTreeMap::new();
-    let env = |vars| eval::Env {
-        params: &parameters,
-        vars,
-        each: None,
-        count: None,
-        stack_dir,
-        files: &files,
-        secret: Cell::new(false),
-    };
-    let vars =
-        variables::compute(&doc.variables, &env(&no_vars)).map_err(|(name, error)| StackError {
-            file: source.to_owned(),
-            line: key_line("variables", &name),
-            resource: None,
-            problem: Problem::Expression {
-                at: format!("variable `{name}`"),
-                error,
-            },
-        })?;
-    let env = env(&vars);
-    let too_many = |what: &str| {
-        at(
-            None,
-            Problem::Expression {
-                at: "`for_each`, `count`".to_owned(),
-                error: EvalError::Limit(format!(
-                    "the document expands to more than {MAX_INSTANCES} {what}"
-                )),
-            },
-        )
-    };
-    let mut targets = Vec::new();
-    for t in doc.targets {
-        let copies =
-            instances::expand(t.for_each.as_ref(), None, &env).map_err(|(key, error)| {
-                at(
-                    None,
-                    Problem::Expression {
-                        at: format!("target `{}`: `{key}`", t.name),
-                        error,
-                    },
-                )
-            })?;
-        for copy in copies {
-            let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), None);
-            let name = instances::text_field(&t.name, "name", &env).map_err(|error| {
-                at(
-                    None,
-                    Problem::Expression {
-                        at: format!("target `{}`: `name`", t.name),
-                        error,
-                    },
-                )
-            })?;
-            let config = target_config(&name, &t.config, &env).map_err(|p| at(None, p))?;
-            targets.push(TargetDecl {
-                name,
-                plugin: t.plugin.clone(),
-                config,
-            });
-            if targets.len() > MAX_INSTANCES {
-                return Err(too_many("targets"));
-            }
+    // So does one that reads other stacks' outputs.
+    let stacks = inputs.stacks.map(|read| {
+        move |name: &str| {
+            read_files.set(true);
+            read(name)
         }
-    }
-    let mut resources = Vec::new();
-    for r in doc.resources {
-        let line = line_of(&r.label);
-        let fail = |at: String, error| StackError {
-            file: source.to_owned(),
-            line,
-            resource: Some(r.label.clone()),
-            problem: Problem::Expression { at, error },
-        };
-        let copies = instances::expand(r.for_each.as_ref(), r.count.as_ref(), &env)
-            .map_err(|(key, error)| fail(format!("`{key}`"), error))?;
-        for copy in copies {
-            let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), copy.count);
-            let label = format!("{}{}", r.label, copy.suffix);
-            let fail = |at: String, error| StackError {
-                resource: Some(label.clone()),
-                ..fail(at, error)
-            };
-            if !instances::enabled(r.enabled.as_ref(), &env)
-                .map_err(|e| fail("`enabled`".into(), e))?
-            {
-                continue;
-            }
-            let target = instances::text_field(&r.target, "target", &env)
-                .map_err(|e| fail("`target`".into(), e))?;
-            let mut properties = BTreeMap::new();
-            let mut secret = BTreeSet::new();
-            for (k, v) in &r.properties {
-                env.secret.set(false);
-                let expr = Expr::from_value(v.clone(), &env)
-                    .map_err(|e| fail(format!("property `{k}`"), e))?;
-                if env.secret.get() {
-                    secret.insert(k.clone());
-                }
-                properties.insert(k.clone(), expr);
-            }
-            let mut depends_on = Vec::with_capacity(r.depends_on.len());
-            for d in &r.depends_on {
-                depends_on.push(
-                    instances::text_field(d, "depends_on", &env)
-                        .map_err(|e| fail("`depends_on`".into(), e))?,
-                );
-            }
-            resources.push(ResourceDecl {
-                line,
-                label,
-                resource_type: r.resource_type.clone(),
-                target,
-                properties,
-                secret,
-                depends_on,
-                protect: r.protect,
-                ignore_changes: r.ignore_changes.clone(),
-            });
-            if resources.len() > MAX_INSTANCES {
-                return Err(too_many("resources"));
-            }
-        }
-    }
-    let mut outputs = BTreeMap::new();
-    for (name, o) in doc.outputs {
-        env.secret.set(false);
-        let value = Expr::from_value(o.value, &env).map_err(|error| StackError {
-            file: source.to_owned(),
-            line: key_line("outputs", &name),
-            resource: None,
-            problem: Problem::Expression {
-                at: format!("output `{name}`"),
-                error,
-            },
-        })?;
-        let secret = o.secret || env.secret.get();
-        outputs.insert(name, OutputDecl { value, secret });
-    }
+    });
+    let stacks_reader = stacks.as_ref().map(|f| f as eval::StackOutputs<'_>);
+    let mut ctx = body::Ctx::new(source, stack_dir, limits, &files, stacks_reader);
+    // The document's own path, for spotting a module that uses it.
+    let own = source.rsplit('/').next().unwrap_or(source).to_owned();
+    let place = body::Place {
+        source: source.to_owned(),
+        text,
+        lines: body::Lines::of(text),
+        path: String::new(),
+        prefix: String::new(),
+        uses: Vec::new(),
+        chain: vec![own],
+    };
+    let evaluated = body::evaluate(
+        &mut ctx,
+        body::Body {
+            parameters: &doc.parameters,
+            variables: &doc.variables,
+            targets: &doc.targets,
+            modules: &doc.modules,
+            resources: &doc.resources,
+            outputs: &doc.outputs,
+        },
+        &place,
+        body::Values::Given(inputs),
+    )?;
+    let moved_lines = moved_lines(text);
+    let moved = doc
+        .moved
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| MoveDecl {
+            from: m.from,
+            to: m.to,
+            line: moved_lines.get(i).copied(),
+        })
+        .collect();
     Ok(Stack {
-        outputs,
+        moved,
+        outputs: evaluated.outputs,
         name: doc.stack,
         source: source.to_owned(),
-        targets,
-        resources,
-        parameters,
-        supplied: supplied || read_files.get(),
+        targets: ctx.targets,
+        resources: ctx.resources,
+        parameters: evaluated.parameters,
+        supplied: evaluated.supplied || read_files.get(),
     })
 }
 
@@ -500,8 +419,24 @@ fn target_config(
     Ok(out)
 }
 
+/// The line of each entry of the top-level `moved:` list, in order.
+fn moved_lines(text: &str) -> Vec<usize> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if !line.starts_with([' ', '\t', '#', '-']) && !line.is_empty() {
+            inside = line.starts_with("moved:");
+            continue;
+        }
+        if inside && line.trim_start().starts_with("- ") {
+            out.push(i + 1);
+        }
+    }
+    out
+}
+
 /// The line of `key:` one level inside the top-level `section:` map.
-fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+pub(super) fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
     let mut inside = false;
     for (i, line) in text.lines().enumerate() {
         if !line.starts_with([' ', '\t', '#']) && !line.is_empty() {
@@ -523,7 +458,7 @@ fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
 
 /// The line declaring each label, found by its `label:` key (YAML) or
 /// `"label":` (JSON); the first declaration wins.
-fn label_lines(text: &str) -> std::collections::HashMap<&str, usize> {
+pub(super) fn label_lines(text: &str) -> std::collections::HashMap<&str, usize> {
     let mut out = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim_start().trim_start_matches("- ").trim_start();
@@ -637,3 +572,9 @@ mod alias_tests {
         assert!(e.to_string().contains("unknown field `colour`"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod module_tests;
+
+#[cfg(test)]
+mod cross_stack_tests;

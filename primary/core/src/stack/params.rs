@@ -87,6 +87,9 @@ pub struct Inputs<'a> {
     pub env: BTreeMap<String, Supplied>,
     /// Reads `file()`'s files, by path relative to the document.
     pub files: FileReader<'a>,
+    /// Reads other stacks' recorded outputs (`${stacks.NAME.outputs.X}`);
+    /// `None` refuses them.
+    pub stacks: Option<super::eval::StackOutputs<'a>>,
 }
 
 fn no_files(path: &str) -> Result<String, String> {
@@ -99,6 +102,7 @@ impl Default for Inputs<'_> {
             vars: BTreeMap::new(),
             env: BTreeMap::new(),
             files: &no_files,
+            stacks: None,
         }
     }
 }

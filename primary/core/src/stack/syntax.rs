@@ -5,7 +5,7 @@
 use orrery_schema::Value;
 
 use super::eval::EvalError;
-use super::expr::Reference;
+use super::expr::{Expr, Reference};
 
 /// Deepest nesting of parentheses, calls, lists and operators in one
 /// expression.
@@ -45,6 +45,16 @@ pub enum Ast {
     Binary(Op, Box<Ast>, Box<Ast>),
     /// `cond ? a : b`.
     Cond(Box<Ast>, Box<Ast>, Box<Ast>),
+    /// `module.NAME.outputs.OUTPUT` or `module.NAME[key].outputs.OUTPUT`:
+    /// a module's output, replaced by its value (or [`Ast::Embedded`])
+    /// when the document is parsed.
+    ModuleOutput(String, Option<Box<Ast>>, String),
+    /// `stacks.NAME.outputs.OUTPUT`: another stack's recorded output,
+    /// read when the document is parsed.
+    StackOutput(String, String),
+    /// A module's output that references the module's resources, kept
+    /// whole to be finished at plan time.
+    Embedded(Box<Expr>),
 }
 
 /// Operators.
@@ -86,7 +96,8 @@ impl Ast {
         match self {
             Ast::Ref(r) => out.push(r.clone()),
             // Never left once parsed: folding makes it a `Ref`.
-            Ast::InstanceRef(..) => {}
+            Ast::InstanceRef(..) | Ast::ModuleOutput(..) => {}
+            Ast::Embedded(e) => e.references(out),
             Ast::Attr(a, _) | Ast::Unary(_, a) => a.references(out),
             Ast::Index(a, b) | Ast::Binary(_, a, b) => {
                 a.references(out);
@@ -103,14 +114,16 @@ impl Ast {
             | Ast::Var(_)
             | Ast::Each(_)
             | Ast::CountIndex
-            | Ast::StackDir => {}
+            | Ast::StackDir
+            | Ast::StackOutput(..) => {}
         }
     }
 
     /// Whether a resource reference is inside.
     pub fn has_references(&self) -> bool {
         match self {
-            Ast::Ref(_) | Ast::InstanceRef(..) => true,
+            // What a module's output holds is only known once folded.
+            Ast::Ref(_) | Ast::InstanceRef(..) | Ast::ModuleOutput(..) | Ast::Embedded(_) => true,
             Ast::Attr(a, _) | Ast::Unary(_, a) => a.has_references(),
             Ast::Index(a, b) | Ast::Binary(_, a, b) => a.has_references() || b.has_references(),
             Ast::Cond(a, b, c) => a.has_references() || b.has_references() || c.has_references(),
@@ -120,7 +133,8 @@ impl Ast {
             | Ast::Var(_)
             | Ast::Each(_)
             | Ast::CountIndex
-            | Ast::StackDir => false,
+            | Ast::StackDir
+            | Ast::StackOutput(..) => false,
         }
     }
 }
@@ -427,6 +441,37 @@ impl Parser<'_> {
                 "false" => Ast::Const(Value::Bool(false)),
                 "null" => Ast::Const(Value::Null),
                 "stack_dir" => Ast::StackDir,
+                "stacks" if self.eat(".")? => {
+                    let name = self.ident()?;
+                    self.expect(".")?;
+                    let outputs = self.ident()?;
+                    if outputs != "outputs" {
+                        return Err(EvalError::Unknown(format!(
+                            "`stacks.{name}.{outputs}`: another stack is read through its outputs: `stacks.{name}.outputs.NAME`"
+                        )));
+                    }
+                    self.expect(".")?;
+                    Ast::StackOutput(name, self.ident()?)
+                }
+                "module" if self.eat(".")? => {
+                    let name = self.ident()?;
+                    let key = if self.eat("[")? {
+                        let key = self.expr()?;
+                        self.expect("]")?;
+                        Some(Box::new(key))
+                    } else {
+                        None
+                    };
+                    self.expect(".")?;
+                    let outputs = self.ident()?;
+                    if outputs != "outputs" {
+                        return Err(EvalError::Unknown(format!(
+                            "`module.{name}.{outputs}`: a module is read through its outputs: `module.{name}.outputs.NAME`"
+                        )));
+                    }
+                    self.expect(".")?;
+                    Ast::ModuleOutput(name, key, self.ident()?)
+                }
                 _ if self.eat("(")? => {
                     self.nest()?;
                     let args = self.list(")")?;

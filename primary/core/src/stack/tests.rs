@@ -521,6 +521,9 @@ fn with_env<T>(f: impl FnOnce(&eval::Env<'_>) -> T) -> T {
         count: None,
         stack_dir: "/srv",
         files: &no_files,
+        modules: &Default::default(),
+        stacks: None,
+        prefix: "",
         secret: std::cell::Cell::new(false),
     })
 }

@@ -58,6 +58,9 @@ fn visit(
         count: None,
         stack_dir: base.stack_dir,
         files: base.files,
+        modules: base.modules,
+        stacks: base.stacks,
+        prefix: base.prefix,
         secret: Cell::new(false),
     };
     let fail = |e| (name.to_owned(), e);
@@ -99,6 +102,7 @@ fn vars_of(ast: &Ast, out: &mut Vec<String>) {
     match ast {
         Ast::Var(n) => out.push(n.clone()),
         Ast::Attr(a, _) | Ast::Unary(_, a) | Ast::InstanceRef(_, a, _) => vars_of(a, out),
+        Ast::ModuleOutput(_, Some(a), _) => vars_of(a, out),
         Ast::Index(a, b) | Ast::Binary(_, a, b) => {
             vars_of(a, out);
             vars_of(b, out);
@@ -114,6 +118,9 @@ fn vars_of(ast: &Ast, out: &mut Vec<String>) {
         | Ast::Each(_)
         | Ast::CountIndex
         | Ast::StackDir
-        | Ast::Ref(_) => {}
+        | Ast::Ref(_)
+        | Ast::ModuleOutput(_, None, _)
+        | Ast::StackOutput(..)
+        | Ast::Embedded(_) => {}
     }
 }
