@@ -18,6 +18,7 @@ mod output_cmd;
 mod plugin_test;
 mod remote;
 mod remote_cmds;
+pub mod render_error;
 mod server;
 mod stack_cmds;
 mod vars;

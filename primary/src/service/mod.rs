@@ -276,20 +276,22 @@ impl Service {
         let doc = document.clone();
         let stack = tokio::task::spawn_blocking(move || inputs.parse(&doc))
             .await?
-            .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+            .map_err(|e| ServiceError::InvalidStack(vec![e.locate(&document.text)]))?;
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();
         let unavailable = plugins.unavailable.clone();
+        let text = document.text.clone();
         let (stack, graph) =
             tokio::task::spawn_blocking(move || match stack::validate(&stack, &catalog) {
                 Ok(graph) => Ok((stack, graph)),
-                Err(errors) => Err(ServiceError::InvalidStack(
+                Err(errors) => Err(ServiceError::InvalidStack(stack::locate_all(
                     errors
                         .into_iter()
                         .map(|e| with_reason(e, &unavailable))
                         .collect(),
-                )),
+                    &text,
+                ))),
             })
             .await??;
         Ok(Prepared {

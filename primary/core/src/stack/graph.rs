@@ -50,6 +50,7 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
     let err = |resource: Option<&super::ResourceDecl>, problem| StackError {
         file: stack.source.clone(),
         line: resource.and_then(|r| r.line),
+        position: None,
         resource: resource.map(|r| r.label.clone()),
         problem,
     };
@@ -200,6 +201,7 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             errors.push(StackError {
                 file: stack.source.clone(),
                 line: None,
+                position: None,
                 resource: None,
                 problem: Problem::Expression {
                     at: format!("output `{name}`"),
@@ -231,6 +233,7 @@ fn problem_text(problem: Problem) -> String {
     let text = StackError {
         file: String::new(),
         line: None,
+        position: None,
         resource: None,
         problem,
     }

@@ -29,6 +29,7 @@ mod graph;
 mod instances;
 mod keys;
 pub mod limits;
+mod locate;
 mod params;
 mod syntax;
 mod variables;
@@ -39,13 +40,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
-pub use error::{Problem, StackError};
+pub use error::{Position, Problem, StackError};
 pub use eval::{EvalError, FileReader, Known};
 pub use expr::{Expr, Part, Reference};
 pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
 pub use instances::{address, MAX_INSTANCES};
 pub use limits::{Limit, Limits};
+pub use locate::{locate_all, MAX_LOCATED};
 pub use params::{Inputs, Kind, Supplied};
 pub use syntax::Ast;
 
@@ -276,6 +278,7 @@ fn parse_with(
         StackError {
             file: source.to_owned(),
             line,
+            position: None,
             resource: None,
             problem,
         }
@@ -283,6 +286,12 @@ fn parse_with(
     let doc: Document = serde_norway::from_str(text).map_err(|e| StackError {
         file: source.to_owned(),
         line: e.location().map(|l| l.line()),
+        position: e.location().map(|l| {
+            Box::new(error::Position {
+                column: l.column(),
+                span: l.index()..l.index(),
+            })
+        }),
         resource: None,
         problem: Problem::Syntax(e.to_string()),
     })?;
@@ -293,6 +302,7 @@ fn parse_with(
     let at = |label: Option<&str>, problem| StackError {
         file: source.to_owned(),
         line: label.and_then(line_of),
+        position: None,
         resource: label.map(str::to_owned),
         problem,
     };
@@ -301,6 +311,7 @@ fn parse_with(
         params::resolve(&doc.parameters, inputs).map_err(|e| StackError {
             file: source.to_owned(),
             line: key_line("parameters", &e.name),
+            position: None,
             resource: None,
             problem: Problem::Parameter {
                 name: e.name,
@@ -327,6 +338,7 @@ fn parse_with(
         variables::compute(&doc.variables, &env(&no_vars)).map_err(|(name, error)| StackError {
             file: source.to_owned(),
             line: key_line("variables", &name),
+            position: None,
             resource: None,
             problem: Problem::Expression {
                 at: format!("variable `{name}`"),
@@ -385,6 +397,7 @@ fn parse_with(
         let fail = |at: String, error| StackError {
             file: source.to_owned(),
             line,
+            position: None,
             resource: Some(r.label.clone()),
             problem: Problem::Expression { at, error },
         };
@@ -444,6 +457,7 @@ fn parse_with(
         let value = Expr::from_value(o.value, &env).map_err(|error| StackError {
             file: source.to_owned(),
             line: key_line("outputs", &name),
+            position: None,
             resource: None,
             problem: Problem::Expression {
                 at: format!("output `{name}`"),
