@@ -19,8 +19,10 @@ mod plugin_test;
 mod remote;
 mod remote_cmds;
 pub mod render_error;
+mod schema_cache;
 mod server;
 mod stack_cmds;
+mod validate;
 mod vars;
 
 /// Orrery: an infrastructure-as-code runtime with plugins across hosts.
@@ -79,6 +81,10 @@ enum Command {
     Plan(stack_cmds::PlanArgs),
     /// Delete every resource of a stack.
     Destroy(stack_cmds::DestroyArgs),
+    /// Check a stack document offline against the plugins' cached (or
+    /// given) schemas, starting no plugin. Exit 0 when valid, 1 when
+    /// invalid, 2 when it cannot be checked.
+    Validate(validate::ValidateArgs),
     /// Show the outputs a stack's last apply recorded.
     Output(output_cmd::OutputArgs),
     /// Show a command's progress (the latest command by default); with
@@ -139,6 +145,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Apply(args) => stack_cmds::apply_cmd(args).await,
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
+        Command::Validate(args) => validate::validate_cmd(args),
         Command::Output(args) => output_cmd::output_cmd(args),
         Command::Status(args) => remote_cmds::status(args).await,
         Command::Cancel(args) => remote_cmds::cancel(args).await,

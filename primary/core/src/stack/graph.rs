@@ -28,6 +28,11 @@ impl Catalog {
         self.plugins.get(name)
     }
 
+    /// Every plugin's announcement, by name.
+    pub fn plugins(&self) -> impl Iterator<Item = &Announcement> {
+        self.plugins.values()
+    }
+
     /// The schema of `resource_type` as announced by `plugin`.
     pub fn schema(&self, plugin: &str, resource_type: &str) -> Option<&ResourceSchema> {
         self.plugins.get(plugin)?.resource(resource_type)

@@ -56,24 +56,52 @@ impl StackError {
     }
 
     fn find(&self, lines: &Lines<'_>) -> Option<Range<usize>> {
-        let block = || lines.block(self.line?);
-        let label = || {
-            let label = self.resource.as_deref()?;
+        let base = self.resource.as_deref().map(|label| {
             // An instance (`web["a"]`) is declared by its declaration's label.
-            let base = label.split('[').next().unwrap_or(label);
-            block()?.find_map(|l| l.value_of("label").filter(|v| v.text == base))
+            label.split('[').next().unwrap_or(label)
+        });
+        // The resource's block, then (a label declared twice gives both
+        // the first one's line) every other declaration of its label.
+        let in_blocks = |find: &dyn Fn(Line<'_>) -> Option<Range<usize>>| {
+            let first = self.line.and_then(|n| lines.block(n)?.find_map(find));
+            first.or_else(|| {
+                let base = base?;
+                lines
+                    .all()
+                    .enumerate()
+                    .filter(|(_, l)| l.value_of("label").is_some_and(|v| v.text == base))
+                    .find_map(|(i, _)| lines.block(i + 1)?.find_map(find))
+            })
         };
-        let key_in_block = |key: &str| block()?.find_map(|l| l.key(key));
-        let value_in_block = |key: &str| block()?.find_map(|l| l.value_of(key)).map(|v| v.range);
+        let label = || {
+            let base = base?;
+            in_blocks(&|l| {
+                l.value_of("label")
+                    .filter(|v| v.text == base)
+                    .map(|v| v.range)
+            })
+        };
+        let key_in_block = |key: &str| in_blocks(&|l| l.key(key));
+        let value_in_block = |key: &str, value: &str| {
+            in_blocks(&|l| l.value_of(key).filter(|v| v.text == value).map(|v| v.range))
+        };
+        // An expression's value where it is on the key's line, else the key.
+        let expression_at = |key: &str| {
+            in_blocks(&|l| {
+                let k = l.key(key)?;
+                let v = l.value_of(key).filter(|v| !v.text.is_empty());
+                Some(v.map_or(k, |v| v.range))
+            })
+        };
         let on_line = |key: &str| lines.get(self.line?)?.key(key);
         let span = match &self.problem {
             Problem::UnknownField { field, .. } => key_in_block(field),
             Problem::MissingRequired(_) => key_in_block("properties"),
-            Problem::UnknownTarget(_) => value_in_block("target"),
-            Problem::UnknownType { .. } => value_in_block("type"),
-            Problem::UnknownResource(r) => block()?.find_map(|l| l.reference(r, None)),
+            Problem::UnknownTarget(target) => value_in_block("target", target),
+            Problem::UnknownType { resource_type, .. } => value_in_block("type", resource_type),
+            Problem::UnknownResource(r) => in_blocks(&|l| l.reference(r, None)),
             Problem::UnknownProperty { resource, property } => {
-                block()?.find_map(|l| l.reference(resource, Some(property)))
+                in_blocks(&|l| l.reference(resource, Some(property)))
             }
             Problem::DuplicateLabel => {
                 let label = self.resource.as_deref()?;
@@ -101,7 +129,7 @@ impl StackError {
             Problem::Expression { at, .. } => {
                 let name = between_backticks(at);
                 match name {
-                    Some(name) if self.resource.is_some() => key_in_block(name),
+                    Some(name) if self.resource.is_some() => expression_at(name),
                     Some(name) => on_line(name),
                     None => None,
                 }
@@ -116,7 +144,7 @@ impl StackError {
             }
             Problem::TooLarge(_) | Problem::Cycle(_) => None,
         };
-        span.or_else(|| label().map(|v| v.range))
+        span.or_else(label)
     }
 }
 
@@ -366,7 +394,7 @@ mod tests {
                 error: super::super::EvalError::Syntax("x".into()),
             },
         );
-        assert_eq!(at(e.locate(DOC)), (15, 19, "path"));
+        assert_eq!(at(e.locate(DOC)), (15, 26, "${app.nope}/README"));
     }
 
     #[test]
@@ -386,11 +414,28 @@ mod tests {
             6,
             Some("app"),
             Problem::UnknownType {
-                resource_type: "X".into(),
+                resource_type: "Local::Fs::Directory".into(),
                 plugin: "p".into(),
             },
         );
         assert_eq!(at(e.locate(DOC)), (7, 11, "Local::Fs::Directory"));
+    }
+
+    #[test]
+    fn a_label_declared_twice_is_looked_for_in_both_declarations() {
+        let text = "resources:\n  - label: a\n    type: T\n  - label: a\n    type: U\n";
+        let e = err(
+            2,
+            Some("a"),
+            Problem::UnknownType {
+                resource_type: "U".into(),
+                plugin: "p".into(),
+            },
+        )
+        .locate(text);
+        assert_eq!((e.line, e.column()), (Some(5), Some(11)));
+        let e = err(2, Some("a"), Problem::DuplicateLabel).locate(text);
+        assert_eq!((e.line, e.column()), (Some(4), Some(12)));
     }
 
     #[test]
