@@ -29,6 +29,7 @@ pub mod record;
 pub mod scheduler;
 pub mod select;
 pub mod stack;
+pub mod stack_schema;
 pub mod tasks;
 pub mod timetable;
 

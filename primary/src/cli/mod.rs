@@ -19,6 +19,7 @@ mod plugin_test;
 mod remote;
 mod remote_cmds;
 pub mod render_error;
+mod schema;
 mod schema_cache;
 mod server;
 mod stack_cmds;
@@ -85,6 +86,9 @@ enum Command {
     /// given) schemas, starting no plugin. Exit 0 when valid, 1 when
     /// invalid, 2 when it cannot be checked.
     Validate(validate::ValidateArgs),
+    /// Write the JSON Schema of stack documents, with the resource types
+    /// of the plugins whose schemas are cached, for editors.
+    Schema(schema::SchemaArgs),
     /// Show the outputs a stack's last apply recorded.
     Output(output_cmd::OutputArgs),
     /// Show a command's progress (the latest command by default); with
@@ -146,6 +150,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
         Command::Validate(args) => validate::validate_cmd(args),
+        Command::Schema(args) => schema::schema_cmd(args),
         Command::Output(args) => output_cmd::output_cmd(args),
         Command::Status(args) => remote_cmds::status(args).await,
         Command::Cancel(args) => remote_cmds::cancel(args).await,
