@@ -22,6 +22,7 @@
 pub mod answer;
 pub mod discovery;
 pub mod events;
+pub mod extract;
 pub mod keys;
 pub mod lease;
 pub mod plan;

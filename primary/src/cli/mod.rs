@@ -11,6 +11,7 @@ use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConf
 pub mod config_file;
 mod discover;
 mod duration;
+mod extract;
 mod fleet;
 mod hub;
 mod inspect;
@@ -89,6 +90,9 @@ enum Command {
     /// Write the JSON Schema of stack documents, with the resource types
     /// of the plugins whose schemas are cached, for editors.
     Schema(schema::SchemaArgs),
+    /// Write a stack document (YAML) of a stack's recorded resources, or
+    /// of discovered unmanaged ones, to reproduce or adopt them.
+    Extract(extract::ExtractArgs),
     /// Show the outputs a stack's last apply recorded.
     Output(output_cmd::OutputArgs),
     /// Show a command's progress (the latest command by default); with
@@ -151,6 +155,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
         Command::Validate(args) => validate::validate_cmd(args),
         Command::Schema(args) => schema::schema_cmd(args),
+        Command::Extract(args) => extract::extract_cmd(args),
         Command::Output(args) => output_cmd::output_cmd(args),
         Command::Status(args) => remote_cmds::status(args).await,
         Command::Cancel(args) => remote_cmds::cancel(args).await,
