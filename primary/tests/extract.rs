@@ -47,3 +47,40 @@ fn the_extracted_quickstart_plans_no_changes() {
         "{dirs:?}"
     );
 }
+
+#[test]
+fn discovered_resources_are_extracted_with_references_and_readable_labels() {
+    let scratch = Scratch::new();
+    let file = scratch.write(
+        "s.yaml",
+        "stack: disco\ntargets:\n  - name: home\n    plugin: local\n    config: { root: \"${stack_dir}/site\", create_root: true }\nresources:\n  - label: managed\n    type: Local::Fs::File\n    target: home\n    properties: { path: managed.txt, content: \"x\\n\" }\n",
+    );
+    let apply = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+    let site = scratch.path().join("site");
+    std::fs::create_dir_all(site.join("extra")).unwrap();
+    std::fs::write(site.join("extra/deep.txt"), "by hand\n").unwrap();
+    let discover = scratch.orrery(&["discover", file.to_str().unwrap()]);
+    assert_eq!(discover.code, 0, "{discover:?}");
+    let out = scratch.path().join("found.yaml");
+    let extract = scratch.orrery(&[
+        "extract",
+        "--unmanaged",
+        "--name",
+        "handmade",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(extract.code, 0, "{extract:?}");
+    let doc = std::fs::read_to_string(&out).unwrap();
+    assert!(doc.starts_with("stack: handmade\n"), "{doc}");
+    assert!(doc.contains("- label: directory-extra\n"), "{doc}");
+    assert!(doc.contains("- label: file-extra_deep_txt\n"), "{doc}");
+    assert!(
+        doc.contains("path: ${directory-extra.path}/deep.txt"),
+        "{doc}"
+    );
+    assert!(!doc.contains("managed.txt"), "managed ones stay out: {doc}");
+    let validate = scratch.orrery(&["validate", out.to_str().unwrap()]);
+    assert_eq!(validate.code, 0, "{validate:?}");
+}

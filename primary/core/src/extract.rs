@@ -127,7 +127,8 @@ pub fn extract(
     let mut used = BTreeSet::new();
     let mut labels = Vec::new();
     for r in &order {
-        let base = if r.label.is_empty() {
+        // A discovered resource's recorded label is its key, not a name.
+        let base = if r.label.is_empty() || crate::discovery::is_discovered(r) {
             let kind = r.resource_type.rsplit("::").next().unwrap_or("resource");
             clean_label(&format!("{}-{}", kind.to_lowercase(), r.native_id))
         } else {
