@@ -43,7 +43,10 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::run(args, telemetry.metrics())) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            match cli::render_error::stack_errors(&e, cli::render_error::colour()) {
+                Some(rendered) => eprint!("{rendered}"),
+                None => eprintln!("error: {e:#}"),
+            }
             ExitCode::from(1)
         }
     }

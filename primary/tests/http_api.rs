@@ -132,7 +132,14 @@ fn plan_apply_inventory_destroy_over_http() {
     assert_eq!(errors.len(), 1, "{reply}");
     assert_eq!(errors[0]["resource"], "logs");
     assert_eq!(errors[0]["file"], "quickstart.yaml");
-    assert!(errors[0]["line"].as_u64().is_some(), "{reply}");
+    // The position of the offending key itself.
+    let colour_line = invalid
+        .lines()
+        .position(|l| l.contains("colour: blue"))
+        .unwrap()
+        + 1;
+    assert_eq!(errors[0]["line"], colour_line, "{reply}");
+    assert_eq!(errors[0]["column"], 7, "{reply}");
     assert_eq!(
         errors[0]["message"],
         "unknown field `colour` for type `Local::Fs::Directory`"

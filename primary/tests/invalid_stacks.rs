@@ -38,16 +38,22 @@ fn check(resources: &str, expected: &[&str]) {
     );
 }
 
-/// A stack that does not validate: one line per problem under the header.
-const INVALID: &str = "error: the stack is invalid; nothing was changed:";
+/// A stack that does not validate: each problem as a compiler shows it
+/// (message, `file:line:column`, the line, a caret), then this line.
+const INVALID_1: &str = "error: the stack is invalid (1 problem); nothing was changed";
 
 #[test]
 fn unknown_type() {
     check(
         "  - label: x\n    type: Local::Fs::Socket\n    target: home\n    properties: { path: a }\n",
         &[
-            INVALID,
-            "  bad.yaml:7: resource `x`: unknown type `Local::Fs::Socket`: plugin `local` does not announce it",
+            "error: resource `x`: unknown type `Local::Fs::Socket`: plugin `local` does not announce it",
+            "  --> bad.yaml:8:11",
+            "  |",
+            "8 |     type: Local::Fs::Socket",
+            "  |           ^^^^^^^^^^^^^^^^^",
+            "",
+            INVALID_1,
         ],
     );
 }
@@ -56,7 +62,15 @@ fn unknown_type() {
 fn missing_required_field() {
     check(
         "  - label: d\n    type: Local::Fs::Directory\n    target: home\n    properties: { mode: 493 }\n",
-        &[INVALID, "  bad.yaml:7: resource `d`: missing required field `path`"],
+        &[
+            "error: resource `d`: missing required field `path`",
+            "   --> bad.yaml:10:5",
+            "   |",
+            "10 |     properties: { mode: 493 }",
+            "   |     ^^^^^^^^^^",
+            "",
+            INVALID_1,
+        ],
     );
 }
 
@@ -65,8 +79,13 @@ fn unknown_field() {
     check(
         "  - label: d\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: a, colour: blue }\n",
         &[
-            INVALID,
-            "  bad.yaml:7: resource `d`: unknown field `colour` for type `Local::Fs::Directory`",
+            "error: resource `d`: unknown field `colour` for type `Local::Fs::Directory`",
+            "   --> bad.yaml:10:28",
+            "   |",
+            "10 |     properties: { path: a, colour: blue }",
+            "   |                            ^^^^^^",
+            "",
+            INVALID_1,
         ],
     );
 }
@@ -76,9 +95,19 @@ fn reference_to_missing_resource_and_property() {
     check(
         "  - label: d\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${nope.path}\" }\n  - label: e\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${d.size}\" }\n",
         &[
-            INVALID,
-            "  bad.yaml:7: resource `d`: references resource `nope`, which the stack does not declare",
-            "  bad.yaml:11: resource `e`: references `d.size`, but that resource's type has no property `size`",
+            "error: resource `d`: references resource `nope`, which the stack does not declare",
+            "   --> bad.yaml:10:28",
+            "   |",
+            "10 |     properties: { path: \"${nope.path}\" }",
+            "   |                            ^^^^",
+            "",
+            "error: resource `e`: references `d.size`, but that resource's type has no property `size`",
+            "   --> bad.yaml:14:28",
+            "   |",
+            "14 |     properties: { path: \"${d.size}\" }",
+            "   |                            ^^^^^^",
+            "",
+            "error: the stack is invalid (2 problems); nothing was changed",
         ],
     );
 }
@@ -88,8 +117,13 @@ fn dependency_cycle_names_every_member() {
     check(
         "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${c.path}/a\" }\n  - label: b\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${a.path}/b\" }\n  - label: c\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: \"${b.path}/c\" }\n",
         &[
-            INVALID,
-            "  bad.yaml:11: resource `b`: dependency cycle: b -> c -> a -> b",
+            "error: resource `b`: dependency cycle: b -> c -> a -> b",
+            "   --> bad.yaml:11:12",
+            "   |",
+            "11 |   - label: b",
+            "   |            ^",
+            "",
+            INVALID_1,
         ],
     );
 }
@@ -101,15 +135,25 @@ fn syntax_errors_name_the_line() {
     check(
         "  - label: a\n    type: Local::Fs::Directory: x\n    target: home\n",
         &[
-            INVALID,
-            "  bad.yaml:8: mapping values are not allowed in this context at line 8 column 31",
+            "error: mapping values are not allowed in this context",
+            "  --> bad.yaml:8:31",
+            "  |",
+            "8 |     type: Local::Fs::Directory: x",
+            "  |                               ^",
+            "",
+            INVALID_1,
         ],
     );
     check(
         "  - label: [unclosed\n",
         &[
-            INVALID,
-            "  bad.yaml:8: while parsing a flow sequence, expected ',' or ']' at line 8 column 1",
+            "error: while parsing a flow sequence, expected ',' or ']'",
+            "  --> bad.yaml:8:1",
+            "  |",
+            "8 | ",
+            "  | ^",
+            "",
+            INVALID_1,
         ],
     );
 }
@@ -118,7 +162,15 @@ fn syntax_errors_name_the_line() {
 fn shape_errors_name_the_line() {
     check(
         "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    colour: blue\n",
-        &[INVALID, "  bad.yaml:10: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties`, `for_each`, `count`, `enabled`, `depends_on`, `protect`, `ignore_changes` at line 10 column 5"],
+        &[
+            "error: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties`, `for_each`, `count`, `enabled`, `depends_on`, `protect`, `ignore_changes`",
+            "   --> bad.yaml:10:5",
+            "   |",
+            "10 |     colour: blue",
+            "   |     ^",
+            "",
+            INVALID_1,
+        ],
     );
 }
 
@@ -132,12 +184,22 @@ fn unknown_target_and_plugin() {
     let run = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
     assert_eq!(run.code, 1, "{run:?}");
     let lines = error_lines(&run, &scratch);
-    assert_eq!(lines.len(), 2, "{run:?}");
-    assert_eq!(lines[0], INVALID, "{run:?}");
+    assert_eq!(lines.len(), 7, "{run:?}");
     assert!(
-        lines[1].starts_with(
-            "  bad.yaml: plugin `nosuch` not found: looked for `orrery-plugin-nosuch` in "
-        ),
+        lines[0]
+            .starts_with("error: plugin `nosuch` not found: looked for `orrery-plugin-nosuch` in "),
+        "{run:?}"
+    );
+    assert_eq!(
+        lines[1..],
+        [
+            "  --> bad.yaml:4:13",
+            "  |",
+            "4 |     plugin: nosuch",
+            "  |             ^^^^^^",
+            "",
+            INVALID_1
+        ],
         "{run:?}"
     );
 }

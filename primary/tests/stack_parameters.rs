@@ -158,11 +158,12 @@ fn missing_and_invalid_values_are_errors_naming_the_parameter() {
     let file = scratch.write("stack.yaml", DOC);
     let file = file.to_str().unwrap();
     let path = format!("{}/stack.yaml", scratch.path().display());
+    // The message, then where (as a compiler prints it).
     let cases: [(&[&str], &str, String); 4] = [
-        (&[], SECRET, format!("{path}:4: parameter `greeting`: has no default and no value was given")),
-        (&["--var", "greeting=hi", "--var", "mode=9999"], SECRET, format!("{path}:5: parameter `mode`: `9999` is more than the maximum 511")),
-        (&["--var", "greeting=hi"], "short", format!("{path}:6: parameter `password`: the value does not match the pattern `[a-z0-9-]{{12,}}`")),
-        (&["--var", "greeting=hi", "--var", "colour=red"], SECRET, format!("{path}: parameter `colour`: a value was given, but the document declares no such parameter")),
+        (&[], SECRET, format!("error: parameter `greeting`: has no default and no value was given\n  --> {path}:4:3\n")),
+        (&["--var", "greeting=hi", "--var", "mode=9999"], SECRET, format!("error: parameter `mode`: `9999` is more than the maximum 511\n  --> {path}:5:3\n")),
+        (&["--var", "greeting=hi"], "short", format!("error: parameter `password`: the value does not match the pattern `[a-z0-9-]{{12,}}`\n  --> {path}:6:3\n")),
+        (&["--var", "greeting=hi", "--var", "colour=red"], SECRET, format!("error: {path}: parameter `colour`: a value was given, but the document declares no such parameter")),
     ];
     for (args, password, expected) in cases {
         let mut all = vec!["plan", file];

@@ -80,6 +80,7 @@ fn the_http_api_refuses_an_alias_bomb_fast_in_bounded_memory() {
         let error = &answer["errors"][0];
         assert_eq!(error["file"], "bomb.yaml", "{answer}");
         assert_eq!(error["line"], BOMB_LINE, "{answer}");
+        assert_eq!(error["column"], 7, "{answer}");
         assert_eq!(error["message"], EXPECTED, "{answer}");
     }
     let peak_kib = status_kib(pid, "VmHWM");
@@ -107,7 +108,11 @@ fn orrery_plan_refuses_an_alias_bomb_fast_naming_the_line() {
     let elapsed = started.elapsed();
     eprintln!("orrery plan: exit {} in {elapsed:?}", run.code);
     assert_eq!(run.code, 1, "{run:?}");
-    let expected = format!("bomb.yaml:{BOMB_LINE}: {EXPECTED}");
+    // Where: the line's content from its first column (the line is cut).
+    let expected = format!(
+        "error: {EXPECTED}\n   --> {}:{BOMB_LINE}:7\n",
+        file.display()
+    );
     assert!(
         run.stderr.contains(&expected),
         "expected {expected:?} in {run:?}"

@@ -22,6 +22,7 @@
 pub mod answer;
 pub mod discovery;
 pub mod events;
+pub mod extract;
 pub mod keys;
 pub mod lease;
 pub mod plan;
@@ -29,6 +30,7 @@ pub mod record;
 pub mod scheduler;
 pub mod select;
 pub mod stack;
+pub mod stack_schema;
 pub mod tasks;
 pub mod timetable;
 

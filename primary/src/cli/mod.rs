@@ -11,6 +11,7 @@ use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConf
 pub mod config_file;
 mod discover;
 mod duration;
+mod extract;
 mod fleet;
 mod hub;
 mod inspect;
@@ -19,8 +20,12 @@ mod plugin_new;
 mod plugin_test;
 mod remote;
 mod remote_cmds;
+pub mod render_error;
+mod schema;
+mod schema_cache;
 mod server;
 mod stack_cmds;
+mod validate;
 mod vars;
 
 /// Orrery: an infrastructure-as-code runtime with plugins across hosts.
@@ -79,6 +84,16 @@ enum Command {
     Plan(stack_cmds::PlanArgs),
     /// Delete every resource of a stack.
     Destroy(stack_cmds::DestroyArgs),
+    /// Check a stack document offline against the plugins' cached (or
+    /// given) schemas, starting no plugin. Exit 0 when valid, 1 when
+    /// invalid, 2 when it cannot be checked.
+    Validate(validate::ValidateArgs),
+    /// Write the JSON Schema of stack documents, with the resource types
+    /// of the plugins whose schemas are cached, for editors.
+    Schema(schema::SchemaArgs),
+    /// Write a stack document (YAML) of a stack's recorded resources, or
+    /// of discovered unmanaged ones, to reproduce or adopt them.
+    Extract(extract::ExtractArgs),
     /// Show the outputs a stack's last apply recorded.
     Output(output_cmd::OutputArgs),
     /// Show a command's progress (the latest command by default); with
@@ -142,6 +157,9 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Apply(args) => stack_cmds::apply_cmd(args).await,
         Command::Plan(args) => stack_cmds::plan_cmd(args).await,
         Command::Destroy(args) => stack_cmds::destroy_cmd(args).await,
+        Command::Validate(args) => validate::validate_cmd(args),
+        Command::Schema(args) => schema::schema_cmd(args),
+        Command::Extract(args) => extract::extract_cmd(args),
         Command::Output(args) => output_cmd::output_cmd(args),
         Command::Status(args) => remote_cmds::status(args).await,
         Command::Cancel(args) => remote_cmds::cancel(args).await,

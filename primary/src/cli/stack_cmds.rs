@@ -547,6 +547,12 @@ where
 {
     let service = common.service(options).await?;
     let (service, result) = f(service).await;
+    // What the plugins announced, for `orrery validate` and `orrery schema`.
+    let announced = service.plugins().hosts();
+    let announced = announced.iter().map(|h| h.announcement().clone()).collect();
+    if let Err(e) = super::schema_cache::save(&common.data_dir, announced) {
+        tracing::warn!("the plugins' schemas are not cached: {e:#}");
+    }
     service.shutdown().await;
     result
 }

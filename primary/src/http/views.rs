@@ -14,12 +14,13 @@ pub fn stack_error(e: &StackError) -> Value {
     let bare = StackError {
         file: String::new(),
         line: None,
+        position: None,
         resource: None,
         problem: e.problem.clone(),
     }
     .to_string();
     let message = bare.strip_prefix(": ").unwrap_or(&bare);
-    json!({"file": e.file, "line": e.line, "resource": e.resource, "message": message,
+    json!({"file": e.file, "line": e.line, "column": e.column(), "resource": e.resource, "message": message,
         "text": e.to_string()})
 }
 
@@ -73,6 +74,7 @@ mod tests {
         let e = StackError {
             file: "stack.yaml".into(),
             line: Some(12),
+            position: None,
             resource: Some("web".into()),
             problem: Problem::MissingRequired("path".into()),
         };

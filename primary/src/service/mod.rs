@@ -60,6 +60,7 @@ fn moved_records(
         ServiceError::InvalidStack(vec![stack::StackError {
             file: stack.source.clone(),
             line: e.line,
+            position: None,
             resource: None,
             problem: stack::Problem::Syntax(e.to_string()),
         }])
@@ -330,20 +331,22 @@ impl Service {
             inputs.parse_with_store(&doc, Some(store.as_ref()))
         })
         .await?
-        .map_err(|e| ServiceError::InvalidStack(vec![e]))?;
+        .map_err(|e| ServiceError::InvalidStack(vec![e.locate(&document.text)]))?;
         let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
         let plugins = self.plugins.ensure(&names).await?;
         let catalog = plugins.catalog.clone();
         let unavailable = plugins.unavailable.clone();
+        let text = document.text.clone();
         let (stack, graph) =
             tokio::task::spawn_blocking(move || match stack::validate(&stack, &catalog) {
                 Ok(graph) => Ok((stack, graph)),
-                Err(errors) => Err(ServiceError::InvalidStack(
+                Err(errors) => Err(ServiceError::InvalidStack(stack::locate_all(
                     errors
                         .into_iter()
                         .map(|e| with_reason(e, &unavailable))
                         .collect(),
-                )),
+                    &text,
+                ))),
             })
             .await??;
         Ok(Prepared {

@@ -142,6 +142,7 @@ pub(super) fn evaluate(
     let at = |line: Option<usize>, resource: Option<String>, problem| StackError {
         file: source.to_owned(),
         line,
+        position: None,
         resource,
         problem,
     };
@@ -527,6 +528,7 @@ fn load(ctx: &mut Ctx<'_>, path: &str) -> Result<Rc<ModuleFile>, Loaded> {
         Loaded::Invalid(StackError {
             file: String::new(),
             line,
+            position: None,
             resource: None,
             problem,
         })

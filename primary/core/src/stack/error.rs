@@ -87,12 +87,37 @@ pub enum Problem {
 pub struct StackError {
     /// The document.
     pub file: String,
-    /// The line, where it could be found.
+    /// The line, where it could be found (1-based).
     pub line: Option<usize>,
+    /// Where on the line, where known: filled by the parser for syntax
+    /// errors, else by [`StackError::locate`] from the document's text.
+    /// Boxed: errors travel in `Result`s and most have none.
+    pub position: Option<Box<Position>>,
     /// The resource concerned.
     pub resource: Option<String>,
     /// What is wrong.
     pub problem: Problem,
+}
+
+/// Where on its line a [`StackError`] is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// The column (1-based, in characters).
+    pub column: usize,
+    /// The offending text as a byte range of the document.
+    pub span: std::ops::Range<usize>,
+}
+
+impl StackError {
+    /// The column, where known.
+    pub fn column(&self) -> Option<usize> {
+        self.position.as_ref().map(|p| p.column)
+    }
+
+    /// The offending text's byte range in the document, where known.
+    pub fn span(&self) -> Option<std::ops::Range<usize>> {
+        self.position.as_ref().map(|p| p.span.clone())
+    }
 }
 
 impl fmt::Display for StackError {

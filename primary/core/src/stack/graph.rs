@@ -28,6 +28,11 @@ impl Catalog {
         self.plugins.get(name)
     }
 
+    /// Every plugin's announcement, by name.
+    pub fn plugins(&self) -> impl Iterator<Item = &Announcement> {
+        self.plugins.values()
+    }
+
     /// The schema of `resource_type` as announced by `plugin`.
     pub fn schema(&self, plugin: &str, resource_type: &str) -> Option<&ResourceSchema> {
         self.plugins.get(plugin)?.resource(resource_type)
@@ -52,6 +57,7 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
         let e = StackError {
             file: origin.map_or_else(|| stack.source.clone(), |o| o.file.clone()),
             line: resource.and_then(|r| r.line),
+            position: None,
             resource: resource.map(|r| r.label.clone()),
             problem,
         };
@@ -207,6 +213,7 @@ pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackErro
             errors.push(StackError {
                 file: stack.source.clone(),
                 line: None,
+                position: None,
                 resource: None,
                 problem: Problem::Expression {
                     at: format!("output `{name}`"),
@@ -251,6 +258,7 @@ fn problem_text(problem: Problem) -> String {
     let text = StackError {
         file: String::new(),
         line: None,
+        position: None,
         resource: None,
         problem,
     }

@@ -30,6 +30,7 @@ mod graph;
 mod instances;
 mod keys;
 pub mod limits;
+mod locate;
 pub mod modules;
 mod params;
 mod syntax;
@@ -41,13 +42,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
-pub use error::{Problem, StackError};
+pub use error::{Position, Problem, StackError};
 pub use eval::{EvalError, FileReader, Known, StackOutputs};
 pub use expr::{Expr, Part, Reference};
 pub use functions::FUNCTIONS;
 pub use graph::{validate, Catalog, Graph};
 pub use instances::{address, MAX_INSTANCES};
 pub use limits::{Limit, Limits};
+pub use locate::{locate_all, MAX_LOCATED};
 pub use modules::{ModuleUse, Origin};
 pub use params::{Inputs, Kind, Supplied};
 pub use syntax::Ast;
@@ -310,6 +312,7 @@ fn parse_with(
         StackError {
             file: source.to_owned(),
             line,
+            position: None,
             resource: None,
             problem,
         }
@@ -317,6 +320,12 @@ fn parse_with(
     let doc: Document = serde_norway::from_str(text).map_err(|e| StackError {
         file: source.to_owned(),
         line: e.location().map(|l| l.line()),
+        position: e.location().map(|l| {
+            Box::new(error::Position {
+                column: l.column(),
+                span: l.index()..l.index(),
+            })
+        }),
         resource: None,
         problem: Problem::Syntax(e.to_string()),
     })?;

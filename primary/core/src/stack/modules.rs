@@ -82,6 +82,7 @@ pub(super) fn wrap_uses(uses: &[ModuleUse], error: StackError) -> StackError {
     uses.iter().rev().fold(error, |inner, u| StackError {
         file: u.file.clone(),
         line: u.line,
+        position: None,
         resource: None,
         problem: Problem::InModule {
             module: u.module.clone(),

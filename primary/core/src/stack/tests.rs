@@ -489,6 +489,7 @@ fn errors_without_line_or_resource_print_only_what_is_known() {
     let e = StackError {
         file: "f".into(),
         line: None,
+        position: None,
         resource: None,
         problem: Problem::UnknownTarget("x".into()),
     };
@@ -497,6 +498,7 @@ fn errors_without_line_or_resource_print_only_what_is_known() {
     assert_eq!(e.to_string(), "f:3: unknown target `x`");
     let e = StackError {
         line: None,
+        position: None,
         resource: Some("r".into()),
         ..e
     };
