@@ -68,6 +68,56 @@ pub fn stack_schema(catalog: &Catalog) -> Value {
             "resources" => {
                 json!({"type": "array", "description": "The resources the stack declares.", "items": {"$ref": "#/definitions/resource"}})
             }
+            "modules" => {
+                json!({"type": "array", "description": "Module files used, each with its parameters' values.", "items": {"$ref": "#/definitions/module_use"}})
+            }
+            "moved" => {
+                json!({"type": "array", "description": "Resources re-addressed without a plugin call.", "items": {"$ref": "#/definitions/moved"}})
+            }
+            _ => return None,
+        })
+    });
+    let module_use = object("module_use", &["name", "source"], &|key| {
+        Some(match key {
+            "name" => {
+                json!({"type": "string", "description": "Unique name; resources inside are addressed `module.NAME[key].label`."})
+            }
+            "source" => {
+                json!({"type": "string", "description": "The module file, relative to the using file and inside the stack's directory."})
+            }
+            "with" => {
+                json!({"type": "object", "description": "Values of the module's parameters."})
+            }
+            "for_each" => or_expression(
+                json!({"type": ["array", "object"], "description": "One instance per item, addressed `NAME[\"key\"]`."}),
+            ),
+            "count" => or_expression(
+                json!({"type": "integer", "minimum": 0, "description": "This many instances."}),
+            ),
+            "enabled" => or_expression(
+                json!({"type": "boolean", "description": "Whether the module is used at all."}),
+            ),
+            _ => return None,
+        })
+    });
+    let module = object("module", &[], &|key| {
+        Some(match key {
+            "parameters" => {
+                json!({"type": "object", "additionalProperties": {"$ref": "#/definitions/parameter"}})
+            }
+            "variables" => json!({"type": "object"}),
+            "modules" => json!({"type": "array", "items": {"$ref": "#/definitions/module_use"}}),
+            "resources" => json!({"type": "array", "items": {"$ref": "#/definitions/resource"}}),
+            "outputs" => {
+                json!({"type": "object", "additionalProperties": {"$ref": "#/definitions/output"}})
+            }
+            _ => return None,
+        })
+    });
+    let moved = object("moved", &["from", "to"], &|key| {
+        Some(match key {
+            "from" => json!({"type": "string", "description": "The recorded address."}),
+            "to" => json!({"type": "string", "description": "The address it now has."}),
             _ => return None,
         })
     });
@@ -166,7 +216,8 @@ pub fn stack_schema(catalog: &Catalog) -> Value {
     head.append(out_map);
     head.insert(
         "definitions".into(),
-        json!({"target": target, "resource": resource, "parameter": parameter, "output": output}),
+        json!({"target": target, "resource": resource, "parameter": parameter, "output": output,
+            "module_use": module_use, "module": module, "moved": moved}),
     );
     Value::Object(head)
 }

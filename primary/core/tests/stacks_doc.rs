@@ -118,7 +118,7 @@ fn every_key_the_parser_accepts_is_documented_in_its_table() {
         ("resource", "Resources"),
         ("parameter", "Parameters"),
         ("output", "Outputs"),
-        ("module use", "Modules"),
+        ("module_use", "Modules"),
         ("module", "Module files"),
         ("moved", "Moved"),
     ];

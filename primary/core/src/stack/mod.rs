@@ -252,7 +252,7 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
         ("resource", keys::fields_of::<ResourceDoc>()),
         ("parameter", keys::fields_of::<params::ParameterDoc>()),
         ("output", keys::fields_of::<OutputDoc>()),
-        ("module use", keys::fields_of::<modules::ModuleUseDoc>()),
+        ("module_use", keys::fields_of::<modules::ModuleUseDoc>()),
         ("module", keys::fields_of::<modules::ModuleDoc>()),
         ("moved", keys::fields_of::<MovedDoc>()),
     ]
