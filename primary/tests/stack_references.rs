@@ -51,7 +51,8 @@ fn a_stack_reads_another_stacks_outputs() {
     let early = scratch.orrery(&["apply", app_file, "--yes"]);
     assert_eq!(early.code, 1, "{early:?}");
     assert!(
-        early.stderr.contains("app.yaml:7: resource `note`: property `content`: `stacks.base.outputs.dir`: stack `base` has recorded no outputs (apply it first)"),
+        early.stderr.contains("error: resource `note`: property `content`: `stacks.base.outputs.dir`: stack `base` has recorded no outputs (apply it first)")
+            && early.stderr.contains("app.yaml:12:17"),
         "{early:?}"
     );
 
