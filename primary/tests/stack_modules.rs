@@ -101,8 +101,8 @@ fn a_module_outside_the_stack_directory_is_refused() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr.contains(
-            "stack.yaml:9: module `site`: `source`: `../site.yaml` leaves the stack's directory"
-        ),
+            "error: module `site`: `source`: `../site.yaml` leaves the stack's directory"
+        ) && run.stderr.contains("stack.yaml:9:3"),
         "{run:?}"
     );
     assert!(!scratch.path().join("stack/site").exists(), "nothing ran");
