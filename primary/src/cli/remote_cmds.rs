@@ -15,6 +15,7 @@ use super::stack_cmds::{
 };
 use super::Output;
 use orrery_core::events::EventBody;
+use orrery_primary::http::utc;
 use orrery_primary::plan::Mode;
 use orrery_primary::service::Engine;
 use orrery_primary::state::CommandFilter;
@@ -422,38 +423,9 @@ fn history_line(row: &Value) -> String {
     )
 }
 
-/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` in UTC.
-fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
-        assert_eq!(utc(1_796_166_342_000), "2026-12-01 23:05:42");
-    }
 
     #[test]
     fn path_segments_are_encoded() {

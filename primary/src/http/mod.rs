@@ -50,6 +50,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use error::ApiError;
 use error::ApiResult;
 pub use listen::{serve, tls_config, ServeOptions, TlsError};
+pub use ui::utc;
 
 use crate::apply::Options;
 use crate::lease::LeaseConfig;

@@ -146,6 +146,7 @@ mod tests {
     fn times_and_durations() {
         assert_eq!(utc(0), "1970-01-01 00:00:00");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_796_166_342_000), "2026-12-01 23:05:42");
         assert_eq!(duration(850), "850ms");
         assert_eq!(duration(12_340), "12.3s");
         assert_eq!(duration(245_000), "4m05s");

@@ -14,6 +14,8 @@ mod commands;
 mod fleet;
 mod graph;
 mod layout;
+
+pub use layout::utc;
 mod login;
 mod plans;
 pub mod session;
