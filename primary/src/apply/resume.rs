@@ -230,42 +230,66 @@ pub(super) async fn send_create(
         .map(|l| l.plugin.clone())
         .unwrap_or_default();
     if let (Some(lookup), true) = (&lookup, verify_first) {
-        match lookup.find(&*transport, timeout, None).await {
-            Ok(Some(found)) => return Ok(adopted(&resource_type, &request_id, found)),
-            Ok(None) => {}
-            // The check failed (say, no satellite): that is this attempt's
-            // outcome; the scheduler retries, checking again first.
-            Err((code, message)) => {
-                return Ok(Answer::Progress(ProgressEvent::failure(
-                    Operation::Create,
-                    request_id,
-                    resource_type,
-                    code,
-                    format!("checking whether it exists already: {message}"),
-                )))
-            }
+        // A failed check is this attempt's outcome; the scheduler retries,
+        // checking again first.
+        let doing = "checking whether it exists already";
+        if let Some(settled) = settle(
+            lookup,
+            &*transport,
+            timeout,
+            &request_id,
+            &resource_type,
+            doing,
+        )
+        .await
+        {
+            return Ok(settled);
         }
     }
     let answer = transport.send(&plugin, &request, timeout).await;
     if let (Some(lookup), true) = (&lookup, already_exists(&answer)) {
-        match lookup.find(&*transport, timeout, None).await {
-            Ok(Some(found)) => return Ok(adopted(&resource_type, &request_id, found)),
-            Ok(None) => {}
-            // Not knowing whether it is ours is not `AlreadyExists` (which
-            // is terminal): the lookup's failure is this attempt's outcome,
-            // and the scheduler retries it (found by the chaos soak).
-            Err((code, message)) => {
-                return Ok(Answer::Progress(ProgressEvent::failure(
-                    Operation::Create,
-                    request_id,
-                    resource_type,
-                    code,
-                    format!("it exists already; checking whether it is this one: {message}"),
-                )))
-            }
+        // Not knowing whether it is ours is not `AlreadyExists` (which is
+        // terminal): the lookup's failure is this attempt's outcome, and
+        // the scheduler retries it (found by the chaos soak).
+        let doing = "it exists already; checking whether it is this one";
+        if let Some(settled) = settle(
+            lookup,
+            &*transport,
+            timeout,
+            &request_id,
+            &resource_type,
+            doing,
+        )
+        .await
+        {
+            return Ok(settled);
         }
     }
     answer
+}
+
+/// What a lookup settles a create with: adopted when it finds the
+/// resource, this attempt's failure (with the lookup's code, so the
+/// scheduler retries) when the lookup fails, nothing when it is absent.
+async fn settle(
+    lookup: &Lookup,
+    transport: &dyn Transport,
+    timeout: Duration,
+    request_id: &str,
+    resource_type: &str,
+    doing: &str,
+) -> Option<Answer> {
+    match lookup.find(transport, timeout, None).await {
+        Ok(Some(found)) => Some(adopted(resource_type, request_id, found)),
+        Ok(None) => None,
+        Err((code, message)) => Some(Answer::Progress(ProgressEvent::failure(
+            Operation::Create,
+            request_id,
+            resource_type,
+            code,
+            format!("{doing}: {message}"),
+        ))),
+    }
 }
 
 /// Labels whose create `command` (finished) failed with its outcome
