@@ -132,7 +132,13 @@ impl HeldTargets {
     /// [`HeldError`]: an operator-fixed field set otherwise, a reference
     /// that does not resolve, a body that is not a request.
     pub fn apply(&self, mut envelope: Envelope) -> Result<Envelope, HeldError> {
-        if !is_request(&envelope.kind) || (self.held.is_empty() && !mentions_ref(&envelope.body)) {
+        // Most requests name no held target and hold no reference: byte
+        // scans, not a decode, decide that.
+        let names_held = self
+            .held
+            .keys()
+            .any(|t| memchr::memmem::find(&envelope.body, t.as_bytes()).is_some());
+        if !is_request(&envelope.kind) || (!names_held && !mentions_ref(&envelope.body)) {
             return Ok(envelope);
         }
         let mut body: PropertyMap =
