@@ -4,7 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Incremental caches only help edit-compile loops; here they would double the
+# target directory on a disk CI has little of.
+export CARGO_INCREMENTAL=0
+
+# Each step says how much disk is left, so a full disk is found at once.
+step() { printf '\n==> %s   [%s free]\n' "$*" "$(df -h --output=avail . | tail -1 | tr -d ' ')"; }
 
 step "nats-server (>= 2.10) for the tests that need one"
 ORRERY_NATS_SERVER="$(./scripts/ensure-nats.sh)"
