@@ -163,7 +163,7 @@ fn shape_errors_name_the_line() {
     check(
         "  - label: a\n    type: Local::Fs::Directory\n    target: home\n    colour: blue\n",
         &[
-            "error: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties`, `for_each`, `count`, `enabled`, `depends_on`, `protect`, `ignore_changes`",
+            "error: resources[0]: unknown field `colour`, expected one of `label`, `type`, `target`, `properties`, `for_each`, `count`, `enabled`, `depends_on`, `protect`, `ignore_changes`, `import`",
             "   --> bad.yaml:10:5",
             "   |",
             "10 |     colour: blue",

@@ -51,6 +51,10 @@ struct Resource {
     #[serde(rename = "type")]
     resource_type: String,
     target: String,
+    /// A discovered resource's identifier: applying the document adopts
+    /// it rather than creating another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    import: Option<String>,
     properties: PropertyMap,
 }
 
@@ -183,6 +187,7 @@ pub fn extract(
             label: labels[i].clone(),
             resource_type: r.resource_type.clone(),
             target: r.target.clone(),
+            import: crate::discovery::is_discovered(r).then(|| r.native_id.clone()),
             properties,
         });
     }
@@ -344,6 +349,25 @@ mod tests {
             text,
             extract("s", &targets, &resources, &catalog()).unwrap()
         );
+    }
+
+    #[test]
+    fn discovered_resources_are_imported() {
+        let discovered = StoredResource {
+            stack: crate::discovery::UNMANAGED_STACK.into(),
+            label: "home/Local::Fs::File/found.txt".into(),
+            managed: false,
+            ..file("", "found.txt", &[])
+        };
+        let managed = StoredResource {
+            managed: true,
+            ..file("kept", "kept.txt", &[])
+        };
+        let text = extract("s", &[], &[discovered, managed], &catalog()).unwrap();
+        let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        assert_eq!(doc["resources"][0]["label"], "file-found_txt");
+        assert_eq!(doc["resources"][0]["import"], "found.txt");
+        assert!(doc["resources"][1].get("import").is_none(), "{text}");
     }
 
     #[test]

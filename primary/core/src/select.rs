@@ -144,6 +144,7 @@ pub fn restrict(
         };
     }
     plan.changes.retain(|c| keep.contains(&c.label));
+    plan.imported.retain(|r| keep.contains(&r.label));
     Ok(())
 }
 

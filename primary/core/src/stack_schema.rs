@@ -168,6 +168,9 @@ pub fn stack_schema(catalog: &Catalog) -> Value {
             "ignore_changes" => {
                 json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "description": "Fields whose changes are not planned once it exists."})
             }
+            "import" => {
+                json!({"type": "string", "description": "The plugin's identifier of an existing resource to adopt (read and recorded) instead of creating one, while the stack has no record of it."})
+            }
             _ => return None,
         })
     });

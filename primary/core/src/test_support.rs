@@ -95,6 +95,7 @@ impl StackBuilder {
             depends_on: Vec::new(),
             protect: false,
             ignore_changes: Default::default(),
+            import: None,
             origin: None,
         });
         self

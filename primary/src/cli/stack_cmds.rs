@@ -356,6 +356,29 @@ pub(super) fn print_plan_text(plan: &serde_json::Value) {
             text(&m["to"])
         );
     }
+    let imported = plan["imported"].as_array().map_or(0, Vec::len);
+    for i in plan["imported"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {} [{}] ({})",
+            paint(colour, "36", " <= import"),
+            text(&i["label"]),
+            text(&i["type"]),
+            text(&i["id"])
+        );
+    }
+    let marks = plan["protect"].as_array().map_or(0, Vec::len);
+    for m in plan["protect"].as_array().into_iter().flatten() {
+        let what = if m["protected"] == true {
+            "protect"
+        } else {
+            "unprotect"
+        };
+        println!(
+            "  {} {}",
+            paint(colour, "36", &format!("  ~ {what}")),
+            text(&m["label"])
+        );
+    }
     for c in plan["changes"].as_array().into_iter().flatten() {
         let action = c["action"].as_str().unwrap_or_default();
         let sign = match action {
@@ -399,6 +422,12 @@ pub(super) fn print_plan_text(plan: &serde_json::Value) {
     if plan["has_changes"].as_bool().unwrap_or(false) {
         if moved > 0 {
             println!("{moved} resource(s) to move, with no plugin call.");
+        }
+        if marks > 0 {
+            println!("{marks} protect mark(s) to record, with no plugin call.");
+        }
+        if imported > 0 {
+            println!("{imported} resource(s) to import, read and recorded without a create.");
         }
         println!(
             "Plan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",

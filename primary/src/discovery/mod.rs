@@ -716,14 +716,53 @@ pub async fn import(
     spec: &ImportSpec,
     options: &Options,
 ) -> Result<StoredResource, DiscoveryError> {
-    let plugin = &spec.target.plugin;
-    let Some(schema) = catalog.schema(plugin, &spec.resource_type) else {
-        return Err(DiscoveryError::Invalid(format!(
-            "plugin `{plugin}` of target `{}` has no resource type `{}`",
-            spec.target.name, spec.resource_type
-        )));
+    check_importable(store, &store.resources(None)?, spec)?;
+    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let jitter = Mutex::new(Jitter::new(options.seed));
+    let (native_id, properties) =
+        read_existing(transport, catalog, &pacer, &jitter, spec, options).await?;
+    let record = StoredResource {
+        stack: spec.stack.clone(),
+        label: spec.label.clone(),
+        resource_type: spec.resource_type.clone(),
+        target: spec.target.name.clone(),
+        plugin: spec.target.plugin.clone(),
+        native_id: native_id.unwrap_or_else(|| spec.native_id.clone()),
+        properties,
+        managed: true,
+        ..Default::default()
     };
-    let all = store.resources(None)?;
+    store.put_resource(&record)?;
+    forget_unmanaged(
+        store,
+        &spec.target.name,
+        &spec.resource_type,
+        &spec.native_id,
+    )?;
+    Ok(record)
+}
+
+/// Forgets the unmanaged (discovered) record of a resource a stack adopted.
+pub fn forget_unmanaged(
+    store: &dyn StateStore,
+    target: &str,
+    resource_type: &str,
+    native_id: &str,
+) -> Result<(), StoreError> {
+    store.remove_resource(
+        UNMANAGED_STACK,
+        &unmanaged_label(target, resource_type, native_id),
+    )
+}
+
+/// Refuses an import under a label the stack already manages, or of a
+/// resource a stack declaring the same target manages (`all`: every
+/// record of the store).
+pub fn check_importable(
+    store: &dyn StateStore,
+    all: &[StoredResource],
+    spec: &ImportSpec,
+) -> Result<(), DiscoveryError> {
     if let Some(r) = all
         .iter()
         .find(|r| r.managed && r.stack == spec.stack && r.label == spec.label)
@@ -759,9 +798,30 @@ pub async fn import(
             spec.resource_type, spec.native_id, owner.stack, owner.label
         )));
     }
-    drop(all);
-    let pacer = Pacer::new(catalog, &options.rate_overrides);
-    let jitter = Mutex::new(Jitter::new(options.seed));
+    Ok(())
+}
+
+/// Reads the existing resource `spec` names through its plugin, within
+/// its rate limit (`pacer`'s buckets, shared by the reads of one run) and
+/// with the retry policy: the identifier the plugin
+/// answers (if any) and its properties, write-only and opaque ones
+/// dropped. A resource that does not exist is
+/// [`DiscoveryError::Plugin`] with [`ErrorCode::NotFound`].
+pub async fn read_existing(
+    transport: &dyn Transport,
+    catalog: &Catalog,
+    pacer: &Pacer,
+    jitter: &Mutex<Jitter>,
+    spec: &ImportSpec,
+    options: &Options,
+) -> Result<(Option<String>, PropertyMap), DiscoveryError> {
+    let plugin = &spec.target.plugin;
+    let Some(schema) = catalog.schema(plugin, &spec.resource_type) else {
+        return Err(DiscoveryError::Invalid(format!(
+            "plugin `{plugin}` of target `{}` has no resource type `{}`",
+            spec.target.name, spec.resource_type
+        )));
+    };
     let request = Request::Read(ReadRequest {
         request_id: uuid::Uuid::now_v7().to_string(),
         resource_type: spec.resource_type.clone(),
@@ -779,7 +839,7 @@ pub async fn import(
             &request,
             options.timeout,
             &options.retry,
-            &jitter,
+            jitter,
         )
         .await
     {
@@ -802,21 +862,5 @@ pub async fn import(
     };
     let mut properties = event.properties.unwrap_or_default();
     strip_secrets(Some(schema), &mut properties);
-    let record = StoredResource {
-        stack: spec.stack.clone(),
-        label: spec.label.clone(),
-        resource_type: spec.resource_type.clone(),
-        target: spec.target.name.clone(),
-        plugin: plugin.clone(),
-        native_id: event.native_id.unwrap_or_else(|| spec.native_id.clone()),
-        properties,
-        managed: true,
-        ..Default::default()
-    };
-    store.put_resource(&record)?;
-    store.remove_resource(
-        UNMANAGED_STACK,
-        &unmanaged_label(&spec.target.name, &spec.resource_type, &spec.native_id),
-    )?;
-    Ok(record)
+    Ok((event.native_id, properties))
 }

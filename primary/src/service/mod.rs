@@ -14,6 +14,7 @@
 //! - [`error`]: the domain errors.
 
 mod error;
+mod imports;
 pub mod outputs;
 pub mod plugins;
 pub mod view;
@@ -44,6 +45,34 @@ fn protected_labels(stack: &Stack) -> BTreeSet<String> {
         .filter(|r| r.protect)
         .map(|r| r.label.clone())
         .collect()
+}
+
+/// The labels of every resource `stack` declares.
+fn declared_labels(stack: &Stack) -> BTreeSet<String> {
+    stack.resources.iter().map(|r| r.label.clone()).collect()
+}
+
+/// The `protect:` marks `plan` records: those the document changes, of
+/// the resources a selection (`--target`, `--exclude`) kept.
+fn marks_of(plan: &Plan, stack: &Stack, recorded: &BTreeSet<String>) -> Vec<(String, bool)> {
+    let kept: BTreeSet<&str> = plan.changes.iter().map(|c| c.label.as_str()).collect();
+    plan::protect_marks(stack, recorded)
+        .into_iter()
+        .filter(|(label, _)| kept.contains(label.as_str()))
+        .collect()
+}
+
+/// Records `marks` (label, protected) on `stack`'s records.
+async fn mark_protected(
+    store: &Store,
+    stack: &str,
+    marks: Vec<(String, bool)>,
+) -> Result<(), ServiceError> {
+    if marks.is_empty() {
+        return Ok(());
+    }
+    let stack = stack.to_owned();
+    on_store(store, move |s| Ok(s.set_protected(&stack, &marks)?)).await
 }
 
 /// `stored` (the stack's records) as the document's `moved:` entries
@@ -368,13 +397,24 @@ impl Service {
             prepared.mode,
         );
         let selection = prepared.selection.clone();
+        let imported = imports::read(
+            &self.store,
+            &prepared.plugins,
+            &stack,
+            &graph,
+            &self.config.options,
+        )
+        .await?;
         on_store(&self.store, move |store| {
-            let (stored, moved) = moved_records(&stack, store.resources(Some(&stack.name))?)?;
+            let (mut stored, moved) = moved_records(&stack, store.resources(Some(&stack.name))?)?;
+            stored.extend(imported.iter().cloned());
             let hasher = SecretHasher::new(store.secret_key()?);
             let mut plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
             plan.moved = moved;
+            plan.imported = imported;
             let deps = select::dependencies(Some((&stack, &graph)), &stored);
             select::restrict(&mut plan, &deps, &selection)?;
+            plan.protect = marks_of(&plan, &stack, &store.protected_labels(&stack.name)?);
             Ok(plan)
         })
         .await
@@ -454,8 +494,10 @@ impl Service {
         if document.is_none() && stored.is_empty() && recorded_targets.is_empty() {
             return Err(ServiceError::UnknownStack(name.to_owned()));
         }
-        // Without a document nothing says which resources are protected.
+        // The document says which of its resources are protected; the
+        // records say it of the others (`Command::plan`).
         let protected = document.as_ref().map(protected_labels).unwrap_or_default();
+        let declared = document.as_ref().map(declared_labels).unwrap_or_default();
         let stack = Stack {
             name: name.to_owned(),
             source: String::new(),
@@ -476,6 +518,7 @@ impl Service {
             )
             .await?;
         command.protected = protected;
+        command.declared = declared;
         self.record_principal(&command, principal).await?;
         Ok(command)
     }
@@ -560,6 +603,7 @@ impl Service {
         let protected = protected_labels(&stack);
         Ok(Command {
             protected,
+            declared: declared_labels(&stack),
             allow_protected: false,
             kind,
             claim,
@@ -592,8 +636,11 @@ pub struct Command {
     selection: Selection,
     store: Store,
     options: Options,
-    /// Labels of resources marked `protect: true`.
-    protected: std::collections::BTreeSet<String>,
+    /// Labels of resources the document marks `protect: true`.
+    protected: BTreeSet<String>,
+    /// Labels of every resource the document declares: whether they are
+    /// protected is the document's to say, of the others the records'.
+    declared: BTreeSet<String>,
     allow_protected: bool,
 }
 
@@ -603,6 +650,8 @@ pub struct Planned {
     pub plan: Plan,
     /// The stack's records it was planned against.
     pub stored: Vec<StoredResource>,
+    /// The labels of those records marked protected.
+    pub recorded_protected: BTreeSet<String>,
 }
 
 impl Command {
@@ -669,16 +718,24 @@ impl Command {
             self.hasher.clone(),
         );
         let selection = self.selection.clone();
+        let imported = match mode {
+            Some(_) => {
+                imports::read(&self.store, &self.plugins, &stack, &graph, &self.options).await?
+            }
+            None => Vec::new(),
+        };
         let planned = on_store(&self.store, move |store| {
             let stored = store.resources(Some(&stack.name))?;
-            let (stored, moved) = match mode {
+            let (mut stored, moved) = match mode {
                 Some(_) => moved_records(&stack, stored)?,
                 None => (stored, Vec::new()),
             };
+            stored.extend(imported.iter().cloned());
             let (mut plan, deps) = match mode {
                 Some(mode) => (
                     plan::Plan {
                         moved,
+                        imported,
                         ..plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher)
                     },
                     select::dependencies(Some((&stack, &graph)), &stored),
@@ -689,10 +746,27 @@ impl Command {
                 ),
             };
             select::restrict(&mut plan, &deps, &selection)?;
-            Ok(Planned { plan, stored })
+            let recorded_protected = store.protected_labels(&stack.name)?;
+            if mode.is_some() {
+                plan.protect = marks_of(&plan, &stack, &recorded_protected);
+            }
+            Ok(Planned {
+                plan,
+                stored,
+                recorded_protected,
+            })
         })
         .await?;
-        let refused = plan::protected_changes(&planned.plan, &self.protected);
+        // A resource the document no longer declares stays protected as
+        // recorded: dropping its entry does not delete it unless allowed.
+        let protected: BTreeSet<String> = planned
+            .recorded_protected
+            .iter()
+            .filter(|l| !self.declared.contains(*l))
+            .chain(&self.protected)
+            .cloned()
+            .collect();
+        let refused = plan::protected_changes(&planned.plan, &protected);
         if !refused.is_empty() && !self.allow_protected {
             return Err(ServiceError::Protected(refused));
         }
@@ -746,6 +820,17 @@ impl Command {
             tracing::info!(command = %self.id(), stack = %self.stack.name,
                 moved = planned.plan.moved.len(), "resources re-addressed");
         }
+        if !planned.plan.imported.is_empty() {
+            // Adopted before any operation: what follows was planned
+            // against the records read.
+            let (stack, imported) = (self.stack.clone(), planned.plan.imported.clone());
+            on_store(&self.store, move |s| imports::write(s, &stack, &imported)).await?;
+            tracing::info!(command = %self.id(), stack = %self.stack.name,
+                imported = planned.plan.imported.len(), "resources adopted");
+        }
+        // The marks the document changes, before any operation, so that
+        // the records say what the document says even if the run stops.
+        mark_protected(&self.store, &self.stack.name, planned.plan.protect.clone()).await?;
         let mut executor = self
             .executor()
             .with_cancel(lease::cancel_on_loss(cancel, self.keeper.lost()));
@@ -776,6 +861,11 @@ impl Command {
             .await;
         }
         let report = report?;
+        // Every protected resource of the document again: the ones created
+        // now, and any a replace recorded anew (a write that leaves the
+        // mark as it is costs nothing).
+        let protected = marks_of(&planned.plan, &self.stack, &BTreeSet::new());
+        mark_protected(&self.store, &self.stack.name, protected).await?;
         // Outputs from what is recorded now; a destroy leaves none.
         let (stack, kind) = (self.stack.clone(), self.kind);
         on_store(&self.store, move |s| {

@@ -18,6 +18,16 @@ pub struct PlanView {
     /// the changes; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub moved: Vec<MovedView>,
+    /// Existing resources adopted by `import:` (read, then recorded, with
+    /// no create), made after the moves; their changes (usually `no_op`)
+    /// are planned against what was read. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub imported: Vec<ImportedView>,
+    /// `protect:` marks recorded with the resources (no plugin call):
+    /// `{"label", "protected"}`, where the document changes one. Absent
+    /// when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub protect: Vec<ProtectView>,
     /// Every resource's change, no-ops included.
     pub changes: Vec<ChangeView>,
     /// The changes counted by action.
@@ -34,6 +44,27 @@ pub struct MovedView {
     pub from: String,
     /// The new one.
     pub to: String,
+}
+
+/// One existing resource adopted.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ImportedView {
+    /// Its label in the stack.
+    pub label: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// The plugin's identifier of it.
+    pub id: String,
+}
+
+/// One `protect:` mark recorded.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProtectView {
+    /// The resource's label.
+    pub label: String,
+    /// Whether it is protected from now on.
+    pub protected: bool,
 }
 
 /// One resource's planned change.
@@ -129,6 +160,23 @@ impl PlanView {
                 .map(|m| MovedView {
                     from: m.from.clone(),
                     to: m.to.clone(),
+                })
+                .collect(),
+            imported: plan
+                .imported
+                .iter()
+                .map(|r| ImportedView {
+                    label: r.label.clone(),
+                    resource_type: r.resource_type.clone(),
+                    id: r.native_id.clone(),
+                })
+                .collect(),
+            protect: plan
+                .protect
+                .iter()
+                .map(|(label, protected)| ProtectView {
+                    label: label.clone(),
+                    protected: *protected,
                 })
                 .collect(),
             changes: plan

@@ -14,7 +14,7 @@ pub mod secret_key;
 mod sqlite;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -191,6 +191,14 @@ pub trait StateStore: Send + Sync {
     fn put_outputs(&self, stack: &str, outputs: &PropertyMap) -> Result<(), StoreError>;
     /// A stack's recorded outputs; `None` when it never recorded any.
     fn outputs(&self, stack: &str) -> Result<Option<PropertyMap>, StoreError>;
+    /// Marks each labelled record of `stack` protected (`protect: true` in
+    /// the document applied) or not, in one write; records not named keep
+    /// their mark, a new record is unprotected, and no version is bumped.
+    /// A record written under a new label (moved, replaced) loses it until
+    /// marked again.
+    fn set_protected(&self, stack: &str, marks: &[(String, bool)]) -> Result<(), StoreError>;
+    /// The labels of `stack`'s records marked protected.
+    fn protected_labels(&self, stack: &str) -> Result<BTreeSet<String>, StoreError>;
 
     // Command leases (see `orrery_core::lease`). Times are Unix milliseconds.
 

@@ -67,6 +67,15 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     fn outputs(&self, stack: &str) -> Result<Option<orrery_schema::PropertyMap>, StoreError> {
         off_worker(|| self.0.outputs(stack))
     }
+    fn set_protected(&self, stack: &str, marks: &[(String, bool)]) -> Result<(), StoreError> {
+        off_worker(|| self.0.set_protected(stack, marks))
+    }
+    fn protected_labels(
+        &self,
+        stack: &str,
+    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        off_worker(|| self.0.protected_labels(stack))
+    }
     fn targets(&self, stack: &str) -> Result<Vec<TargetDecl>, StoreError> {
         off_worker(|| self.0.targets(stack))
     }

@@ -208,6 +208,7 @@ conformance!(
     outputs_round_trip_and_are_replaced_per_stack,
     moves_re_address_records_in_one_write,
     a_move_onto_a_recorded_label_writes_nothing,
+    protect_marks_stay_with_their_records,
 );
 
 // ---------------------------------------------------------------------------
@@ -710,6 +711,55 @@ fn outputs_round_trip_and_are_replaced_per_stack(f: &Fixture) {
     f.store.put_outputs("web", &second).unwrap();
     assert_eq!(f.store.outputs("web").unwrap(), Some(second));
     assert_eq!(f.store.outputs("api").unwrap(), Some(props(&[])));
+}
+
+fn protect_marks_stay_with_their_records(f: &Fixture) {
+    let set = |stack: &str, marks: &[(&str, bool)]| {
+        let marks: Vec<(String, bool)> = marks.iter().map(|(l, p)| ((*l).to_owned(), *p)).collect();
+        f.store.set_protected(stack, &marks).unwrap();
+    };
+    let marked = |stack: &str| -> Vec<String> {
+        f.store
+            .protected_labels(stack)
+            .unwrap()
+            .into_iter()
+            .collect()
+    };
+    for (stack, label) in [("web", "a"), ("web", "b"), ("api", "a")] {
+        f.store.put_resource(&resource(stack, label)).unwrap();
+    }
+    assert!(marked("web").is_empty(), "a new record is unprotected");
+    // Only the stack's named records; a label not recorded is no record.
+    set("web", &[("a", true), ("ghost", true)]);
+    assert_eq!(marked("web"), ["a"]);
+    assert!(marked("api").is_empty());
+    // Marking is not a change of the record.
+    let version = |label: &str| {
+        f.store
+            .resources(Some("web"))
+            .unwrap()
+            .into_iter()
+            .find(|r| r.label == label)
+            .unwrap()
+            .version
+    };
+    assert_eq!(version("a"), 1);
+    // Writing the record again (an update) keeps its mark, in a batch too.
+    f.store.put_resource(&resource("web", "a")).unwrap();
+    f.store
+        .write_batch(&[Write::Resource(resource("web", "a"))])
+        .unwrap();
+    assert_eq!(marked("web"), ["a"]);
+    // A record not named keeps its mark; named, it is unmarked.
+    set("web", &[("b", false)]);
+    assert_eq!(marked("web"), ["a"]);
+    set("web", &[("a", false), ("b", true)]);
+    assert_eq!(marked("web"), ["b"]);
+    // Removed and recorded again, it starts unprotected.
+    f.store.remove_resource("web", "b").unwrap();
+    f.store.put_resource(&resource("web", "b")).unwrap();
+    assert!(marked("web").is_empty());
+    set("web", &[]);
 }
 
 fn put_targets_upserts_and_keeps_the_others(f: &Fixture) {
@@ -1728,6 +1778,13 @@ fn sqlite_format0_store_is_upgraded_on_open() {
     }
 
     let store = SqliteStore::open(&dir).expect("a format 0 store opens");
+    // Rows from before `protected` existed are unprotected.
+    for r in store.resources(None).unwrap() {
+        assert!(
+            store.protected_labels(&r.stack).unwrap().is_empty(),
+            "{r:?}"
+        );
+    }
 
     let conn = raw(&dir);
     assert_eq!(
@@ -2079,6 +2136,8 @@ fn pg_upgrades_from_migration_1_to_latest() {
         "upgraded to the latest"
     );
     assert!(pg_has_table(&url, "targets"));
+    // Rows from before `protected` existed are unprotected.
+    assert!(store.protected_labels("web").unwrap().is_empty());
     assert_eq!(store.secret_key().unwrap(), (0u8..32).collect::<Vec<_>>());
     let all = store.resources(None).unwrap();
     assert_eq!(

@@ -9,6 +9,7 @@
 //! replaced too, delete before create: the attachment is removed before
 //! the resource it attaches to goes, and made again to the new one.
 
+pub mod import;
 pub mod moved;
 mod secrets;
 
@@ -122,12 +123,23 @@ pub struct Plan {
     /// with no plugin call; the changes are planned against the moved
     /// records.
     pub moved: Vec<moved::Move>,
+    /// Records of existing resources adopted (`import:`), read from their
+    /// plugins while planning and written after the moves, with no create;
+    /// the changes are planned against them.
+    pub imported: Vec<StoredResource>,
+    /// `protect:` marks to record (label, protected) where the document
+    /// and the records differ, with no plugin call: a record keeps its
+    /// mark after its entry leaves the document.
+    pub protect: Vec<(String, bool)>,
 }
 
 impl Plan {
     /// Whether anything changes.
     pub fn has_changes(&self) -> bool {
-        !self.moved.is_empty() || self.changes.iter().any(|c| c.action != Action::NoOp)
+        !self.moved.is_empty()
+            || !self.imported.is_empty()
+            || !self.protect.is_empty()
+            || self.changes.iter().any(|c| c.action != Action::NoOp)
     }
 
     /// How many changes of each kind: create, update, replace, delete, no-op.
@@ -294,7 +306,7 @@ pub fn plan(
     }
     Plan {
         changes,
-        moved: Vec::new(),
+        ..Plan::default()
     }
 }
 
@@ -336,7 +348,7 @@ pub fn plan_destroy(stored: &[StoredResource]) -> Plan {
     changes.sort_by(|a, b| a.label.cmp(&b.label));
     Plan {
         changes,
-        moved: Vec::new(),
+        ..Plan::default()
     }
 }
 
@@ -481,6 +493,19 @@ pub fn protected_changes(plan: &Plan, protected: &BTreeSet<String>) -> Vec<Strin
         .filter(|c| matches!(c.action, Action::Delete | Action::Replace { .. }))
         .filter(|c| protected.contains(&c.label))
         .map(|c| c.label.clone())
+        .collect()
+}
+
+/// The `protect:` marks `stack` changes: (label, protected) for each
+/// declared resource whose mark differs from the records' (`recorded`:
+/// the labels marked protected). A resource not recorded yet is marked
+/// once created.
+pub fn protect_marks(stack: &Stack, recorded: &BTreeSet<String>) -> Vec<(String, bool)> {
+    stack
+        .resources
+        .iter()
+        .filter(|r| r.protect != recorded.contains(&r.label))
+        .map(|r| (r.label.clone(), r.protect))
         .collect()
 }
 

@@ -3,7 +3,7 @@
 //! patch modes.
 
 use orrery_plugin_sdk::{field, resource};
-use orrery_schema::{EdgeKind, ResourceSchema, UpdateMethod, Value};
+use orrery_schema::{EdgeKind, PropertyMap, ResourceSchema, UpdateMethod, Value};
 
 use super::*;
 use crate::test_support::{self as ts, s, stack, stored, StackBuilder};
@@ -956,4 +956,104 @@ fn a_runtime_dependency_on_a_resource_not_yet_applied_plans_its_value_as_unknown
     assert_eq!(b.action, Action::Update, "{plan:?}");
     let after = b.diffs.iter().find(|d| d.field == "after").unwrap();
     assert_eq!(after.after, Shown::KnownAfterApply);
+}
+
+#[test]
+fn an_import_is_read_then_diffed_not_created() {
+    let mut st = stack()
+        .resource("a", "T", &[("path", s("x")), ("mode", Value::Int(1))])
+        .resource("b", "U", &[("src", s("${a.path}"))])
+        .build();
+    st.resources[0].import = Some("x".into());
+    let cat = catalog();
+    let g = ts::graph(&st, &cat);
+    // Unrecorded: adopted by reading `x`; `b` has no import and is created.
+    let wanted = import::wanted(&st, &[]);
+    assert_eq!(
+        wanted,
+        [import::Wanted {
+            index: 0,
+            label: "a".into(),
+            native_id: "x".into()
+        }]
+    );
+    // What the plugin read: the same path and mode, and a value that must
+    // never be stored.
+    let read = PropertyMap::from([
+        ("path".to_owned(), s("x")),
+        ("mode".to_owned(), Value::Int(1)),
+        ("password".to_owned(), s("hunter2")),
+    ]);
+    let record = import::record(&st, &g, &cat, &wanted[0], None, read.clone());
+    assert!(record.managed && record.stack == "s" && record.native_id == "x");
+    assert!(!record.properties.contains_key("password"), "{record:?}");
+    let plan = super::plan(
+        &st,
+        &g,
+        &cat,
+        std::slice::from_ref(&record),
+        Mode::Reconcile,
+        &ts::hasher(),
+    );
+    assert_eq!(
+        actions(&plan),
+        [
+            ("a".into(), Action::NoOp, vec![]),
+            ("b".into(), Action::Create, vec![])
+        ]
+    );
+    // The reference to the adopted resource is known: its value was read.
+    let b = &plan.changes[1].diffs[0];
+    assert_eq!(b.after, Shown::Value(s("x")));
+    // A document that differs from what was read updates it.
+    let mut changed = read;
+    changed.insert("mode".into(), Value::Int(2));
+    let record = import::record(&st, &g, &cat, &wanted[0], Some("x2".into()), changed);
+    assert_eq!(record.native_id, "x2", "the plugin's identifier wins");
+    let plan = ts::plan(&st, &cat, std::slice::from_ref(&record), Mode::Reconcile);
+    assert_eq!(plan.changes[0].action, Action::Update);
+    assert_eq!(plan.changes[0].fields, ["mode"]);
+    // Once recorded, `import:` is ignored.
+    assert!(import::wanted(&st, &[record]).is_empty());
+    // Adopting alone is a change to make.
+    let only = Plan {
+        imported: vec![import::record(
+            &st,
+            &g,
+            &cat,
+            &wanted[0],
+            None,
+            PropertyMap::new(),
+        )],
+        ..Plan::default()
+    };
+    assert!(only.has_changes());
+}
+
+#[test]
+fn protect_marks_are_what_the_document_changes() {
+    let mut st = stack()
+        .resource("a", "T", &[("path", s("x"))])
+        .resource("b", "T", &[("path", s("y"))])
+        .resource("c", "T", &[("path", s("z"))])
+        .build();
+    st.resources[0].protect = true;
+    st.resources[1].protect = true;
+    // `b` is marked already, `c` is marked but no longer protected, `gone`
+    // (not declared) keeps its mark.
+    let recorded: BTreeSet<String> = ["b", "c", "gone"].map(String::from).into();
+    assert_eq!(
+        protect_marks(&st, &recorded),
+        [("a".to_owned(), true), ("c".to_owned(), false)]
+    );
+    // A plan that records only marks is a change.
+    let marks_only = Plan {
+        protect: protect_marks(&st, &recorded),
+        ..Plan::default()
+    };
+    assert!(marks_only.has_changes());
+    // Deleting a resource with a recorded mark is refused like a declared one.
+    let gone = stored("gone", "T", &[("path", s("g"))]);
+    let plan = ts::plan(&st, &catalog(), &[gone], Mode::Reconcile);
+    assert_eq!(protected_changes(&plan, &recorded), ["gone"]);
 }

@@ -421,6 +421,12 @@ pub(super) fn evaluate(
                     .map_err(|e| fail("`depends_on`".into(), e))?;
                 depends_on.push(format!("{}{d}", place.prefix));
             }
+            let import = r
+                .import
+                .as_deref()
+                .map(|id| instances::text_field(id, "import", &env))
+                .transpose()
+                .map_err(|e| fail("`import`".into(), e))?;
             ctx.resources.push(ResourceDecl {
                 line,
                 label,
@@ -431,6 +437,7 @@ pub(super) fn evaluate(
                 depends_on,
                 protect: r.protect,
                 ignore_changes: r.ignore_changes.clone(),
+                import,
                 origin: origin.clone(),
             });
             if ctx.resources.len() > MAX_INSTANCES {

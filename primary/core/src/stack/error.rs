@@ -73,6 +73,14 @@ pub enum Problem {
         /// The problem, in the module's file.
         error: Box<StackError>,
     },
+    /// The existing resource its `import:` names could not be read (it
+    /// does not exist, or its plugin failed).
+    Import {
+        /// The identifier it names.
+        native_id: String,
+        /// Why (the plugin's code and message).
+        message: String,
+    },
     /// An expression has no value.
     Expression {
         /// Where it is (`property `path``, `variable `x``).
@@ -109,6 +117,28 @@ pub struct Position {
 }
 
 impl StackError {
+    /// `problem` of `resource` of `stack` (of the document, `None`): in
+    /// the file and at the line that declares it, inside the chain of
+    /// module uses that led there.
+    pub fn of_resource(
+        stack: &super::Stack,
+        resource: Option<&super::ResourceDecl>,
+        problem: Problem,
+    ) -> StackError {
+        let origin = resource.and_then(|r| r.origin.as_deref());
+        let e = StackError {
+            file: origin.map_or_else(|| stack.source.clone(), |o| o.file.clone()),
+            line: resource.and_then(|r| r.line),
+            position: None,
+            resource: resource.map(|r| r.label.clone()),
+            problem,
+        };
+        match origin {
+            Some(o) => o.wrap(e),
+            None => e,
+        }
+    }
+
     /// The column, where known.
     pub fn column(&self) -> Option<usize> {
         self.position.as_ref().map(|p| p.column)
@@ -169,6 +199,9 @@ impl fmt::Display for StackError {
             }
             Problem::TooLarge(limit) => write!(f, "{limit}"),
             Problem::Parameter { name, message } => write!(f, "parameter `{name}`: {message}"),
+            Problem::Import { native_id, message } => {
+                write!(f, "cannot import `{native_id}`: {message}")
+            }
             Problem::Expression { at, error } => write!(f, "{at}: {error}"),
             Problem::InModule { module, error } => write!(f, "in module `{module}`: {error}"),
         }

@@ -53,18 +53,7 @@ pub struct Graph {
 pub fn validate(stack: &Stack, catalog: &Catalog) -> Result<Graph, Vec<StackError>> {
     let mut errors = Vec::new();
     let err = |resource: Option<&super::ResourceDecl>, problem| {
-        let origin = resource.and_then(|r| r.origin.as_deref());
-        let e = StackError {
-            file: origin.map_or_else(|| stack.source.clone(), |o| o.file.clone()),
-            line: resource.and_then(|r| r.line),
-            position: None,
-            resource: resource.map(|r| r.label.clone()),
-            problem,
-        };
-        match origin {
-            Some(o) => o.wrap(e),
-            None => e,
-        }
+        StackError::of_resource(stack, resource, problem)
     };
     let mut targets = HashMap::new();
     for t in &stack.targets {

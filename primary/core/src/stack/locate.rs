@@ -126,6 +126,7 @@ impl StackError {
                 .find_map(|l| l.value_of("plugin").filter(|v| v.text == plugin))
                 .map(|v| v.range),
             Problem::Parameter { name, .. } => on_line(name),
+            Problem::Import { .. } => in_blocks(&|l| l.value_of("import").map(|v| v.range)),
             // The use's line; the inner error is placed in its own file.
             Problem::InModule { .. } => None,
             Problem::Expression { at, .. } => {

@@ -88,6 +88,10 @@ pub struct ResourceDecl {
     pub protect: bool,
     /// Fields whose changes are not planned once the resource exists.
     pub ignore_changes: BTreeSet<String>,
+    /// The plugin's identifier of an existing resource to adopt (`import:`)
+    /// when the stack has no record of this one: it is read and recorded
+    /// instead of created.
+    pub import: Option<String>,
     /// Declared inside a module: its file (where `line` is) and the uses
     /// that led to it. `None` in the stack's own document.
     pub origin: Option<std::sync::Arc<Origin>>,
@@ -240,6 +244,8 @@ struct ResourceDoc {
     protect: bool,
     #[serde(default)]
     ignore_changes: BTreeSet<String>,
+    #[serde(default)]
+    import: Option<String>,
 }
 
 /// Every key each part of a document accepts, by part (`document`,

@@ -737,3 +737,33 @@ fn depends_on_adds_edges_to_labels_and_to_every_instance_of_a_declaration() {
         ["s.yaml:15: resource `f`: `depends_on`: `ghost` is not a resource of the stack"]
     );
 }
+
+#[test]
+fn import_takes_each_instance_its_identifier_and_is_placed_on_its_line() {
+    let text = "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: d\n    type: Dir\n    target: t\n    for_each: [a, b]\n    import: \"old/${each.key}\"\n    properties: { path: \"old/${each.key}\" }\n";
+    let stack = parse("s.yaml", text, "/srv").expect("parses");
+    let imports: Vec<_> = stack.resources.iter().map(|r| r.import.clone()).collect();
+    assert_eq!(imports, [Some("old/a".into()), Some("old/b".into())]);
+    // A failed read is an error of the resource, at the `import:` value.
+    let e = StackError::of_resource(
+        &stack,
+        Some(&stack.resources[1]),
+        Problem::Import {
+            native_id: "old/b".into(),
+            message: "it does not exist".into(),
+        },
+    )
+    .locate(text);
+    assert_eq!(
+        e.to_string(),
+        "s.yaml:10: resource `d[\"b\"]`: cannot import `old/b`: it does not exist"
+    );
+    assert!(text[e.span().unwrap()].contains("old/${each.key}"), "{e:?}");
+    // It must be known before planning.
+    let bad = text.replace("old/${each.key}\"\n    prop", "${d.path}\"\n    prop");
+    let err = parse("s.yaml", &bad, "/srv").unwrap_err().to_string();
+    assert!(
+        err.contains("`import`: `import` must be known before planning"),
+        "{err}"
+    );
+}

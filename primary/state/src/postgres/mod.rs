@@ -48,6 +48,7 @@ mod commands;
 mod keys;
 mod lease;
 mod outputs;
+mod protect;
 mod tls;
 
 use std::collections::BTreeMap;
@@ -148,6 +149,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 9,
         name: "stack_outputs",
         sql: include_str!("../migrations/postgres/0009_stack_outputs.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "resource_protect",
+        sql: include_str!("../migrations/postgres/0010_resource_protect.sql"),
     },
 ];
 
@@ -925,6 +931,23 @@ impl PgPool {
         on_conn!(self, |c| outputs::get(c, stack).await)
     }
 
+    /// Marks `stack`'s records protected or not.
+    pub async fn set_protected(
+        &self,
+        stack: &str,
+        marks: &[(String, bool)],
+    ) -> Result<(), StoreError> {
+        on_conn!(self, |c| protect::set(c, stack, marks).await)
+    }
+
+    /// The labels of `stack`'s records marked protected.
+    pub async fn protected_labels(
+        &self,
+        stack: &str,
+    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        on_conn!(self, |c| protect::labels(c, stack).await)
+    }
+
     /// The document recorded for a command.
     pub async fn command_document(
         &self,
@@ -1317,6 +1340,19 @@ impl StateStore for PgStore {
     fn outputs(&self, stack: &str) -> Result<Option<PropertyMap>, StoreError> {
         let stack = stack.to_owned();
         bridge!(self, outputs(&stack))
+    }
+
+    fn set_protected(&self, stack: &str, marks: &[(String, bool)]) -> Result<(), StoreError> {
+        let (stack, marks) = (stack.to_owned(), marks.to_vec());
+        bridge!(self, set_protected(&stack, &marks))
+    }
+
+    fn protected_labels(
+        &self,
+        stack: &str,
+    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        let stack = stack.to_owned();
+        bridge!(self, protected_labels(&stack))
     }
 
     /// The database's clock, shared by every primary.

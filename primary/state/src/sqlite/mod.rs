@@ -7,6 +7,7 @@ mod commands;
 mod keys;
 mod lease;
 mod outputs;
+mod protect;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -106,9 +107,9 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 /// Version of the tables and indexes beside the records' format, in
 /// `meta.schema`: 2 added command leases, command documents and the
 /// indexes of key-only views; 3 the command principals (the audit); 4 the
-/// stacks' outputs. Additions only: an older release ignores
+/// stacks' outputs; 5 `resources.protected`. Additions only: an older release ignores
 /// them, so a newer value is never refused.
-const SQLITE_SCHEMA: i64 = 4;
+const SQLITE_SCHEMA: i64 = 5;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -212,6 +213,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     }
     add_progress_columns(&tx)?;
     tx.execute_batch(SCHEMA)?;
+    protect::add_column(&tx)?;
     tx.execute(
         "INSERT INTO meta (key, value) VALUES ('format', ?1)
          ON CONFLICT (key) DO UPDATE SET value = ?1",
@@ -586,6 +588,17 @@ impl StateStore for SqliteStore {
 
     fn outputs(&self, stack: &str) -> Result<Option<orrery_schema::PropertyMap>, StoreError> {
         outputs::get(&self.conn(), stack)
+    }
+
+    fn set_protected(&self, stack: &str, marks: &[(String, bool)]) -> Result<(), StoreError> {
+        protect::set(&self.conn(), stack, marks)
+    }
+
+    fn protected_labels(
+        &self,
+        stack: &str,
+    ) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        protect::labels(&self.conn(), stack)
     }
 
     /// A stack's recorded targets.
