@@ -183,3 +183,33 @@ fn extracted_unmanaged_resources_are_adopted_by_apply_without_a_create() {
     );
     assert!(!site.join("nope.txt").exists());
 }
+
+#[test]
+fn extracted_instances_keep_their_records_through_moved() {
+    let scratch = Scratch::new();
+    let file = scratch.write(
+        "s.yaml",
+        "stack: many\ntargets:\n  - name: home\n    plugin: local\n    config: { root: \"${stack_dir}/site\", create_root: true }\nresources:\n  - label: web\n    for_each: [a, b]\n    type: Local::Fs::File\n    target: home\n    properties: { path: \"${each.key}.txt\", content: \"x\\n\" }\n",
+    );
+    let apply = scratch.orrery(&["apply", file.to_str().unwrap(), "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+    let extract = scratch.orrery(&["extract", "--stack", "many"]);
+    assert_eq!(extract.code, 0, "{extract:?}");
+    let doc = extract.stdout;
+    assert!(doc.contains("- label: web__a\n"), "{doc}");
+    assert!(doc.contains("- from: web[\"a\"]\n  to: web__a\n"), "{doc}");
+    let extracted = scratch.write("x.yaml", &doc);
+    let extracted = extracted.to_str().unwrap();
+    // Re-addressed, not deleted and created.
+    let plan = scratch.orrery(&["plan", extracted, "--output", "json"]);
+    assert_eq!(plan.code, 2, "{plan:?}");
+    let view: serde_json::Value = serde_json::from_str(plan.stdout.trim()).unwrap();
+    assert_eq!(view["moved"].as_array().map(Vec::len), Some(2), "{view}");
+    assert_eq!(view["summary"]["no_op"], 2, "{view}");
+    assert_eq!(view["summary"]["create"], 0, "{view}");
+    assert_eq!(view["summary"]["delete"], 0, "{view}");
+    let apply = scratch.orrery(&["apply", extracted, "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+    let again = scratch.orrery(&["plan", extracted]);
+    assert_eq!(again.code, 0, "no changes: {again:?}");
+}

@@ -3,7 +3,9 @@
 //! reconstructed where a value is (or starts with `VALUE/`) another
 //! resource's identifier, labels made valid and unique, and every secret
 //! (write-only or opaque fields, targets' secret-looking config) left as
-//! a parameter of type secret, never in the document.
+//! a parameter of type secret, never in the document. A recorded label
+//! written otherwise gets a `moved:` entry, so the document applied as
+//! the same stack keeps the records.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +30,17 @@ struct Document {
     parameters: BTreeMap<String, Parameter>,
     targets: Vec<Target>,
     resources: Vec<Resource>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    moved: Vec<Moved>,
+}
+
+/// A recorded label the document writes otherwise (an instance's
+/// `web["a"]` as `web__a`): applied as the same stack, the record is
+/// re-addressed, with no plugin call, rather than deleted and created.
+#[derive(Serialize)]
+struct Moved {
+    from: String,
+    to: String,
 }
 
 #[derive(Serialize)]
@@ -164,6 +177,17 @@ pub fn extract(
                 .unwrap_or_default()
         })
         .collect();
+    let moved = order
+        .iter()
+        .zip(&labels)
+        .filter(|(r, label)| {
+            !r.label.is_empty() && !crate::discovery::is_discovered(r) && r.label != **label
+        })
+        .map(|(r, label)| Moved {
+            from: r.label.clone(),
+            to: label.clone(),
+        })
+        .collect();
     let mut out_resources = Vec::new();
     for (i, r) in order.iter().enumerate() {
         let schema = schema_of(r);
@@ -196,6 +220,7 @@ pub fn extract(
         parameters,
         targets: out_targets,
         resources: out_resources,
+        moved,
     };
     serde_norway::to_string(&doc).map_err(|e| ExtractError::Yaml(e.to_string()))
 }
@@ -368,6 +393,31 @@ mod tests {
         assert_eq!(doc["resources"][0]["label"], "file-found_txt");
         assert_eq!(doc["resources"][0]["import"], "found.txt");
         assert!(doc["resources"][1].get("import").is_none(), "{text}");
+    }
+
+    #[test]
+    fn instance_labels_are_moved_to_the_labels_written() {
+        let resources = [
+            StoredResource {
+                managed: true,
+                ..file("web[\"a\"]", "a", &[])
+            },
+            StoredResource {
+                managed: true,
+                ..file("plain", "p", &[])
+            },
+        ];
+        let text = extract("s", &[], &resources, &catalog()).unwrap();
+        let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        assert_eq!(
+            doc["moved"],
+            serde_json::json!([{"from": "web[\"a\"]", "to": "web__a"}]),
+            "{text}"
+        );
+        // It parses as a document, its move to a declared resource.
+        let stack = crate::stack::parse("x.yaml", &text, "/").unwrap();
+        assert_eq!(stack.moved[0].to, "web__a");
+        assert!(stack.resource("web__a").is_some());
     }
 
     #[test]
