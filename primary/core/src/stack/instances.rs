@@ -152,10 +152,18 @@ pub(super) fn enabled(enabled: Option<&Value>, env: &Env<'_>) -> Result<bool, Ev
     }
 }
 
-/// A string field (a resource's `target`, a target's `name`), its
-/// expressions computed.
+/// A string field (a resource's `target`, `import` or `depends_on`, a
+/// target's `name`), its expressions computed. These are names, shown in
+/// plans and recorded in clear, so a secret parameter may not go into one.
 pub(super) fn text_field(value: &str, what: &str, env: &Env<'_>) -> Result<String, EvalError> {
-    match known(&Value::String(value.to_owned()), what, env)? {
+    let outer = env.secret.replace(false);
+    let value = known(&Value::String(value.to_owned()), what, env);
+    if env.secret.replace(outer) {
+        return Err(EvalError::Type(format!(
+            "`{what}` cannot use a secret parameter: it is shown and recorded in clear"
+        )));
+    }
+    match value? {
         Value::String(s) => Ok(s),
         other => Err(EvalError::Type(format!(
             "`{what}` must be a string, not {}",

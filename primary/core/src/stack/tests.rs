@@ -767,3 +767,28 @@ fn import_takes_each_instance_its_identifier_and_is_placed_on_its_line() {
         "{err}"
     );
 }
+
+#[test]
+fn names_and_identifiers_refuse_secret_parameters() {
+    let text = "stack: s\nparameters:\n  pw: { type: secret, default: abc }\n  id: { type: string, default: a.txt }\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: a\n    type: Dir\n    target: t\n    import: \"${param.id}\"\n    properties: { path: a }\n";
+    let (stack, _) = valid(text);
+    assert_eq!(stack.resources[0].import.as_deref(), Some("a.txt"));
+    for (from, to, what) in [
+        (
+            "import: \"${param.id}\"",
+            "import: \"${param.pw}\"",
+            "import",
+        ),
+        ("target: t", "target: \"t${param.pw}\"", "target"),
+    ] {
+        let bad = text.replace(from, to);
+        let err = parse("s.yaml", &bad, "/srv").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "s.yaml:9: resource `a`: `{what}`: `{what}` cannot use a secret parameter: it is shown and recorded in clear"
+            ),
+            "{what}"
+        );
+    }
+}
