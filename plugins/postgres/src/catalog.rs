@@ -25,6 +25,19 @@ pub async fn one(
     row.ok_or_else(|| PluginError::not_found(format!("{what}{missing}")))
 }
 
+/// Runs the statements `sql` through `client` (a connection or a
+/// transaction); failures name `what`.
+pub async fn execute(
+    client: &impl GenericClient,
+    what: &str,
+    sql: &str,
+) -> Result<(), PluginError> {
+    client
+        .batch_execute(sql)
+        .await
+        .map_err(|e| crate::error::pg(what, &e))
+}
+
 /// `row` as a `T` whose fields are named as the row's columns.
 pub fn record<T: DeserializeOwned>(row: &Row) -> Result<T, PluginError> {
     record_of(row, row.len())

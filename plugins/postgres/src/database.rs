@@ -50,7 +50,7 @@ pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
         .literal("ENCODING", desired.encoding.as_ref())?
         .ident("TEMPLATE", desired.template.as_ref())?
         .number("CONNECTION LIMIT", desired.connection_limit);
-    cx.exec(&cx.config.database, &what, &sql.sql()).await?;
+    cx.exec_admin(&what, &sql.sql()).await?;
     read(cx, &desired.name, properties).await
 }
 
@@ -91,11 +91,11 @@ pub async fn update(cx: &Cx<'_>, name: &str, properties: &PropertyMap) -> OpResu
     let db = ident(name)?;
     if let Some(owner) = &desired.owner {
         let sql = format!("ALTER DATABASE {db} OWNER TO {}", ident(owner)?);
-        cx.exec(&cx.config.database, &what, &sql).await?;
+        cx.exec_admin(&what, &sql).await?;
     }
     if let Some(n) = desired.connection_limit {
         let sql = format!("ALTER DATABASE {db} CONNECTION LIMIT {n}");
-        cx.exec(&cx.config.database, &what, &sql).await?;
+        cx.exec_admin(&what, &sql).await?;
     }
     read(cx, name, properties).await
 }
@@ -107,9 +107,8 @@ pub async fn delete(cx: &Cx<'_>, name: &str) -> OpResult {
     catalog::one(&**conn, (&what, " does not exist"), sql, &[&name]).await?;
     // This plugin's own connections to it would keep it busy.
     cx.forget(name);
-    conn.batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", ident(name)?))
-        .await
-        .map_err(cx.err(&what))?;
+    let sql = format!("DROP DATABASE {} WITH (FORCE)", ident(name)?);
+    catalog::execute(&**conn, &what, &sql).await?;
     deleted(name)
 }
 

@@ -98,12 +98,13 @@ impl Privileges for DefaultPrivileges {
 
     async fn held(&self, _cx: &Cx<'_>) -> Result<Held, PluginError> {
         let unknown = || PluginError::invalid(format!("{}: unknown object_type", self.what()));
-        let (objtype, on) = kind(&self.object_type).ok_or_else(unknown)?;
+        let (objtype, keyword) = kind(&self.object_type).ok_or_else(unknown)?;
         let schema = self.schema.clone().unwrap_or_default();
-        let objects = vec![vec![self.owner.clone(), schema, objtype.into()]];
+        let params = vec![self.owner.clone(), schema, objtype.into()];
+        let (acl, objects) = (ACL.into(), vec![(String::new(), params)]);
         Ok(Held {
-            on,
-            acl: ACL.into(),
+            keyword,
+            acl,
             objects,
         })
     }

@@ -117,11 +117,7 @@ impl Privileges for Grant {
         let (from, (acl, owner), filter) = match kind.name {
             "database" => ("pg_database", ("datacl", "datdba"), "datname = $2"),
             "schema" => ("pg_namespace", ("nspacl", "nspowner"), "nspname = $2"),
-            "function" => (
-                "pg_proc",
-                ("proacl", "proowner"),
-                "oid = to_regprocedure($2)",
-            ),
+            "function" => ("pg_proc", ("proacl", "proowner"), FUNCTION),
             "sequence" => (RELATION, ("c.relacl", "c.relowner"), SEQUENCE),
             _ => (RELATION, ("c.relacl", "c.relowner"), TABLE),
         };
@@ -130,7 +126,11 @@ impl Privileges for Grant {
         let acl = format!(
             "SELECT coalesce({acl}, acldefault('{letter}', {owner})) FROM {from} WHERE {filter}"
         );
-        let mut objects = Vec::new();
+        let mut objects: Vec<(String, Vec<String>)> = match kind.name {
+            "database" => vec![(ident(&self.database)?, vec![self.database.clone()])],
+            "schema" => vec![(ident(&schema)?, vec![schema.clone()])],
+            _ => Vec::new(),
+        };
         for object in self.objects.iter().flatten() {
             objects.push(match kind.name {
                 "function" => self.function(cx, &schema, object).await?,
@@ -140,25 +140,23 @@ impl Privileges for Grant {
                 ),
             });
         }
-        match kind.name {
-            "database" => objects.push((ident(&self.database)?, vec![self.database.clone()])),
-            "schema" => objects.push((ident(&schema)?, vec![schema])),
-            _ => {}
-        }
-        let names: Vec<&str> = objects.iter().map(|(name, _)| name.as_str()).collect();
-        let on = format!("{} {}", kind.keyword, names.join(", "));
-        let objects = objects.into_iter().map(|(_, params)| params).collect();
-        Ok(Held { on, acl, objects })
+        let keyword = kind.keyword.into();
+        Ok(Held {
+            keyword,
+            acl,
+            objects,
+        })
     }
 }
 
 const RELATION: &str = "pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace";
 const TABLE: &str = "n.nspname = $2 AND c.relname = $3 AND c.relkind IN ('r','v','m','f','p')";
 const SEQUENCE: &str = "n.nspname = $2 AND c.relname = $3 AND c.relkind IN ('S')";
+const FUNCTION: &str = "oid = to_regprocedure($2)";
 
 impl Grant {
-    /// A function's SQL name, resolved in the catalogs (`name(argtypes)`
-    /// as PostgreSQL spells it), and the parameter naming it.
+    /// A function, resolved in the catalogs: its name with the argument
+    /// types as PostgreSQL spells them, and its signature.
     async fn function(
         &self,
         cx: &Cx<'_>,
@@ -172,11 +170,8 @@ impl Grant {
         let sql = "SELECT oidvectortypes(proargtypes) FROM pg_proc WHERE oid = to_regprocedure($1)";
         let missing = format!(": no function {object}");
         let row = catalog::one(&**conn, (&what, &missing), sql, &[&signature]).await?;
-        let args: String = row.get(0);
-        Ok((
-            format!("{}({args})", qualified(schema, name)?),
-            vec![signature],
-        ))
+        let name = format!("{}({})", qualified(schema, name)?, row.get::<_, String>(0));
+        Ok((name, vec![signature]))
     }
 }
 

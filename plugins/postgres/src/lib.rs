@@ -192,6 +192,11 @@ impl<'a> Cx<'a> {
         conn.batch_execute(sql).await.map_err(self.err(what))
     }
 
+    /// Runs `sql` on the target's own database, for cluster-wide work.
+    async fn exec_admin(&self, what: &str, sql: &str) -> Result<(), PluginError> {
+        self.exec(&self.config.database, what, sql).await
+    }
+
     /// The rows of `sql` in `database`; `None` when the database was
     /// dropped since it was listed, before or while the query ran
     /// (discovery walks a server that keeps changing: a `DROP DATABASE ...

@@ -19,13 +19,29 @@ use crate::{acl, page, Cx};
 
 /// Where a resource's privileges are.
 pub struct Held {
-    /// What GRANT names (`TABLE "s"."a", "s"."b"`).
-    pub on: String,
+    /// What GRANT calls the objects' kind (`TABLE`, `TABLES`).
+    pub keyword: String,
     /// The query of one object's ACL: `$1` is the grantee, the object's
     /// parameters follow.
     pub acl: String,
-    /// Each object's parameters.
-    pub objects: Vec<Vec<String>>,
+    /// Each object's SQL name (empty when the keyword alone names them, as
+    /// in default privileges) and parameters.
+    pub objects: Vec<(String, Vec<String>)>,
+}
+
+impl Held {
+    /// What GRANT names: `TABLE "s"."a", "s"."b"`.
+    fn on(&self) -> String {
+        let names: Vec<&str> = self.objects.iter().map(|(name, _)| name.as_str()).collect();
+        let names = names
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .collect::<Vec<_>>();
+        match names.is_empty() {
+            true => self.keyword.clone(),
+            false => format!("{} {}", self.keyword, names.join(", ")),
+        }
+    }
 }
 
 /// A resource type that is privileges held.
@@ -90,7 +106,7 @@ async fn apply<P: Privileges>(cx: &Cx<'_>, p: &mut P, replace: bool) -> Result<(
     let [database, to, object_type] = p.scope();
     let privileges = acl::checked(&what, object_type, &privileges)?.join(", ");
     let to = grantee(to)?;
-    let on = p.held(cx).await?.on;
+    let on = p.held(cx).await?.on();
     let statement = (privileges.as_str(), on.as_str(), to.as_str());
     let sql = acl::grant_sql(&prefix, statement, grant_option, replace);
     cx.exec(database, &what, &sql).await
@@ -112,7 +128,7 @@ pub async fn read<P: Privileges>(cx: &Cx<'_>, native_id: &str, recorded: &Proper
     );
     let grantee = grantee.to_owned();
     let mut common: Option<(Vec<String>, bool)> = None;
-    for params in held.objects {
+    for (_, params) in held.objects {
         let mut args: Vec<&(dyn ToSql + Sync)> = vec![&grantee];
         args.extend(params.iter().map(|p| p as &(dyn ToSql + Sync)));
         let rows = conn.query(&sql, &args).await.map_err(cx.err(&what))?;
@@ -158,7 +174,7 @@ pub async fn delete<P: Privileges>(cx: &Cx<'_>, native_id: &str) -> OpResult {
     read::<P>(cx, native_id, &PropertyMap::new()).await?;
     let p = P::parse(native_id)?;
     let (what, prefix) = (p.what(), p.prefix()?);
-    let on = p.held(cx).await?.on;
+    let on = p.held(cx).await?.on();
     let [database, to, _] = p.scope();
     let sql = format!("{prefix}REVOKE ALL ON {on} FROM {}", grantee(to)?);
     cx.exec(database, &what, &sql).await?;

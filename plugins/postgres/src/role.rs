@@ -1,7 +1,8 @@
 //! `Postgres::Role`: a role of the cluster, its attributes and memberships.
 
+use orrery_plugin_sdk::field::{self, any, boolean, string};
 use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema, Value};
-use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
+use orrery_plugin_sdk::{deleted, done, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::GenericClient;
@@ -35,7 +36,7 @@ struct Role {
 }
 
 pub fn schema() -> ResourceSchema {
-    let flag = |name: &str, what: &str| defaulted(field::boolean(name), what);
+    let flag = |name: &str, what: &str| defaulted(boolean(name), what);
     resource(TYPE)
         .describe("A role (user or group) of the cluster")
         .identifier(["name"])
@@ -50,18 +51,16 @@ pub fn schema() -> ResourceSchema {
         ))
         .field(flag("replication", "May stream replication"))
         .field(connection_limit())
-        .field(field::string("valid_until").describe("Password expiry, a timestamp or `infinity`"))
+        .field(string("valid_until").describe("Password expiry, a timestamp or `infinity`"))
         .field(defaulted(
             field::list("member_of"),
             "Roles it is a member of",
         ))
-        .field(field::string("password").write_only().opaque())
-        .field(field::any("password_version").describe("Change it to set `password` again"))
+        .field(string("password").write_only().opaque())
+        .field(any("password_version").describe("Change it to set `password` again"))
+        .field(boolean("drop_owned").describe("On delete, drop what it owns in every database"))
         .field(
-            field::boolean("drop_owned").describe("On delete, drop what it owns in every database"),
-        )
-        .field(
-            field::string("reassign_owned_to")
+            string("reassign_owned_to")
                 .describe("On delete, give what it owns to this role, in every database"),
         )
         .build()
@@ -85,7 +84,7 @@ pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
     let what = crate::named(TYPE, &desired.name);
     let head = Clauses::new(format!("CREATE ROLE {} WITH", ident(&desired.name)?));
     let sql = options(head, &desired)?.idents("IN ROLE", desired.member_of.as_ref())?;
-    cx.exec(&cx.config.database, &what, &sql.sql()).await?;
+    cx.exec_admin(&what, &sql.sql()).await?;
     read(cx, &desired.name, properties).await
 }
 
@@ -110,16 +109,10 @@ pub async fn read(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult {
     // What is not in the catalogs, or is spelled another way there, comes
     // back as recorded when it means the same.
     let recorded: Role = from_properties(recorded).unwrap_or_default();
-    if let (Some(want), Some(_)) = (&recorded.valid_until, &role.valid_until) {
-        let same: bool = conn
-            .query_one(
-                "SELECT $1::text::timestamptz = $2::text::timestamptz",
-                &[want, &role.valid_until],
-            )
-            .await
-            .map_err(cx.err(&what))?
-            .get(0);
-        if same {
+    if let (Some(want), Some(have)) = (&recorded.valid_until, &role.valid_until) {
+        let sql = "SELECT $1::text::timestamptz = $2::text::timestamptz";
+        let same = catalog::one(&**conn, (&what, ""), sql, &[want, have]).await?;
+        if same.get(0) {
             role.valid_until = recorded.valid_until;
         }
     }
@@ -139,15 +132,11 @@ pub async fn update(cx: &Cx<'_>, name: &str, properties: &PropertyMap) -> OpResu
     let role = ident(name)?;
     let opts = options(Clauses::default(), &desired)?.sql();
     if !opts.is_empty() {
-        tx.batch_execute(&format!("ALTER ROLE {role} WITH{opts}"))
-            .await
-            .map_err(cx.err(&what))?;
+        catalog::execute(&*tx, &what, &format!("ALTER ROLE {role} WITH{opts}")).await?;
     }
     if let Some(want) = &desired.member_of {
-        let have = current(&*tx, &what, name)
-            .await?
-            .member_of
-            .unwrap_or_default();
+        let have = current(&*tx, &what, name).await?;
+        let have = have.member_of.unwrap_or_default();
         let mut sql = Vec::new();
         for g in want.iter().filter(|g| !have.contains(g)) {
             sql.push(format!("GRANT {} TO {role}", ident(g)?));
@@ -155,11 +144,8 @@ pub async fn update(cx: &Cx<'_>, name: &str, properties: &PropertyMap) -> OpResu
         for g in have.iter().filter(|g| !want.contains(g)) {
             sql.push(format!("REVOKE {} FROM {role}", ident(g)?));
         }
-        if !sql.is_empty() {
-            tx.batch_execute(&sql.join("; "))
-                .await
-                .map_err(cx.err(&what))?;
-        }
+        // Nothing to change is an empty query, which does nothing.
+        catalog::execute(&*tx, &what, &sql.join("; ")).await?;
     }
     tx.commit().await.map_err(cx.err(&what))?;
     drop(conn);
@@ -183,8 +169,7 @@ pub async fn delete(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult
             }
         }
     }
-    cx.exec(&cx.config.database, &what, &format!("DROP ROLE {role}"))
-        .await?;
+    cx.exec_admin(&what, &format!("DROP ROLE {role}")).await?;
     deleted(name)
 }
 
