@@ -330,6 +330,11 @@ fn named(resource_type: &str, name: &str) -> String {
     format!("{resource_type} `{name}`")
 }
 
+/// How errors name a resource of a type identified by database and name.
+fn named_in(resource_type: &str, database: &str, name: &str) -> String {
+    format!("{resource_type} `{name}` in database `{database}`")
+}
+
 /// `NotUpdatable` unless `desired` is `current`: the update would change
 /// the create-only `field` (or fields) that identify the resource.
 fn same_identity(field: &str, current: &str, desired: &str) -> Result<(), PluginError> {

@@ -68,6 +68,38 @@ pub async fn keyset<T: Serialize + DeserializeOwned>(
     of_rows(records, size, id, |r: T| to_properties(&r))
 }
 
+/// One page of a child type listed in every database `request` covers
+/// (see [`crate::databases_listed`]): `sql`'s rows, each read as a `T`
+/// (see [`record`]) and named by `id`.
+pub async fn per_database<T: Serialize + DeserializeOwned>(
+    cx: &Cx<'_>,
+    request: &ListRequest,
+    sql: &str,
+    id: impl Fn(&T) -> String,
+) -> Result<ListPage, PluginError> {
+    let mut all = Vec::new();
+    for database in crate::databases_listed(cx, request).await? {
+        let ty = &request.resource_type;
+        let what = format!("listing {ty} in database `{database}`");
+        let Some(rows) = cx.list_rows(&database, &what, sql).await? else {
+            continue;
+        };
+        for row in rows {
+            let resource: T = record(&row)?;
+            let (native_id, properties) = (id(&resource), to_properties(&resource)?);
+            all.push(ListedResource {
+                native_id,
+                properties,
+            });
+        }
+    }
+    Ok(of_all(
+        all,
+        request.page_size,
+        request.page_token.as_deref(),
+    ))
+}
+
 /// A page of resources all read already, cut by native id.
 pub fn of_all(all: Vec<ListedResource>, page_size: u32, token: Option<&str>) -> ListPage {
     let (resources, next_page_token) = paginate(all, |r| &r.native_id, page_size, token);
