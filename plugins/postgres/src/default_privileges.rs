@@ -101,12 +101,8 @@ impl Privileges for DefaultPrivileges {
         let (objtype, keyword) = kind(&self.object_type).ok_or_else(unknown)?;
         let schema = self.schema.clone().unwrap_or_default();
         let params = vec![self.owner.clone(), schema, objtype.into()];
-        let (acl, objects) = (ACL.into(), vec![(String::new(), params)]);
-        Ok(Held {
-            keyword,
-            acl,
-            objects,
-        })
+        let objects = vec![(String::new(), params)];
+        Ok(Held::new(&keyword, ACL.into(), objects))
     }
 
     /// `ALTER DEFAULT PRIVILEGES FOR ROLE o [IN SCHEMA s] `.

@@ -8,7 +8,7 @@ use orrery_plugin_sdk::{field, resource, ListPage, PluginError};
 use serde::{Deserialize, Serialize};
 
 use crate::fields::{grant_option, key, privileges};
-use crate::privileged::{self, Held, Privileges};
+use crate::privileged::{self, Held, Object, Privileges};
 use crate::sql::{ident, qualified};
 use crate::{acl, catalog, database, id, Cx};
 
@@ -72,11 +72,13 @@ impl Privileges for Grant {
         let on = match (&self.schema, &self.objects) {
             (None, _) => db,
             (Some(s), None) => format!("schema `{s}` of {db}"),
-            (Some(s), Some(o)) => format!(
-                "{} {} in schema `{s}` of {db}",
-                self.object_type,
-                o.join(", ")
-            ),
+            (Some(s), Some(o)) => {
+                format!(
+                    "{} {} in schema `{s}` of {db}",
+                    self.object_type,
+                    o.join(", ")
+                )
+            }
         };
         format!("{TYPE} of `{}` on {on}", self.role)
     }
@@ -126,26 +128,21 @@ impl Privileges for Grant {
         let acl = format!(
             "SELECT coalesce({acl}, acldefault('{letter}', {owner})) FROM {from} WHERE {filter}"
         );
-        let mut objects: Vec<(String, Vec<String>)> = match kind.name {
+        let mut objects: Vec<Object> = match kind.name {
             "database" => vec![(ident(&self.database)?, vec![self.database.clone()])],
             "schema" => vec![(ident(&schema)?, vec![schema.clone()])],
             _ => Vec::new(),
         };
         for object in self.objects.iter().flatten() {
             objects.push(match kind.name {
-                "function" => self.function(cx, &schema, object).await?,
+                "function" => self.function(cx, object).await?,
                 _ => (
                     qualified(&schema, object)?,
                     vec![schema.clone(), object.clone()],
                 ),
             });
         }
-        let keyword = kind.keyword.into();
-        Ok(Held {
-            keyword,
-            acl,
-            objects,
-        })
+        Ok(Held::new(kind.keyword, acl, objects))
     }
 }
 
@@ -157,12 +154,8 @@ const FUNCTION: &str = "oid = to_regprocedure($2)";
 impl Grant {
     /// A function, resolved in the catalogs: its name with the argument
     /// types as PostgreSQL spells them, and its signature.
-    async fn function(
-        &self,
-        cx: &Cx<'_>,
-        schema: &str,
-        object: &str,
-    ) -> Result<(String, Vec<String>), PluginError> {
+    async fn function(&self, cx: &Cx<'_>, object: &str) -> Result<Object, PluginError> {
+        let schema = self.schema.as_deref().unwrap_or_default();
         let (name, args) = object.split_once('(').unwrap_or((object, ")"));
         let signature = format!("{}({args}", qualified(schema, name)?);
         let what = self.what();

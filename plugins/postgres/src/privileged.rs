@@ -24,12 +24,27 @@ pub struct Held {
     /// The query of one object's ACL: `$1` is the grantee, the object's
     /// parameters follow.
     pub acl: String,
-    /// Each object's SQL name (empty when the keyword alone names them, as
-    /// in default privileges) and parameters.
-    pub objects: Vec<(String, Vec<String>)>,
+    /// The objects.
+    pub objects: Vec<Object>,
 }
 
+/// An object privileges are held on: its SQL name (empty when the keyword
+/// alone names the objects, as in default privileges) and the parameters
+/// of its ACL's query.
+pub type Object = (String, Vec<String>);
+
 impl Held {
+    /// Privileges held on `objects` of a kind GRANT calls `keyword`, each
+    /// object's ACL read by `acl`.
+    pub fn new(keyword: &str, acl: String, objects: Vec<Object>) -> Held {
+        let keyword = keyword.to_owned();
+        Held {
+            keyword,
+            acl,
+            objects,
+        }
+    }
+
     /// What GRANT names: `TABLE "s"."a", "s"."b"`.
     fn on(&self) -> String {
         let names: Vec<&str> = self.objects.iter().map(|(name, _)| name.as_str()).collect();
