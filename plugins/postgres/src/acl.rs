@@ -161,3 +161,26 @@ pub fn echo(recorded: Option<Vec<String>>, catalog: Vec<String>) -> Vec<String> 
         None => catalog,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_check_privileges_and_say_how_postgresql_names_them() {
+        let usage = checked("w", "sequence", &["usage".into(), "USAGE".into()]).unwrap();
+        assert_eq!(usage, ["USAGE"]);
+        let wrong = checked("w", "schema", &["SELECT".into()]).unwrap_err();
+        assert!(
+            wrong.message.contains("not a privilege of a schema"),
+            "{wrong}"
+        );
+        assert!(checked("w", "rule", &["SELECT".into()]).is_err());
+        let sequence = kind("sequence").unwrap();
+        assert_eq!(
+            (sequence.keyword, sequence.acldefault, sequence.defaults),
+            ("SEQUENCE", "s", Some("S"))
+        );
+        assert_eq!(kind("database").unwrap().defaults, None);
+    }
+}

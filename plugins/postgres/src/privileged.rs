@@ -235,3 +235,22 @@ pub async fn list<P: Privileges>(
     let token = request.page_token.as_deref();
     Ok(page::of_all(all, request.page_size, token))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grant_names_the_objects_after_their_keyword_and_default_privileges_the_keyword_alone() {
+        let objects = vec![
+            ("\"s\".\"a\"".into(), vec![]),
+            ("\"s\".\"b\"".into(), vec![]),
+        ];
+        assert_eq!(
+            Held::new("TABLE", String::new(), objects).on(),
+            "TABLE \"s\".\"a\", \"s\".\"b\""
+        );
+        let defaults = vec![(String::new(), vec!["owner".into()])];
+        assert_eq!(Held::new("TABLES", String::new(), defaults).on(), "TABLES");
+    }
+}
