@@ -3,11 +3,12 @@
 use orrery_plugin_sdk::resource;
 use orrery_plugin_sdk::schema::ResourceSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use crate::bucket;
 use crate::lifecycle::Managed;
-use crate::mapping::fields::{id, int, text};
-use crate::mapping::{object, renamed, seconds, Rename};
+use crate::mapping::fields::int;
+use crate::mapping::{renamed, Rename};
 
 /// The type name.
 pub const TYPE: &str = "Jetstream::KvBucket";
@@ -31,23 +32,23 @@ impl Managed for KvBucket {
     const ID: &'static str = "bucket";
     const RENAMES: &'static [Rename] = &[
         renamed("history", "max_msgs_per_subject"),
-        seconds("ttl", "max_age"),
+        bucket::TTL,
         renamed("max_value_size", "max_msg_size"),
-        renamed("replicas", "num_replicas"),
+        bucket::REPLICAS,
     ];
 
     fn schema() -> ResourceSchema {
         resource(TYPE)
             .describe("A JetStream key-value bucket")
             .identifier(["bucket"])
-            .field(id("bucket", "Bucket name"))
-            .field(text("description", "What it is for"))
+            .field(bucket::name())
+            .field(bucket::description())
             .field(int("history", "Values kept per key (1-64)"))
-            .field(int("ttl", "Seconds a value is kept, 0: for ever"))
-            .field(int("max_bytes", "Largest bucket, -1: no limit"))
+            .field(bucket::ttl("a value"))
+            .field(bucket::max_bytes())
             .field(int("max_value_size", "Largest value, -1: no limit"))
-            .field(text("storage", "file or memory").create_only())
-            .field(int("replicas", "Copies (1-5); changes are asynchronous"))
+            .field(bucket::storage())
+            .field(bucket::replicas())
             .build()
     }
 
@@ -55,15 +56,12 @@ impl Managed for KvBucket {
         self.bucket.clone()
     }
 
-    /// What clients expect of a bucket's stream (as the NATS clients make it).
+    /// A key keeps one value unless `history` says more, and values are
+    /// not deleted through the API.
     fn fixed(bucket: &str) -> Map<String, Value> {
-        object(json!({
-            "subjects": [format!("$KV.{bucket}.>")],
-            "max_msgs_per_subject": 1,
-            "allow_rollup_hdrs": true,
-            "deny_delete": true,
-            "allow_direct": true,
-            "discard": "new",
-        }))
+        let mut fixed = bucket::fixed(&[format!("$KV.{bucket}.>")]);
+        fixed.insert("max_msgs_per_subject".into(), 1.into());
+        fixed.insert("deny_delete".into(), true.into());
+        fixed
     }
 }

@@ -12,6 +12,7 @@
 //! the replicas are current ([`settle`]).
 
 pub mod api;
+pub mod bucket;
 pub mod consumer;
 pub mod kv;
 pub mod kv_entry;

@@ -4,11 +4,11 @@
 use orrery_plugin_sdk::resource;
 use orrery_plugin_sdk::schema::ResourceSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use crate::bucket;
 use crate::lifecycle::Managed;
-use crate::mapping::fields::{id, int, text};
-use crate::mapping::{object, renamed, seconds, Rename};
+use crate::mapping::Rename;
 
 /// The type name.
 pub const TYPE: &str = "Jetstream::ObjectBucket";
@@ -28,21 +28,18 @@ impl Managed for ObjectBucket {
     const TYPE: &'static str = TYPE;
     const PREFIX: &'static str = "OBJ_";
     const ID: &'static str = "bucket";
-    const RENAMES: &'static [Rename] = &[
-        seconds("ttl", "max_age"),
-        renamed("replicas", "num_replicas"),
-    ];
+    const RENAMES: &'static [Rename] = &[bucket::TTL, bucket::REPLICAS];
 
     fn schema() -> ResourceSchema {
         resource(TYPE)
             .describe("A JetStream object store bucket")
             .identifier(["bucket"])
-            .field(id("bucket", "Bucket name"))
-            .field(text("description", "What it is for"))
-            .field(int("ttl", "Seconds an object is kept, 0: for ever"))
-            .field(int("max_bytes", "Largest bucket, -1: no limit"))
-            .field(text("storage", "file or memory").create_only())
-            .field(int("replicas", "Copies (1-5); changes are asynchronous"))
+            .field(bucket::name())
+            .field(bucket::description())
+            .field(bucket::ttl("an object"))
+            .field(bucket::max_bytes())
+            .field(bucket::storage())
+            .field(bucket::replicas())
             .build()
     }
 
@@ -50,13 +47,8 @@ impl Managed for ObjectBucket {
         self.bucket.clone()
     }
 
-    /// What clients expect of a bucket's stream (as the NATS clients make it).
+    /// Chunks and metadata, each under its own subjects.
     fn fixed(bucket: &str) -> Map<String, Value> {
-        object(json!({
-            "subjects": [format!("$O.{bucket}.C.>"), format!("$O.{bucket}.M.>")],
-            "allow_rollup_hdrs": true,
-            "allow_direct": true,
-            "discard": "new",
-        }))
+        bucket::fixed(&[format!("$O.{bucket}.C.>"), format!("$O.{bucket}.M.>")])
     }
 }

@@ -1,15 +1,8 @@
 //! Privileges as the catalogs' ACLs hold them, shared by grants and
-//! default privileges.
+//! default privileges: the statements, the names, reading `aclexplode`.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-
-use orrery_plugin_sdk::schema::{ErrorCode, ListRequest, ListedResource};
-use orrery_plugin_sdk::{to_properties, ListPage, OpResult, PluginError};
-use serde::Serialize;
+use orrery_plugin_sdk::PluginError;
 use tokio_postgres::Row;
-
-use crate::{page, Cx};
 
 /// `[prefix ]GRANT privileges ON on TO to[ WITH GRANT OPTION]`; with
 /// `replace`, after revoking all `to` held there, in one transaction (an
@@ -33,100 +26,40 @@ pub fn grant_sql(
     }
 }
 
-/// Creates a privilege resource: privileges already held there are
-/// `AlreadyExists` (an author imports them as `native_id`); otherwise
-/// `apply`, then `read` what is held now.
-pub async fn create_unless_held<R: Future<Output = OpResult>>(
-    what: &str,
-    native_id: &str,
-    read: impl Fn() -> R,
-    apply: impl Future<Output = Result<(), PluginError>>,
-) -> OpResult {
-    match read().await {
-        Ok(_) => Err(PluginError::new(
-            ErrorCode::AlreadyExists,
-            format!("{what}: already held; import it as `{native_id}`"),
-        )),
-        Err(e) if e.code == ErrorCode::NotFound => {
-            apply.await?;
-            read().await
-        }
-        Err(e) => Err(e),
-    }
+/// A kind of object privileges are held on, as grants and default
+/// privileges name it (`object_type`) and as PostgreSQL does.
+pub struct Kind {
+    /// Its `object_type`.
+    pub name: &'static str,
+    /// What `GRANT ... ON` calls it (`ALTER DEFAULT PRIVILEGES` the plural).
+    pub keyword: &'static str,
+    /// The privileges it can have, as `aclexplode` names them.
+    pub privileges: &'static [&'static str],
+    /// `acldefault`'s letter for it.
+    pub acldefault: &'static str,
+    /// `pg_default_acl.defaclobjtype`, for the kinds default privileges cover.
+    pub defaults: Option<&'static str>,
 }
 
-/// A resource that holds privileges (a grant, default privileges), as
-/// listing gathers them row by row.
-pub trait Holding: Serialize {
-    /// Its native id: the rows of one resource share it.
-    fn native_id(&self) -> String;
-    /// Its privileges and grant option, to gather into.
-    fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>);
-}
-
-/// [`Holding`] for a type with `privileges` and `with_grant_option` fields
-/// and an inherent `native_id`.
-macro_rules! holding {
-    ($t:ty) => {
-        impl $crate::acl::Holding for $t {
-            fn native_id(&self) -> String {
-                <$t>::native_id(self)
-            }
-            fn holding(&mut self) -> (&mut Vec<String>, &mut Option<bool>) {
-                (&mut self.privileges, &mut self.with_grant_option)
-            }
-        }
-    };
-}
-pub(crate) use holding;
-
-/// Lists a privilege catalog in every database `request` covers: `sql`
-/// yields one row per privilege held (its name and grantability in columns
-/// `at` and `at + 1`), `of_row` makes the resource a row belongs to (grant
-/// option `Some(true)`, no privileges yet), and rows of one native id are
-/// gathered into one resource.
-pub async fn list_holding<T: Holding>(
-    cx: &Cx<'_>,
-    request: &ListRequest,
-    sql: &str,
-    at: usize,
-    of_row: impl Fn(&str, &Row) -> T,
-) -> Result<ListPage, PluginError> {
-    let mut found: BTreeMap<String, T> = BTreeMap::new();
-    for database in crate::databases_listed(cx, request).await? {
-        let ty = &request.resource_type;
-        let what = format!("listing {ty} in database `{database}`");
-        let Some(rows) = cx.list_rows(&database, &what, sql).await? else {
-            continue;
-        };
-        for row in rows {
-            let resource = of_row(&database, &row);
-            let entry = found.entry(resource.native_id()).or_insert(resource);
-            let (privileges, grant_option) = entry.holding();
-            privileges.push(row.get(at));
-            *grant_option = Some(*grant_option == Some(true) && row.get::<_, bool>(at + 1));
-        }
-    }
-    let all = found
-        .into_iter()
-        .map(|(native_id, mut resource)| {
-            resource.holding().0.sort();
-            Ok(ListedResource {
-                native_id,
-                properties: to_properties(&resource)?,
-            })
-        })
-        .collect::<Result<Vec<_>, PluginError>>()?;
-    let token = request.page_token.as_deref();
-    Ok(page::of_all(all, request.page_size, token))
-}
-
-/// The privileges `object_type` can have, as `aclexplode` names them.
-pub fn allowed(object_type: &str) -> Option<&'static [&'static str]> {
-    Some(match object_type {
-        "database" => &["CONNECT", "CREATE", "TEMPORARY"],
-        "schema" => &["CREATE", "USAGE"],
-        "table" => &[
+const KINDS: [Kind; 6] = [
+    Kind {
+        name: "database",
+        keyword: "DATABASE",
+        privileges: &["CONNECT", "CREATE", "TEMPORARY"],
+        acldefault: "d",
+        defaults: None,
+    },
+    Kind {
+        name: "schema",
+        keyword: "SCHEMA",
+        privileges: &["CREATE", "USAGE"],
+        acldefault: "n",
+        defaults: None,
+    },
+    Kind {
+        name: "table",
+        keyword: "TABLE",
+        privileges: &[
             "DELETE",
             "INSERT",
             "REFERENCES",
@@ -135,11 +68,35 @@ pub fn allowed(object_type: &str) -> Option<&'static [&'static str]> {
             "TRUNCATE",
             "UPDATE",
         ],
-        "sequence" => &["SELECT", "UPDATE", "USAGE"],
-        "function" => &["EXECUTE"],
-        "type" => &["USAGE"],
-        _ => return None,
-    })
+        acldefault: "r",
+        defaults: Some("r"),
+    },
+    Kind {
+        name: "sequence",
+        keyword: "SEQUENCE",
+        privileges: &["SELECT", "UPDATE", "USAGE"],
+        acldefault: "s",
+        defaults: Some("S"),
+    },
+    Kind {
+        name: "function",
+        keyword: "FUNCTION",
+        privileges: &["EXECUTE"],
+        acldefault: "f",
+        defaults: Some("f"),
+    },
+    Kind {
+        name: "type",
+        keyword: "TYPE",
+        privileges: &["USAGE"],
+        acldefault: "T",
+        defaults: Some("T"),
+    },
+];
+
+/// The kind `object_type` names.
+pub fn kind(object_type: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.name == object_type)
 }
 
 /// `privileges` upper-cased, checked against `object_type`, sorted.
@@ -148,7 +105,7 @@ pub fn checked(
     object_type: &str,
     privileges: &[String],
 ) -> Result<Vec<String>, PluginError> {
-    let allowed = allowed(object_type).ok_or_else(|| {
+    let allowed = kind(object_type).map(|k| k.privileges).ok_or_else(|| {
         PluginError::invalid(format!("{what}: unknown object_type `{object_type}`"))
     })?;
     let mut out = Vec::new();
@@ -202,5 +159,28 @@ pub fn echo(recorded: Option<Vec<String>>, catalog: Vec<String>) -> Vec<String> 
             }
         }
         None => catalog,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_check_privileges_and_say_how_postgresql_names_them() {
+        let usage = checked("w", "sequence", &["usage".into(), "USAGE".into()]).unwrap();
+        assert_eq!(usage, ["USAGE"]);
+        let wrong = checked("w", "schema", &["SELECT".into()]).unwrap_err();
+        assert!(
+            wrong.message.contains("not a privilege of a schema"),
+            "{wrong}"
+        );
+        assert!(checked("w", "rule", &["SELECT".into()]).is_err());
+        let sequence = kind("sequence").unwrap();
+        assert_eq!(
+            (sequence.keyword, sequence.acldefault, sequence.defaults),
+            ("SEQUENCE", "s", Some("S"))
+        );
+        assert_eq!(kind("database").unwrap().defaults, None);
     }
 }

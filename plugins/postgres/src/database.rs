@@ -4,9 +4,10 @@ use orrery_plugin_sdk::schema::{ListRequest, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{deleted, done, field, from_properties, resource, to_properties};
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError};
 use serde::{Deserialize, Serialize};
-use tokio_postgres::Row;
 
-use crate::sql::{ident, literal};
+use crate::catalog::{self, record};
+use crate::fields::{connection_limit, defaulted, key, owner};
+use crate::sql::{ident, Clauses};
 use crate::{page, Cx};
 
 pub const TYPE: &str = "Postgres::Database";
@@ -26,78 +27,43 @@ pub fn schema() -> ResourceSchema {
     resource(TYPE)
         .describe("A database of the cluster")
         .identifier(["name"])
-        .field(field::string("name").required().create_only())
-        .field(
-            field::string("owner")
-                .provider_default()
-                .describe("Owning role"),
-        )
-        .field(
-            field::string("encoding")
-                .create_only()
-                .provider_default()
-                .describe("e.g. UTF8"),
-        )
+        .field(key("name"))
+        .field(owner())
+        .field(defaulted(
+            field::string("encoding").create_only(),
+            "e.g. UTF8",
+        ))
         .field(
             field::string("template")
                 .create_only()
                 .describe("Database copied (default template1)"),
         )
-        .field(
-            field::integer("connection_limit")
-                .provider_default()
-                .describe("-1: none"),
-        )
+        .field(connection_limit())
         .build()
-}
-
-fn what(name: &str) -> String {
-    format!("{TYPE} `{name}`")
 }
 
 pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
     let desired: Database = from_properties(properties)?;
-    let what = what(&desired.name);
-    let mut sql = format!("CREATE DATABASE {}", ident(&desired.name)?);
-    if let Some(owner) = &desired.owner {
-        sql.push_str(&format!(" OWNER {}", ident(owner)?));
-    }
-    if let Some(encoding) = &desired.encoding {
-        sql.push_str(&format!(" ENCODING {}", literal(encoding)?));
-    }
-    if let Some(template) = &desired.template {
-        sql.push_str(&format!(" TEMPLATE {}", ident(template)?));
-    }
-    if let Some(n) = desired.connection_limit {
-        sql.push_str(&format!(" CONNECTION LIMIT {n}"));
-    }
-    cx.exec(&cx.config.database, &what, &sql).await?;
+    let what = crate::named(TYPE, &desired.name);
+    let sql = Clauses::new(format!("CREATE DATABASE {}", ident(&desired.name)?))
+        .ident("OWNER", desired.owner.as_ref())?
+        .literal("ENCODING", desired.encoding.as_ref())?
+        .ident("TEMPLATE", desired.template.as_ref())?
+        .number("CONNECTION LIMIT", desired.connection_limit);
+    cx.exec_admin(&what, &sql.sql()).await?;
     read(cx, &desired.name, properties).await
 }
 
-const SELECT: &str = "SELECT d.datname, pg_get_userbyid(d.datdba)::text,
-    pg_encoding_to_char(d.encoding)::text, d.datconnlimit FROM pg_database d";
-
-fn of_row(row: &Row) -> Database {
-    Database {
-        name: row.get(0),
-        owner: row.get(1),
-        encoding: row.get(2),
-        connection_limit: row.get(3),
-        template: None,
-    }
-}
+const SELECT: &str = "SELECT d.datname AS name, pg_get_userbyid(d.datdba)::text AS owner,
+    pg_encoding_to_char(d.encoding)::text AS encoding, d.datconnlimit AS connection_limit
+    FROM pg_database d";
 
 pub async fn read(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult {
-    let what = what(name);
+    let what = crate::named(TYPE, name);
     let conn = cx.admin(&what).await?;
     let sql = format!("{SELECT} WHERE d.datname = $1 AND NOT d.datistemplate");
-    let row = conn
-        .query_opt(&sql, &[&name])
-        .await
-        .map_err(cx.err(&what))?;
-    let row = row.ok_or_else(|| PluginError::not_found(format!("{what} does not exist")))?;
-    let mut db = of_row(&row);
+    let mut db: Database =
+        record(&catalog::one(&**conn, (&what, " does not exist"), &sql, &[&name]).await?)?;
     let recorded: Database = from_properties(recorded).unwrap_or_default();
     db.template = recorded.template;
     // `utf8` and `UTF8` are one encoding.
@@ -109,10 +75,8 @@ pub async fn read(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult {
 
 pub async fn update(cx: &Cx<'_>, name: &str, properties: &PropertyMap) -> OpResult {
     let desired: Database = from_properties(properties)?;
-    if desired.name != name {
-        return Err(crate::not_updatable("name", name, &desired.name));
-    }
-    let what = what(name);
+    crate::same_identity("name", name, &desired.name)?;
+    let what = crate::named(TYPE, name);
     let current: Database = from_properties(
         &read(cx, name, properties)
             .await?
@@ -127,34 +91,28 @@ pub async fn update(cx: &Cx<'_>, name: &str, properties: &PropertyMap) -> OpResu
     let db = ident(name)?;
     if let Some(owner) = &desired.owner {
         let sql = format!("ALTER DATABASE {db} OWNER TO {}", ident(owner)?);
-        cx.exec(&cx.config.database, &what, &sql).await?;
+        cx.exec_admin(&what, &sql).await?;
     }
     if let Some(n) = desired.connection_limit {
         let sql = format!("ALTER DATABASE {db} CONNECTION LIMIT {n}");
-        cx.exec(&cx.config.database, &what, &sql).await?;
+        cx.exec_admin(&what, &sql).await?;
     }
     read(cx, name, properties).await
 }
 
 pub async fn delete(cx: &Cx<'_>, name: &str) -> OpResult {
-    let what = what(name);
+    let what = crate::named(TYPE, name);
     let conn = cx.admin(&what).await?;
-    let exists = conn
-        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
-        .await
-        .map_err(cx.err(&what))?;
-    if exists.is_none() {
-        return Err(PluginError::not_found(format!("{what} does not exist")));
-    }
+    let sql = "SELECT 1 FROM pg_database WHERE datname = $1";
+    catalog::one(&**conn, (&what, " does not exist"), sql, &[&name]).await?;
     // This plugin's own connections to it would keep it busy.
     cx.forget(name);
-    conn.batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", ident(name)?))
-        .await
-        .map_err(cx.err(&what))?;
+    let sql = format!("DROP DATABASE {} WITH (FORCE)", ident(name)?);
+    catalog::execute(&**conn, &what, &sql).await?;
     deleted(name)
 }
 
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
     let query = (SELECT, "NOT d.datistemplate", "d.datname");
-    page::keyset(cx, request, query, of_row, |d| d.name.clone()).await
+    page::keyset(cx, request, query, |d: &Database| d.name.clone()).await
 }

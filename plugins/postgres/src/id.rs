@@ -64,6 +64,13 @@ pub fn decode(id: &str, n: usize, ty: &str) -> Result<Vec<String>, PluginError> 
         .collect()
 }
 
+/// The `N` parts of `id`, decoded, to destructure.
+pub fn parts<const N: usize>(id: &str, ty: &str) -> Result<[String; N], PluginError> {
+    decode(id, N, ty)?
+        .try_into()
+        .map_err(|_| PluginError::invalid(format!("`{id}` is not a {ty} id")))
+}
+
 /// A part of an id holding a list (possibly empty).
 pub fn decode_list(part: &str, id: &str, ty: &str) -> Result<Vec<String>, PluginError> {
     if part.is_empty() {
@@ -95,6 +102,9 @@ mod tests {
         let list = encode_list(&["x,y".into(), "z".into()]);
         assert_eq!(decode_list(&list, &list, "T").unwrap(), ["x,y", "z"]);
         assert!(decode("a/b", 3, "T").is_err());
+        let [a, b] = parts("x%2Fy/z", "T").unwrap();
+        assert_eq!((a.as_str(), b.as_str()), ("x/y", "z"));
+        assert!(parts::<2>("x/y/z", "T").is_err());
         assert!(decode("%zz", 1, "T").is_err());
     }
 }

@@ -7,15 +7,18 @@
 //! the codes every type answers with.
 
 mod acl;
+mod catalog;
 mod config;
 mod database;
 mod default_privileges;
 mod error;
 mod extension;
+mod fields;
 mod grant;
 mod id;
 mod page;
 mod pool;
+mod privileged;
 mod role;
 mod schema;
 mod sql;
@@ -28,6 +31,8 @@ use orrery_plugin_sdk::schema::{
 use orrery_plugin_sdk::{ListPage, OpResult, PluginError, PluginInfo, ResourcePlugin};
 
 pub use config::TargetConfig;
+use default_privileges::DefaultPrivileges;
+use grant::Grant;
 use pool::Pools;
 
 /// Set (to anything) in the plugin's environment, grants and default
@@ -93,8 +98,8 @@ impl ResourcePlugin for PostgresPlugin {
             role::TYPE => role::create(&cx, p).await,
             database::TYPE => database::create(&cx, p).await,
             schema::TYPE => schema::create(&cx, p).await,
-            grant::TYPE => grant::create(&cx, p).await,
-            default_privileges::TYPE => default_privileges::create(&cx, p).await,
+            grant::TYPE => privileged::create::<Grant>(&cx, p).await,
+            default_privileges::TYPE => privileged::create::<DefaultPrivileges>(&cx, p).await,
             extension::TYPE => extension::create(&cx, p).await,
             other => Err(unknown(other)),
         }
@@ -107,8 +112,8 @@ impl ResourcePlugin for PostgresPlugin {
             role::TYPE => role::read(&cx, id, p).await,
             database::TYPE => database::read(&cx, id, p).await,
             schema::TYPE => schema::read(&cx, id).await,
-            grant::TYPE => grant::read(&cx, id, p).await,
-            default_privileges::TYPE => default_privileges::read(&cx, id, p).await,
+            grant::TYPE => privileged::read::<Grant>(&cx, id, p).await,
+            default_privileges::TYPE => privileged::read::<DefaultPrivileges>(&cx, id, p).await,
             extension::TYPE => extension::read(&cx, id).await,
             other => Err(unknown(other)),
         }
@@ -121,8 +126,8 @@ impl ResourcePlugin for PostgresPlugin {
             role::TYPE => role::update(&cx, id, p).await,
             database::TYPE => database::update(&cx, id, p).await,
             schema::TYPE => schema::update(&cx, id, p).await,
-            grant::TYPE => grant::update(&cx, id, p).await,
-            default_privileges::TYPE => default_privileges::update(&cx, id, p).await,
+            grant::TYPE => privileged::update::<Grant>(&cx, id, p).await,
+            default_privileges::TYPE => privileged::update::<DefaultPrivileges>(&cx, id, p).await,
             extension::TYPE => extension::update(&cx, id, p).await,
             other => Err(unknown(other)),
         }
@@ -135,8 +140,8 @@ impl ResourcePlugin for PostgresPlugin {
             role::TYPE => role::delete(&cx, id, p).await,
             database::TYPE => database::delete(&cx, id).await,
             schema::TYPE => schema::delete(&cx, id).await,
-            grant::TYPE => grant::delete(&cx, id).await,
-            default_privileges::TYPE => default_privileges::delete(&cx, id).await,
+            grant::TYPE => privileged::delete::<Grant>(&cx, id).await,
+            default_privileges::TYPE => privileged::delete::<DefaultPrivileges>(&cx, id).await,
             extension::TYPE => extension::delete(&cx, id).await,
             other => Err(unknown(other)),
         }
@@ -185,6 +190,11 @@ impl<'a> Cx<'a> {
     async fn exec(&self, database: &str, what: &str, sql: &str) -> Result<(), PluginError> {
         let conn = self.conn(database, what).await?;
         conn.batch_execute(sql).await.map_err(self.err(what))
+    }
+
+    /// Runs `sql` on the target's own database, for cluster-wide work.
+    async fn exec_admin(&self, what: &str, sql: &str) -> Result<(), PluginError> {
+        self.exec(&self.config.database, what, sql).await
     }
 
     /// The rows of `sql` in `database`; `None` when the database was
@@ -313,6 +323,26 @@ fn unknown(resource_type: &str) -> PluginError {
         "unknown resource type `{resource_type}`; the postgres plugin manages {}",
         TYPES.join(", ")
     ))
+}
+
+/// How errors name a resource of a type identified by a name.
+fn named(resource_type: &str, name: &str) -> String {
+    format!("{resource_type} `{name}`")
+}
+
+/// How errors name a resource of a type identified by database and name.
+fn named_in(resource_type: &str, database: &str, name: &str) -> String {
+    format!("{resource_type} `{name}` in database `{database}`")
+}
+
+/// `NotUpdatable` unless `desired` is `current`: the update would change
+/// the create-only `field` (or fields) that identify the resource.
+fn same_identity(field: &str, current: &str, desired: &str) -> Result<(), PluginError> {
+    if current == desired {
+        Ok(())
+    } else {
+        Err(not_updatable(field, current, desired))
+    }
 }
 
 /// `NotUpdatable`: the update changes a create-only field.

@@ -3,9 +3,10 @@
 use orrery_plugin_sdk::paginate::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use orrery_plugin_sdk::schema::{ListRequest, ListedResource, PropertyMap};
 use orrery_plugin_sdk::{paginate, to_properties, ListPage, PluginError};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio_postgres::Row;
 
+use crate::catalog::record;
 use crate::Cx;
 
 /// The page size served for `asked` (0: the plugin's choice).
@@ -45,12 +46,11 @@ pub fn of_rows<T>(
 /// One page of a cluster-wide catalog (roles, databases), keyset-paged in
 /// the server so that 10,000 rows are never all read at once: `select`'s
 /// rows that pass `filter`, after the request's token in `key`'s byte
-/// order, each made a resource by `of_row` and named by `id`.
-pub async fn keyset<T: Serialize>(
+/// order, each read as a `T` (see [`record`]) and named by `id`.
+pub async fn keyset<T: Serialize + DeserializeOwned>(
     cx: &Cx<'_>,
     request: &ListRequest,
     (select, filter, key): (&str, &str, &str),
-    of_row: impl Fn(&Row) -> T,
     id: impl Fn(&T) -> String,
 ) -> Result<ListPage, PluginError> {
     let what = format!("listing {}", request.resource_type);
@@ -64,9 +64,40 @@ pub async fn keyset<T: Serialize>(
         .query(&sql, &[&after, &(size as i64 + 1)])
         .await
         .map_err(cx.err(&what))?;
-    of_rows(rows.iter().map(of_row).collect(), size, id, |r| {
-        to_properties(&r)
-    })
+    let records = rows.iter().map(record).collect::<Result<_, _>>()?;
+    of_rows(records, size, id, |r: T| to_properties(&r))
+}
+
+/// One page of a child type listed in every database `request` covers
+/// (see [`crate::databases_listed`]): `sql`'s rows, each read as a `T`
+/// (see [`record`]) and named by `id`.
+pub async fn per_database<T: Serialize + DeserializeOwned>(
+    cx: &Cx<'_>,
+    request: &ListRequest,
+    sql: &str,
+    id: impl Fn(&T) -> String,
+) -> Result<ListPage, PluginError> {
+    let mut all = Vec::new();
+    for database in crate::databases_listed(cx, request).await? {
+        let ty = &request.resource_type;
+        let what = format!("listing {ty} in database `{database}`");
+        let Some(rows) = cx.list_rows(&database, &what, sql).await? else {
+            continue;
+        };
+        for row in rows {
+            let resource: T = record(&row)?;
+            let (native_id, properties) = (id(&resource), to_properties(&resource)?);
+            all.push(ListedResource {
+                native_id,
+                properties,
+            });
+        }
+    }
+    Ok(of_all(
+        all,
+        request.page_size,
+        request.page_token.as_deref(),
+    ))
 }
 
 /// A page of resources all read already, cut by native id.
