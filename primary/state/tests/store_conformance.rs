@@ -26,8 +26,8 @@ use orrery_core::stack::TargetDecl;
 use orrery_schema::{PropertyMap, Value};
 use orrery_state::{
     CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
-    Move, OpStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError,
-    StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
+    Move, OpStatus, OperationPage, OperationRecord, PgStore, SqliteStore, StateStore, Store,
+    StoreError, StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
 };
 
 // ---------------------------------------------------------------------------
@@ -186,6 +186,7 @@ conformance!(
     a_batch_that_removes_and_records_again_starts_over,
     a_failing_batch_writes_nothing,
     operations_are_ordered_by_last_update,
+    operation_pages_walk_label_order_with_a_status_filter,
     operations_do_not_need_their_command_first,
     operations_keep_native_id_and_context,
     latest_command_of_a_stack,
@@ -1044,6 +1045,76 @@ fn operations_are_ordered_by_last_update(f: &Fixture) {
         .put_operation("c1", &op("b", "create", "succeeded"))
         .unwrap();
     assert_eq!(order(f), ["a", "c", "b"], "an update moves it last");
+}
+
+fn operation_pages_walk_label_order_with_a_status_filter(f: &Fixture) {
+    f.store.begin_command("c1", "web", "apply").unwrap();
+    f.store.begin_command("c2", "web", "apply").unwrap();
+    f.store
+        .put_operation("c2", &op("a", "create", "failed"))
+        .unwrap();
+    // Written out of label order; a replace is two operations of one label.
+    for (label, operation, status) in [
+        ("c", "create", "succeeded"),
+        ("a", "delete", "failed"),
+        ("b", "create", "succeeded"),
+        ("a", "create", "succeeded"),
+        ("d", "update", "failed"),
+    ] {
+        f.store
+            .put_operation("c1", &op(label, operation, status))
+            .unwrap();
+    }
+    let page = |status: Option<&str>, after: Option<(&str, &str)>, limit| {
+        let page = OperationPage {
+            status: status.map(str::to_owned),
+            after: after.map(|(l, o)| (l.to_owned(), o.to_owned())),
+            limit,
+        };
+        let command = f.store.command_page(Some("c1"), &page).unwrap().unwrap();
+        assert_eq!((command.id.as_str(), command.stack.as_str()), ("c1", "web"));
+        command
+            .operations
+            .into_iter()
+            .map(|o| format!("{}/{}", o.label, o.operation))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        page(None, None, Some(3)),
+        ["a/create", "a/delete", "b/create"]
+    );
+    assert_eq!(
+        page(None, Some(("a", "delete")), Some(3)),
+        ["b/create", "c/create", "d/update"]
+    );
+    assert!(page(None, Some(("d", "update")), Some(3)).is_empty());
+    assert_eq!(
+        page(Some("failed"), Some(("a", "create")), None),
+        ["a/delete", "d/update"]
+    );
+    assert_eq!(page(Some("failed"), None, Some(1)), ["a/delete"]);
+    // Unpaged, filtered: in update order, as `command` gives them.
+    let failed = f
+        .store
+        .command_page(
+            Some("c1"),
+            &OperationPage {
+                status: Some("failed".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed.operations.len(), 2);
+    assert!(failed
+        .operations
+        .iter()
+        .all(|o| o.status.as_str() == "failed"));
+    assert!(f
+        .store
+        .command_page(Some("nope"), &OperationPage::default())
+        .unwrap()
+        .is_none());
 }
 
 fn operations_do_not_need_their_command_first(f: &Fixture) {

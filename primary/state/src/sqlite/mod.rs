@@ -687,8 +687,12 @@ impl StateStore for SqliteStore {
         Ok(())
     }
 
-    /// A command with its operations; the latest when `id` is `None`.
-    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+    /// A command with a page of its operations; the latest when `id` is `None`.
+    fn command_page(
+        &self,
+        id: Option<&str>,
+        page: &crate::OperationPage,
+    ) -> Result<Option<CommandRecord>, StoreError> {
         let conn = self.conn();
         let head = conn
             .query_row(
@@ -702,27 +706,41 @@ impl StateStore for SqliteStore {
         let Some(mut command) = head.map(|h| h.with_operations(Vec::new())) else {
             return Ok(None);
         };
-        let mut stmt = conn.prepare_cached(
+        // A page goes along the primary key (a page costs its size and a
+        // cursor stays put while operations are updated); everything comes
+        // in the order of updates.
+        let mut stmt = conn.prepare_cached(if page.is_paged() {
             "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
-             WHERE command_id = ?1 ORDER BY updated_ms, label",
-        )?;
+             WHERE command_id = ?1 AND (?2 IS NULL OR status = ?2)
+               AND (?3 IS NULL OR (label, operation) > (?3, ?4))
+             ORDER BY label, operation LIMIT ?5"
+        } else {
+            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
+             WHERE command_id = ?1 AND (?2 IS NULL OR status = ?2) AND ?3 IS NULL AND ?4 IS NULL
+             ORDER BY updated_ms, label LIMIT ?5"
+        })?;
+        let (after_label, after_operation) = page.after.clone().unzip();
+        let limit = page.limit.map_or(-1, i64::from);
         let rows: Vec<(OperationRecord, Option<Vec<u8>>)> = stmt
-            .query_map(params![command.id], |r| {
-                Ok((
-                    OperationRecord {
-                        label: r.get(0)?,
-                        operation: r.get(1)?,
-                        request_id: r.get(2)?,
-                        status: OpStatus::parse(&r.get::<_, String>(3)?),
-                        attempts: r.get(4)?,
-                        error_code: r.get(5)?,
-                        message: r.get(6)?,
-                        native_id: r.get(7)?,
-                        context: None,
-                    },
-                    r.get(8)?,
-                ))
-            })?
+            .query_map(
+                params![command.id, page.status, after_label, after_operation, limit],
+                |r| {
+                    Ok((
+                        OperationRecord {
+                            label: r.get(0)?,
+                            operation: r.get(1)?,
+                            request_id: r.get(2)?,
+                            status: OpStatus::parse(&r.get::<_, String>(3)?),
+                            attempts: r.get(4)?,
+                            error_code: r.get(5)?,
+                            message: r.get(6)?,
+                            native_id: r.get(7)?,
+                            context: None,
+                        },
+                        r.get(8)?,
+                    ))
+                },
+            )?
             .collect::<Result<_, _>>()?;
         for (mut op, context) in rows {
             op.context = decode_context(&op.label, context.as_deref())?;
