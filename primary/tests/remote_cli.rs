@@ -127,6 +127,21 @@ fn the_cli_drives_a_primary_as_it_runs_locally() {
         neutral(&there_status, &id, "test-admin"),
     );
 
+    // inventory: the same rendering from the API's pages.
+    for args in [
+        &["inventory"][..],
+        &["inventory", "--stack", "lab"],
+        &["inventory", "--output", "json"],
+        &["inventory", "--unmanaged"],
+    ] {
+        let here = local.orrery(args);
+        let there = remote(&client, &server, args);
+        assert_eq!((here.code, there.code), (0, 0), "{here:?}\n{there:?}");
+        assert_eq!(here.stdout, there.stdout, "{args:?}");
+    }
+    let listed = remote(&client, &server, &["inventory"]);
+    assert!(listed.stdout.ends_with("\n6 resources\n"), "{listed:?}");
+
     // cancel: a slow apply is canceled from another CLI; the applying CLI
     // ends with the canceled operations counted, exit 1.
     let slow = client.write(
@@ -196,6 +211,38 @@ fn the_cli_drives_a_primary_as_it_runs_locally() {
     assert!(
         local_row.contains(&local_who) && local_row.ends_with("completed"),
         "{local_history:?}"
+    );
+
+    // output: the recorded outputs, from the API, rendered alike.
+    let with_outputs = testbed_stack("out", 1, "{}").replace("thing-0", "out-0")
+        + "outputs:\n  first: { value: \"${out-0.name}\" }\n  hidden: { value: 7, secret: true }\n";
+    let out_file = local.write("out.yaml", &with_outputs);
+    let out_file = out_file.to_str().unwrap();
+    assert_eq!(local.orrery(&["apply", out_file, "--yes"]).code, 0);
+    let applied = remote(&client, &server, &["apply", out_file, "--yes"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    for args in [
+        &["output", "--stack", "out"][..],
+        &["output", "first", "--stack", "out"],
+        &["output", "--stack", "out", "--output", "json"],
+    ] {
+        let here = local.orrery(args);
+        let there = remote(&client, &server, args);
+        assert_eq!((here.code, there.code), (0, 0), "{here:?}\n{there:?}");
+        assert_eq!(here.stdout, there.stdout, "{args:?}");
+    }
+    let shown = remote(&client, &server, &["output", "--stack", "out"]);
+    assert_eq!(shown.stdout, "first = out-0\nhidden = (sensitive)\n");
+    let missing = remote(&client, &server, &["output", "--stack", "nope"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert_eq!(
+        missing.stderr,
+        local.orrery(&["output", "--stack", "nope"]).stderr,
+        "one line, as local mode says it"
+    );
+    assert_eq!(
+        missing.stderr,
+        "error: stack `nope` has no recorded outputs (apply it first)\n"
     );
 
     // Without a token the primary refuses, and the CLI says so.

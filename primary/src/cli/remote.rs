@@ -1,4 +1,4 @@
-//! Remote mode: `orrery plan|apply|destroy|status|cancel|history
+//! Remote mode: `orrery plan|apply|destroy|status|inventory|output|cancel|history
 //! --primary URL` submits to a running primary over its HTTP API
 //! (`docs/http-api.md`) and renders what local mode renders, from the same
 //! JSON views and the same command events.
@@ -80,7 +80,7 @@ impl RemoteArgs {
 }
 
 /// The API's answer to a request that did not succeed.
-fn api_error(status: u16, body: &Value) -> anyhow::Error {
+pub fn api_error(status: u16, body: &Value) -> anyhow::Error {
     let message = body["error"].as_str().unwrap_or("no error message");
     anyhow::anyhow!("the primary answered {status}: {message}")
 }
@@ -114,14 +114,19 @@ impl Remote {
         Ok((status, value))
     }
 
-    /// `GET path`: the JSON answer of a 2xx, an error otherwise.
-    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+    /// `GET path`: the status and JSON answer.
+    pub fn get_status(&self, path: &str) -> anyhow::Result<(u16, Value)> {
         let req = self
             .authorized(self.agent.get(self.url(path)))
             .config()
             .timeout_global(Some(REQUEST_TIMEOUT))
             .build();
-        let (status, body) = tokio::task::block_in_place(|| self.answer(req.call()))?;
+        tokio::task::block_in_place(|| self.answer(req.call()))
+    }
+
+    /// `GET path`: the JSON answer of a 2xx, an error otherwise.
+    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let (status, body) = self.get_status(path)?;
         if !(200..300).contains(&status) {
             return Err(api_error(status, &body));
         }
