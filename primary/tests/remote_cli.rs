@@ -86,6 +86,24 @@ fn the_cli_drives_a_primary_as_it_runs_locally() {
     assert_eq!(here.stdout, there.stdout);
     assert!(there.stdout.contains("Plan: 6 to create"), "{there:?}");
 
+    // An invalid document: the same diagnostics, against the file here.
+    let bad = local.write(
+        "bad.yaml",
+        &testbed_stack("bad", 1, "{}").replace(
+            "target: lab\n    properties",
+            "target: nowhere\n    properties",
+        ),
+    );
+    let bad = bad.to_str().unwrap();
+    let here = local.orrery(&["plan", bad]);
+    let there = remote(&client, &server, &["plan", bad]);
+    assert_eq!((here.code, there.code), (1, 1), "{here:?}\n{there:?}");
+    assert_eq!(here.stderr, there.stderr);
+    assert!(
+        there.stderr.contains("unknown target `nowhere`"),
+        "{there:?}"
+    );
+
     // apply: plan, one line per transition, the summary; exit 0.
     let here = local.orrery(&["apply", file, "--yes", "--verbose"]);
     let there = remote(&client, &server, &["apply", file, "--yes", "--verbose"]);
