@@ -364,3 +364,87 @@ fn ctrl_c_cancels_on_the_primary_and_twice_detaches() {
         "{followed:?}"
     );
 }
+
+#[test]
+fn an_https_primary_is_checked_against_a_private_ca() {
+    use common::certs::make_certs;
+    use common::fleet::Killed;
+    use common::server::{free_port, sha256_hex};
+
+    let client = Scratch::new();
+    let dir = client.path();
+    assert!(make_certs(dir), "openssl failed");
+    let tokens = client.write(
+        "tokens.toml",
+        &format!(
+            "[[principal]]\nname = \"test-admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n",
+            sha256_hex(ADMIN_TOKEN)
+        ),
+    );
+    let port = free_port();
+    let _primary = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_orrery"))
+            .args(["primary", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--auth-tokens")
+            .arg(&tokens)
+            .arg("--api-tls-cert")
+            .arg(dir.join("server.pem"))
+            .arg("--api-tls-key")
+            .arg(dir.join("server.key"))
+            .env("ORRERY_DATA_DIR", dir.join("primary-state"))
+            .env_remove("ORRERY_DATABASE_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("https://127.0.0.1:{port}");
+    let ca = dir.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let history = |extra: &[&str], env: Option<(&str, &str)>| {
+        let mut cmd = client.command(&["history", "--primary", &url]);
+        cmd.args(extra)
+            .current_dir(dir)
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .env_remove("ORRERY_CA_FILE");
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        Run::from(cmd.output().unwrap())
+    };
+    orrery_testing::wait_until(
+        "the primary over TLS",
+        std::time::Duration::from_secs(30),
+        || history(&["--ca-file", ca], None).code == 0,
+    );
+    let listed = history(&["--ca-file", ca], None);
+    assert!(listed.stdout.starts_with("COMMAND "), "{listed:?}");
+    // The environment and orrery.toml name it too.
+    assert_eq!(history(&[], Some(("ORRERY_CA_FILE", ca))).code, 0);
+    let config = client.write("other.toml", &format!("ca_file = \"{ca}\"\n"));
+    let configured = history(&["--config", config.to_str().unwrap()], None);
+    assert_eq!(configured.code, 0, "{configured:?}");
+
+    // Without it the public roots refuse the certificate: one line.
+    let refused = history(&[], None);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .starts_with(&format!("error: cannot reach the primary at {url}: ")),
+        "{refused:?}"
+    );
+    assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+    // Another CA's certificate does not vouch for the server.
+    let other = client.write(
+        "other-ca.pem",
+        &std::fs::read_to_string(dir.join("client.pem")).unwrap(),
+    );
+    let wrong = history(&["--ca-file", other.to_str().unwrap()], None);
+    assert_eq!(wrong.code, 1, "{wrong:?}");
+    // A file of no certificates is named.
+    let empty = client.write("empty.pem", "not a certificate\n");
+    let bad = history(&["--ca-file", empty.to_str().unwrap()], None);
+    assert_eq!(bad.code, 1, "{bad:?}");
+    assert!(bad.stderr.contains("holds no PEM certificate"), "{bad:?}");
+}

@@ -13,6 +13,7 @@ use orrery_primary::service::ServiceError;
 use orrery_primary::stack::{Position, Problem, StackError};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts, TlsConfig};
 
 /// How to reach a primary.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -26,6 +27,29 @@ pub struct RemoteArgs {
     /// File holding the primary's API token.
     #[arg(long, env = "ORRERY_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// PEM file of the certificate authorities an `https://` primary's
+    /// certificate is checked against, instead of the public ones (a
+    /// private CA).
+    #[arg(long, env = "ORRERY_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The certificates of the PEM file `path`: at least one, or an error
+/// naming the file.
+fn ca_certificates(path: &Path) -> anyhow::Result<Vec<Certificate<'static>>> {
+    let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut certs = Vec::new();
+    for item in parse_pem(&pem) {
+        match item {
+            Ok(PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => bail!("{} is not a PEM file of certificates: {e}", path.display()),
+        }
+    }
+    if certs.is_empty() {
+        bail!("{} holds no PEM certificate", path.display());
+    }
+    Ok(certs)
 }
 
 /// A primary spoken to over HTTP.
@@ -69,10 +93,12 @@ impl RemoteArgs {
                 }
             }
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let mut config = ureq::Agent::config_builder().http_status_as_error(false);
+        if let Some(ca_file) = &self.ca_file {
+            let roots = RootCerts::new_with_certs(&ca_certificates(ca_file)?);
+            config = config.tls_config(TlsConfig::builder().root_certs(roots).build());
+        }
+        let agent: ureq::Agent = config.build().into();
         Ok(Some(Remote {
             base: url.trim_end_matches('/').to_owned(),
             token,
