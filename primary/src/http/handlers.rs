@@ -219,6 +219,7 @@ fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
         source: req.source.unwrap_or_else(|| "request".to_owned()),
         stack_dir,
         text,
+        selection: Default::default(),
     })
 }
 

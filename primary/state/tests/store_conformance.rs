@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use orrery_core::select::Selection;
 use orrery_core::stack::TargetDecl;
 use orrery_schema::{PropertyMap, Value};
 use orrery_state::{
@@ -1561,12 +1562,19 @@ fn command_documents_round_trip_and_are_replaced(f: &Fixture) {
         source: "stacks/web.yaml".into(),
         stack_dir: "/srv/stacks".into(),
         text: "stack: web\n# ✓ \"quoted\" \\ ; DROP TABLE commands; --\n".into(),
+        selection: Default::default(),
     };
     f.store.put_command_document("c1", &doc).unwrap();
     assert_eq!(f.store.command_document("c1").unwrap(), Some(doc.clone()));
+    // A targeted apply's selection is recorded with it (resumed alike).
     let newer = CommandDocument {
         mode: "patch".into(),
         text: "stack: web\n".into(),
+        selection: Selection {
+            target: vec!["app".into(), "db[\"é\"]".into()],
+            exclude: vec!["cache".into()],
+            replace: vec!["app".into()],
+        },
         ..doc.clone()
     };
     f.store.put_command_document("c1", &newer).unwrap();
@@ -1986,6 +1994,40 @@ fn sqlite_store_without_format_marker_is_marked() {
         store.resources(None).unwrap(),
         vec![stored(&resource("web", "a"), 1)]
     );
+}
+
+#[test]
+fn sqlite_schema4_store_gains_the_command_selection_column() {
+    // Written before a command's document carried its selection.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(tmp.path()).unwrap();
+    let doc = CommandDocument {
+        engine: "embedded".into(),
+        mode: "reconcile".into(),
+        source: "web.yaml".into(),
+        stack_dir: ".".into(),
+        text: "stack: web\n".into(),
+        selection: Selection::default(),
+    };
+    store.put_command_document("c1", &doc).unwrap();
+    drop(store);
+    raw(tmp.path())
+        .execute_batch(
+            "ALTER TABLE command_documents DROP COLUMN selection;
+             UPDATE meta SET value = 4 WHERE key = 'schema';",
+        )
+        .unwrap();
+    let store = SqliteStore::open(tmp.path()).unwrap();
+    assert_eq!(store.command_document("c1").unwrap(), Some(doc.clone()));
+    let targeted = CommandDocument {
+        selection: Selection {
+            target: vec!["a".into()],
+            ..Default::default()
+        },
+        ..doc
+    };
+    store.put_command_document("c2", &targeted).unwrap();
+    assert_eq!(store.command_document("c2").unwrap(), Some(targeted));
 }
 
 #[test]

@@ -149,6 +149,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "stack_outputs",
         sql: include_str!("../migrations/postgres/0009_stack_outputs.sql"),
     },
+    Migration {
+        version: 10,
+        name: "command_selection",
+        sql: include_str!("../migrations/postgres/0010_command_selection.sql"),
+    },
 ];
 
 /// The schema version this release writes (the last migration).

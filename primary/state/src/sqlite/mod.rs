@@ -88,7 +88,8 @@ CREATE TABLE IF NOT EXISTS command_documents (
     mode TEXT NOT NULL,
     source TEXT NOT NULL,
     stack_dir TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    selection TEXT
 );
 CREATE TABLE IF NOT EXISTS command_principals (
     command_id TEXT PRIMARY KEY,
@@ -106,9 +107,9 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 /// Version of the tables and indexes beside the records' format, in
 /// `meta.schema`: 2 added command leases, command documents and the
 /// indexes of key-only views; 3 the command principals (the audit); 4 the
-/// stacks' outputs. Additions only: an older release ignores
-/// them, so a newer value is never refused.
-const SQLITE_SCHEMA: i64 = 4;
+/// stacks' outputs; 5 the selection of a command's document. Additions
+/// only: an older release ignores them, so a newer value is never refused.
+const SQLITE_SCHEMA: i64 = 5;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -143,6 +144,20 @@ fn add_progress_columns(tx: &Connection) -> Result<(), StoreError> {
             "ALTER TABLE operations ADD COLUMN native_id TEXT;
              ALTER TABLE operations ADD COLUMN context BLOB;",
         )?;
+    }
+    Ok(())
+}
+
+/// Adds `selection` to a `command_documents` table made before it existed
+/// (no-op when it has it).
+fn add_selection_column(tx: &Connection) -> Result<(), StoreError> {
+    let has = tx.query_row(
+        "SELECT count(*) FROM pragma_table_info('command_documents') WHERE name = 'selection'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    if !has {
+        tx.execute_batch("ALTER TABLE command_documents ADD COLUMN selection TEXT;")?;
     }
     Ok(())
 }
@@ -212,6 +227,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     }
     add_progress_columns(&tx)?;
     tx.execute_batch(SCHEMA)?;
+    add_selection_column(&tx)?;
     tx.execute(
         "INSERT INTO meta (key, value) VALUES ('format', ?1)
          ON CONFLICT (key) DO UPDATE SET value = ?1",
