@@ -38,9 +38,12 @@ DURATION=${ORRERY_BENCH_DURATION:-20s}
 if [ "${ORRERY_BENCH_BUILD:-1}" = 0 ]; then
     : # the binaries in target/$PROFILE as they are
 elif [ "$PROFILE" = release ]; then
-    cargo build --release -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
+    # Two builds: `--bin orrery` would apply to the testbed package too.
+    cargo build --release -q -p orrery-primary --bin orrery
+    cargo build --release -q -p orrery-plugin-testbed
 else
-    cargo build -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
+    cargo build -q -p orrery-primary --bin orrery
+    cargo build -q -p orrery-plugin-testbed
 fi
 BIN="$ROOT/target/$PROFILE"
 # Where the testbed plugin is (it only serves the apply, not the load).
