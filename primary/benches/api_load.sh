@@ -5,11 +5,13 @@
 #   primary/benches/api_load.sh [RUNS]      (default 3 runs)
 #
 # Each run starts a fresh primary, applies the stack (testbed things that
-# answer at once), then measures, in this order, reading the primary's
-# peak RSS (VmHWM) after each phase:
+# answer at once), restarts the primary over the same store (so that the
+# apply's memory is not counted), then measures, in this order, reading the
+# primary's peak RSS (VmHWM) after each phase:
 #   1. GET /v1/resources?stack=big&limit=1000  — 8 connections, 20 s
 #   2. GET /v1/stacks                           — 32 connections, 20 s
-#   3. GET /v1/resources?stack=big (all 10,000) — 8 connections, 20 s
+#   3. GET /v1/commands/{apply}?limit=1000      — 8 connections, 20 s
+#   4. GET /v1/resources?stack=big (all 10,000) — 8 connections, 20 s
 # (the last, unpaged, is the baseline of issue 17's figures).
 # and prints one markdown row per phase. Needs root (or wrk installed) to
 # install Debian's `wrk` when it is missing.
@@ -36,9 +38,12 @@ DURATION=${ORRERY_BENCH_DURATION:-20s}
 if [ "${ORRERY_BENCH_BUILD:-1}" = 0 ]; then
     : # the binaries in target/$PROFILE as they are
 elif [ "$PROFILE" = release ]; then
-    cargo build --release -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
+    # Two builds: `--bin orrery` would apply to the testbed package too.
+    cargo build --release -q -p orrery-primary --bin orrery
+    cargo build --release -q -p orrery-plugin-testbed
 else
-    cargo build -q -p orrery-primary --bin orrery -p orrery-plugin-testbed
+    cargo build -q -p orrery-primary --bin orrery
+    cargo build -q -p orrery-plugin-testbed
 fi
 BIN="$ROOT/target/$PROFILE"
 # Where the testbed plugin is (it only serves the apply, not the load).
@@ -52,6 +57,20 @@ stack() {
     for i in $(seq 0 9999); do
         printf '  - label: r%05d\n    type: Testbed::Noop::Thing\n    target: lab\n    properties: { name: r%d, value: %d }\n' "$i" "$i" "$i"
     done
+}
+
+# Starts the primary on $PORT over $WORK/state (PID), waits for /healthz.
+start_primary() {
+    ORRERY_PLUGIN_DIR="$PLUGINS" "$BIN/orrery" primary --listen "127.0.0.1:$PORT" \
+        --data-dir "$WORK/state" --auth-tokens "$WORK/tokens.toml" >>"$WORK/log" 2>&1 &
+    PID=$!
+    trap 'kill $PID 2>/dev/null || true' EXIT
+    for _ in $(seq 1 200); do
+        curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return
+        sleep 0.1
+    done
+    echo "the primary did not answer /healthz" >&2
+    exit 1
 }
 
 hwm_mib() { awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
@@ -70,14 +89,7 @@ for run in $(seq 1 "$RUNS"); do
     WORK=$(mktemp -d)
     printf '[[principal]]\nname = "bench"\ntoken_sha256 = "%s"\nroles = ["admin"]\n' "$TOKEN_SHA" > "$WORK/tokens.toml"
     PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    ORRERY_PLUGIN_DIR="$PLUGINS" "$BIN/orrery" primary --listen "127.0.0.1:$PORT" \
-        --data-dir "$WORK/state" --auth-tokens "$WORK/tokens.toml" >"$WORK/log" 2>&1 &
-    PID=$!
-    trap 'kill $PID 2>/dev/null || true' EXIT
-    for _ in $(seq 1 200); do
-        curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
-        sleep 0.1
-    done
+    start_primary
     stack | python3 -c 'import json, sys; print(json.dumps({"document": sys.stdin.read()}))' > "$WORK/body.json"
     ID=$(curl -sf -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
         --data-binary @"$WORK/body.json" "http://127.0.0.1:$PORT/v1/stacks/apply" |
@@ -89,10 +101,18 @@ for run in $(seq 1 "$RUNS"); do
         sleep 0.1
     done
     [ "$STATUS" = completed ] || { echo "the apply ended $STATUS" >&2; exit 1; }
+    # A fresh process over the same store: its peak RSS is the API's under
+    # load, not the apply's (which the phases would otherwise inherit).
+    kill "$PID"
+    wait "$PID" 2>/dev/null || true
+    start_primary
+    echo "| $run | (idle, after a restart over the applied store) | | | | | $(hwm_mib $PID) |"
     read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big&limit=1000')"
     echo "| $run | \`/v1/resources?stack=big&limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
     read -r rps p50 p99 <<<"$(measure 32 '/v1/stacks')"
     echo "| $run | \`/v1/stacks\` | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+    read -r rps p50 p99 <<<"$(measure 8 "/v1/commands/$ID?limit=1000")"
+    echo "| $run | \`/v1/commands/{id}?limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
     read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big')"
     echo "| $run | \`/v1/resources?stack=big\` (all) | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
     kill "$PID"

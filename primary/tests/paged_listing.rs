@@ -93,8 +93,24 @@ fn resources_and_operations_come_page_by_page() {
         &format!("/v1/commands/{id}?limit=400"),
         "operations",
     );
-    assert_eq!(ops.iter().flatten().count(), 2500);
-    assert_eq!(ops[0].len(), 400);
+    let sizes: Vec<usize> = ops.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [400, 400, 400, 400, 400, 400, 100]);
+    let labels: Vec<&str> = ops
+        .iter()
+        .flatten()
+        .map(|o| o["label"].as_str().unwrap())
+        .collect();
+    assert!(
+        labels.windows(2).all(|w| w[0] < w[1]),
+        "each operation once, in label order"
+    );
+    // A last page that is exactly full says no more follow.
+    let succeeded = pages(
+        &server,
+        &format!("/v1/commands/{id}?limit=500&status=succeeded"),
+        "operations",
+    );
+    assert_eq!(succeeded.iter().map(Vec::len).collect::<Vec<_>>(), [500; 5]);
     let failed = pages(
         &server,
         &format!("/v1/commands/{id}?limit=400&status=failed"),

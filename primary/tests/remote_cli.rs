@@ -86,6 +86,24 @@ fn the_cli_drives_a_primary_as_it_runs_locally() {
     assert_eq!(here.stdout, there.stdout);
     assert!(there.stdout.contains("Plan: 6 to create"), "{there:?}");
 
+    // An invalid document: the same diagnostics, against the file here.
+    let bad = local.write(
+        "bad.yaml",
+        &testbed_stack("bad", 1, "{}").replace(
+            "target: lab\n    properties",
+            "target: nowhere\n    properties",
+        ),
+    );
+    let bad = bad.to_str().unwrap();
+    let here = local.orrery(&["plan", bad]);
+    let there = remote(&client, &server, &["plan", bad]);
+    assert_eq!((here.code, there.code), (1, 1), "{here:?}\n{there:?}");
+    assert_eq!(here.stderr, there.stderr);
+    assert!(
+        there.stderr.contains("unknown target `nowhere`"),
+        "{there:?}"
+    );
+
     // apply: plan, one line per transition, the summary; exit 0.
     let here = local.orrery(&["apply", file, "--yes", "--verbose"]);
     let there = remote(&client, &server, &["apply", file, "--yes", "--verbose"]);
@@ -126,6 +144,21 @@ fn the_cli_drives_a_primary_as_it_runs_locally() {
         neutral(&here_status, &command_of(&here), &local_who),
         neutral(&there_status, &id, "test-admin"),
     );
+
+    // inventory: the same rendering from the API's pages.
+    for args in [
+        &["inventory"][..],
+        &["inventory", "--stack", "lab"],
+        &["inventory", "--output", "json"],
+        &["inventory", "--unmanaged"],
+    ] {
+        let here = local.orrery(args);
+        let there = remote(&client, &server, args);
+        assert_eq!((here.code, there.code), (0, 0), "{here:?}\n{there:?}");
+        assert_eq!(here.stdout, there.stdout, "{args:?}");
+    }
+    let listed = remote(&client, &server, &["inventory"]);
+    assert!(listed.stdout.ends_with("\n6 resources\n"), "{listed:?}");
 
     // cancel: a slow apply is canceled from another CLI; the applying CLI
     // ends with the canceled operations counted, exit 1.
@@ -196,6 +229,38 @@ fn the_cli_drives_a_primary_as_it_runs_locally() {
     assert!(
         local_row.contains(&local_who) && local_row.ends_with("completed"),
         "{local_history:?}"
+    );
+
+    // output: the recorded outputs, from the API, rendered alike.
+    let with_outputs = testbed_stack("out", 1, "{}").replace("thing-0", "out-0")
+        + "outputs:\n  first: { value: \"${out-0.name}\" }\n  hidden: { value: 7, secret: true }\n";
+    let out_file = local.write("out.yaml", &with_outputs);
+    let out_file = out_file.to_str().unwrap();
+    assert_eq!(local.orrery(&["apply", out_file, "--yes"]).code, 0);
+    let applied = remote(&client, &server, &["apply", out_file, "--yes"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    for args in [
+        &["output", "--stack", "out"][..],
+        &["output", "first", "--stack", "out"],
+        &["output", "--stack", "out", "--output", "json"],
+    ] {
+        let here = local.orrery(args);
+        let there = remote(&client, &server, args);
+        assert_eq!((here.code, there.code), (0, 0), "{here:?}\n{there:?}");
+        assert_eq!(here.stdout, there.stdout, "{args:?}");
+    }
+    let shown = remote(&client, &server, &["output", "--stack", "out"]);
+    assert_eq!(shown.stdout, "first = out-0\nhidden = (sensitive)\n");
+    let missing = remote(&client, &server, &["output", "--stack", "nope"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert_eq!(
+        missing.stderr,
+        local.orrery(&["output", "--stack", "nope"]).stderr,
+        "one line, as local mode says it"
+    );
+    assert_eq!(
+        missing.stderr,
+        "error: stack `nope` has no recorded outputs (apply it first)\n"
     );
 
     // Without a token the primary refuses, and the CLI says so.
@@ -298,4 +363,88 @@ fn ctrl_c_cancels_on_the_primary_and_twice_detaches() {
         followed.stdout.contains("Finished with failures"),
         "{followed:?}"
     );
+}
+
+#[test]
+fn an_https_primary_is_checked_against_a_private_ca() {
+    use common::certs::make_certs;
+    use common::fleet::Killed;
+    use common::server::{free_port, sha256_hex};
+
+    let client = Scratch::new();
+    let dir = client.path();
+    assert!(make_certs(dir), "openssl failed");
+    let tokens = client.write(
+        "tokens.toml",
+        &format!(
+            "[[principal]]\nname = \"test-admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n",
+            sha256_hex(ADMIN_TOKEN)
+        ),
+    );
+    let port = free_port();
+    let _primary = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_orrery"))
+            .args(["primary", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--auth-tokens")
+            .arg(&tokens)
+            .arg("--api-tls-cert")
+            .arg(dir.join("server.pem"))
+            .arg("--api-tls-key")
+            .arg(dir.join("server.key"))
+            .env("ORRERY_DATA_DIR", dir.join("primary-state"))
+            .env_remove("ORRERY_DATABASE_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("https://127.0.0.1:{port}");
+    let ca = dir.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let history = |extra: &[&str], env: Option<(&str, &str)>| {
+        let mut cmd = client.command(&["history", "--primary", &url]);
+        cmd.args(extra)
+            .current_dir(dir)
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .env_remove("ORRERY_CA_FILE");
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        Run::from(cmd.output().unwrap())
+    };
+    orrery_testing::wait_until(
+        "the primary over TLS",
+        std::time::Duration::from_secs(30),
+        || history(&["--ca-file", ca], None).code == 0,
+    );
+    let listed = history(&["--ca-file", ca], None);
+    assert!(listed.stdout.starts_with("COMMAND "), "{listed:?}");
+    // The environment and orrery.toml name it too.
+    assert_eq!(history(&[], Some(("ORRERY_CA_FILE", ca))).code, 0);
+    let config = client.write("other.toml", &format!("ca_file = \"{ca}\"\n"));
+    let configured = history(&["--config", config.to_str().unwrap()], None);
+    assert_eq!(configured.code, 0, "{configured:?}");
+
+    // Without it the public roots refuse the certificate: one line.
+    let refused = history(&[], None);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .starts_with(&format!("error: cannot reach the primary at {url}: ")),
+        "{refused:?}"
+    );
+    assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+    // Another CA's certificate does not vouch for the server.
+    let other = client.write(
+        "other-ca.pem",
+        &std::fs::read_to_string(dir.join("client.pem")).unwrap(),
+    );
+    let wrong = history(&["--ca-file", other.to_str().unwrap()], None);
+    assert_eq!(wrong.code, 1, "{wrong:?}");
+    // A file of no certificates is named.
+    let empty = client.write("empty.pem", "not a certificate\n");
+    let bad = history(&["--ca-file", empty.to_str().unwrap()], None);
+    assert_eq!(bad.code, 1, "{bad:?}");
+    assert!(bad.stderr.contains("holds no PEM certificate"), "{bad:?}");
 }

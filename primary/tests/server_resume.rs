@@ -132,6 +132,37 @@ fn a_restarted_server_resumes_the_apply_it_was_killed_in() {
 }
 
 #[test]
+fn a_resumed_targeted_apply_runs_the_same_subset() {
+    let scratch = Scratch::new();
+    let root = scratch.path().join("site");
+    let point = "before_first_operation";
+    let mut first = server_on(&scratch, Some(point));
+    let (status, accepted) = first.post(
+        "/v1/stacks/apply",
+        &json!({ "document": document(&root), "target": ["f1", "f3"], "exclude": ["f3"] }),
+    );
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    kill_when(&scratch.state(), &mut first.child, point, |_| true);
+    assert_eq!(files_present(&root), 0);
+
+    // Resumed from the record alone: the selection came with it.
+    let second = server_on(&scratch, None);
+    let command = second.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}");
+    assert_eq!(
+        operations(&command),
+        [("f1".to_owned(), "succeeded".to_owned())],
+        "{command}"
+    );
+    assert!(root.join("f1.txt").is_file());
+    assert_eq!(files_present(&root), 1, "only the targeted file");
+    // The rest of the stack is still to create.
+    let (_, plan) = second.post("/v1/stacks/plan", &json!({ "document": document(&root) }));
+    assert_eq!(plan["has_changes"], true, "{plan}");
+}
+
+#[test]
 fn a_command_of_a_live_primary_is_left_to_it_and_resumed_once_it_is_gone() {
     let scratch = Scratch::new();
     let root = scratch.path().join("site");

@@ -252,4 +252,7 @@ pub struct CommandDocument {
     pub stack_dir: String,
     /// The document's text.
     pub text: String,
+    /// The part of the stack it runs (`--target`, `--exclude`,
+    /// `--replace`); empty: all of it.
+    pub selection: crate::select::Selection,
 }

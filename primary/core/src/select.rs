@@ -8,8 +8,11 @@ use crate::plan::{Action, Plan};
 use crate::record::StoredResource;
 use crate::stack::{Graph, Stack};
 
-/// What a targeted run asks for. Empty: the whole stack.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a targeted run asks for. Empty: the whole stack. Recorded with
+/// an apply's document (as JSON), so that a resumed command runs the same
+/// subset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Selection {
     /// Only these resources and what they depend on (all when empty).
     pub target: Vec<String>,

@@ -7,6 +7,8 @@ use anyhow::bail;
 use orrery_primary::service::outputs;
 use orrery_schema::PropertyMap;
 
+use super::remote::{Remote, RemoteArgs};
+use super::remote_cmds::encode;
 use super::stack_cmds::Common;
 use super::Output;
 
@@ -18,27 +20,15 @@ pub struct OutputArgs {
     #[arg(long)]
     pub stack: Option<String>,
     #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
     pub common: Common,
 }
 
 pub fn output_cmd(args: OutputArgs) -> anyhow::Result<ExitCode> {
-    let store = args.common.open_store()?;
-    let stack = match args.stack {
-        Some(s) => s,
-        None => {
-            let stacks = store.command_stacks()?;
-            match stacks.as_slice() {
-                [one] => one.clone(),
-                [] => bail!("no stack has been applied"),
-                _ => bail!(
-                    "name the stack with --stack (one of: {})",
-                    stacks.join(", ")
-                ),
-            }
-        }
-    };
-    let Some(recorded) = store.outputs(&stack)? else {
-        bail!("stack `{stack}` has no recorded outputs (apply it first)");
+    let (stack, recorded) = match args.remote.remote(&args.common.data_dir)? {
+        Some(remote) => remote_outputs(&remote, args.stack.as_deref())?,
+        None => local_outputs(&args.common, args.stack.as_deref())?,
     };
     let json = args.common.output == Output::Json;
     match &args.name {
@@ -64,6 +54,68 @@ pub fn output_cmd(args: OutputArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The only stack among `stacks`, or an error asking for `--stack`.
+fn the_stack(stacks: &[String]) -> anyhow::Result<String> {
+    match stacks {
+        [one] => Ok(one.clone()),
+        [] => bail!("no stack has been applied"),
+        _ => bail!(
+            "name the stack with --stack (one of: {})",
+            stacks.join(", ")
+        ),
+    }
+}
+
+fn no_outputs(stack: &str) -> anyhow::Error {
+    anyhow::anyhow!("stack `{stack}` has no recorded outputs (apply it first)")
+}
+
+/// The stack and its recorded outputs, from the local store.
+fn local_outputs(common: &Common, stack: Option<&str>) -> anyhow::Result<(String, PropertyMap)> {
+    let store = common.open_store()?;
+    let stack = match stack {
+        Some(s) => s.to_owned(),
+        None => the_stack(&store.command_stacks()?)?,
+    };
+    match store.outputs(&stack)? {
+        Some(recorded) => Ok((stack, recorded)),
+        None => Err(no_outputs(&stack)),
+    }
+}
+
+/// The stack and its recorded outputs, from the primary
+/// (`GET /v1/stacks/{name}/outputs`), in their stored form again so that
+/// they render as local mode renders them.
+fn remote_outputs(remote: &Remote, stack: Option<&str>) -> anyhow::Result<(String, PropertyMap)> {
+    let stack = match stack {
+        Some(s) => s.to_owned(),
+        None => {
+            let answer = remote.get("/v1/stacks")?;
+            let names: Vec<String> = answer["stacks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|s| !s["last_command"].is_null())
+                .filter_map(|s| s["name"].as_str().map(str::to_owned))
+                .collect();
+            the_stack(&names)?
+        }
+    };
+    let (status, answer) = remote.get_status(&format!("/v1/stacks/{}/outputs", encode(&stack)))?;
+    if status == 404 {
+        return Err(no_outputs(&stack));
+    }
+    if !(200..300).contains(&status) {
+        return Err(super::remote::api_error(status, &answer));
+    }
+    let recorded = answer["outputs"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, v)| (name.clone(), outputs::from_json(v)))
+        .collect();
+    Ok((stack, recorded))
+}
 fn as_json(recorded: &PropertyMap) -> serde_json::Map<String, serde_json::Value> {
     recorded
         .iter()

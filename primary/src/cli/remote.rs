@@ -1,4 +1,4 @@
-//! Remote mode: `orrery plan|apply|destroy|status|cancel|history
+//! Remote mode: `orrery plan|apply|destroy|status|inventory|output|cancel|history
 //! --primary URL` submits to a running primary over its HTTP API
 //! (`docs/http-api.md`) and renders what local mode renders, from the same
 //! JSON views and the same command events.
@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use orrery_core::events::CommandEvent;
+use orrery_primary::service::ServiceError;
+use orrery_primary::stack::{Position, Problem, StackError};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use ureq::tls::{parse_pem, Certificate, PemItem, RootCerts, TlsConfig};
 
 /// How to reach a primary.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -24,6 +27,29 @@ pub struct RemoteArgs {
     /// File holding the primary's API token.
     #[arg(long, env = "ORRERY_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// PEM file of the certificate authorities an `https://` primary's
+    /// certificate is checked against, instead of the public ones (a
+    /// private CA).
+    #[arg(long, env = "ORRERY_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The certificates of the PEM file `path`: at least one, or an error
+/// naming the file.
+fn ca_certificates(path: &Path) -> anyhow::Result<Vec<Certificate<'static>>> {
+    let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut certs = Vec::new();
+    for item in parse_pem(&pem) {
+        match item {
+            Ok(PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => bail!("{} is not a PEM file of certificates: {e}", path.display()),
+        }
+    }
+    if certs.is_empty() {
+        bail!("{} holds no PEM certificate", path.display());
+    }
+    Ok(certs)
 }
 
 /// A primary spoken to over HTTP.
@@ -67,10 +93,12 @@ impl RemoteArgs {
                 }
             }
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let mut config = ureq::Agent::config_builder().http_status_as_error(false);
+        if let Some(ca_file) = &self.ca_file {
+            let roots = RootCerts::new_with_certs(&ca_certificates(ca_file)?);
+            config = config.tls_config(TlsConfig::builder().root_certs(roots).build());
+        }
+        let agent: ureq::Agent = config.build().into();
         Ok(Some(Remote {
             base: url.trim_end_matches('/').to_owned(),
             token,
@@ -79,10 +107,77 @@ impl RemoteArgs {
     }
 }
 
-/// The API's answer to a request that did not succeed.
-fn api_error(status: u16, body: &Value) -> anyhow::Error {
+/// The API's answer to a request that did not succeed: the stack errors
+/// of a 422 as local mode renders them (against the files on this side),
+/// anything else as one line.
+pub fn api_error(status: u16, body: &Value) -> anyhow::Error {
+    if let Some(errors) = stack_errors(body) {
+        return ServiceError::InvalidStack(errors).into();
+    }
     let message = body["error"].as_str().unwrap_or("no error message");
     anyhow::anyhow!("the primary answered {status}: {message}")
+}
+
+/// The stack errors of an answer (`errors`, `docs/http-api.md`), as the
+/// CLI's own: the message as the problem, the column as a position whose
+/// span runs to the end of the word there (the answer carries no span).
+fn stack_errors(body: &Value) -> Option<Vec<StackError>> {
+    let errors = body["errors"].as_array().filter(|e| !e.is_empty())?;
+    let mut texts: Vec<(String, Option<String>)> = Vec::new();
+    let errors = errors
+        .iter()
+        .map(|e| {
+            let file = e["file"].as_str().unwrap_or("the document").to_owned();
+            let line = e["line"].as_u64().map(|l| l as usize);
+            let column = e["column"].as_u64().map(|c| c as usize);
+            if !texts.iter().any(|(f, _)| *f == file) {
+                texts.push((file.clone(), std::fs::read_to_string(&file).ok()));
+            }
+            let text = texts
+                .iter()
+                .find(|(f, _)| *f == file)
+                .and_then(|(_, t)| t.as_deref());
+            let position = match (text, line, column) {
+                (Some(text), Some(line), Some(column)) => {
+                    word_at(text, line, column).map(|span| Box::new(Position { column, span }))
+                }
+                _ => None,
+            };
+            StackError {
+                file,
+                line,
+                position,
+                resource: e["resource"].as_str().map(str::to_owned),
+                problem: Problem::Syntax(e["message"].as_str().unwrap_or_default().to_owned()),
+            }
+        })
+        .collect();
+    Some(errors)
+}
+
+/// The byte range of the word at 1-based `line` and `column` (in
+/// characters) of `text`: up to the next whitespace or the line's end
+/// (empty at the end of a line).
+fn word_at(text: &str, line: usize, column: usize) -> Option<std::ops::Range<usize>> {
+    let before: Vec<&str> = text
+        .split_inclusive('\n')
+        .take(line.checked_sub(1)?)
+        .collect();
+    if before.len() + 1 < line {
+        return None;
+    }
+    let start_of_line: usize = before.iter().map(|l| l.len()).sum();
+    let rest = text.get(start_of_line..)?;
+    let rest = &rest[..rest.find('\n').unwrap_or(rest.len())];
+    // Just past the line's last character is where an end of input is.
+    let offset = rest
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([rest.len()])
+        .nth(column.checked_sub(1)?)?;
+    let word = &rest[offset..];
+    let start = start_of_line + offset;
+    Some(start..start + word.find(char::is_whitespace).unwrap_or(word.len()))
 }
 
 impl Remote {
@@ -114,14 +209,19 @@ impl Remote {
         Ok((status, value))
     }
 
-    /// `GET path`: the JSON answer of a 2xx, an error otherwise.
-    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+    /// `GET path`: the status and JSON answer.
+    pub fn get_status(&self, path: &str) -> anyhow::Result<(u16, Value)> {
         let req = self
             .authorized(self.agent.get(self.url(path)))
             .config()
             .timeout_global(Some(REQUEST_TIMEOUT))
             .build();
-        let (status, body) = tokio::task::block_in_place(|| self.answer(req.call()))?;
+        tokio::task::block_in_place(|| self.answer(req.call()))
+    }
+
+    /// `GET path`: the JSON answer of a 2xx, an error otherwise.
+    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let (status, body) = self.get_status(path)?;
         if !(200..300).contains(&status) {
             return Err(api_error(status, &body));
         }
@@ -233,5 +333,41 @@ impl Remote {
             Some(seen) => Ok(Some(seen)),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_word_at_a_line_and_column_is_found_and_nothing_outside_the_text() {
+        let text = "stack: a\nresources:\n  - target: tee  # x\n  - é: y\n";
+        assert_eq!(word_at(text, 3, 13).map(|r| &text[r]), Some("tee"));
+        assert_eq!(word_at(text, 4, 5).map(|r| &text[r]), Some("é:"));
+        assert_eq!(word_at(text, 1, 9), Some(8..8), "the end of the line");
+        for (line, column) in [(0, 1), (1, 0), (9, 1), (2, 40)] {
+            assert_eq!(word_at(text, line, column), None, "{line}:{column}");
+        }
+    }
+
+    #[test]
+    fn a_422_carries_the_stack_errors_and_anything_else_is_one_line() {
+        let body = serde_json::json!({"error": "the stack is invalid; nothing was changed",
+            "errors": [{"file": "/nonexistent/a.yaml", "line": 5, "column": 13, "resource": "x",
+                "message": "unknown target `t`"}]});
+        let e = api_error(422, &body);
+        let Some(ServiceError::InvalidStack(errors)) = e.downcast_ref::<ServiceError>() else {
+            panic!("{e:#}");
+        };
+        assert_eq!(
+            errors[0].to_string(),
+            "/nonexistent/a.yaml:5: resource `x`: unknown target `t`"
+        );
+        let e = api_error(502, &Value::Null);
+        assert_eq!(
+            format!("{e:#}"),
+            "the primary answered 502: no error message"
+        );
     }
 }

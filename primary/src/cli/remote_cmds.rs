@@ -108,7 +108,7 @@ fn command_id(accepted: &Value) -> anyhow::Result<String> {
 }
 
 /// A path segment, percent-encoded.
-fn encode(segment: &str) -> String {
+pub fn encode(segment: &str) -> String {
     segment
         .bytes()
         .map(|b| match b {

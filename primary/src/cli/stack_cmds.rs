@@ -327,6 +327,7 @@ pub(super) fn read_document(
         source: file.display().to_string(),
         stack_dir: dir.display().to_string(),
         text,
+        selection: Default::default(),
     })
 }
 

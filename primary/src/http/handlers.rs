@@ -219,6 +219,7 @@ fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
         source: req.source.unwrap_or_else(|| "request".to_owned()),
         stack_dir,
         text,
+        selection: Default::default(),
     })
 }
 
@@ -490,9 +491,14 @@ pub async fn command_handler(
     PathParam(id): PathParam,
     QueryParams(page): QueryParams<pages::OperationsQuery>,
 ) -> ApiResult<Json<Value>> {
+    let page = page.page()?;
     let store = state.store.clone();
     let lookup = id.clone();
-    let record = blocking(move || Ok(store.command(Some(&lookup))?)).await?;
+    let wanted = page.clone();
+    let mut record = blocking(move || Ok(store.command_page(Some(&lookup), &wanted)?)).await?;
+    let next_cursor = record
+        .as_mut()
+        .and_then(|r| pages::next_operations(&page, &mut r.operations));
     let active = state.commands.is_running(&id);
     match record
         .as_ref()
@@ -508,7 +514,9 @@ pub async fn command_handler(
         None if active => json!({"id": id, "status": "running", "operations": []}),
         None => return Err(ApiError::not_found(format!("no command `{id}`"))),
     };
-    pages::operations_page(&mut out, &page)?;
+    if let Some(next) = next_cursor {
+        out["next_cursor"] = json!(next);
+    }
     out["active"] = json!(active);
     match state.commands.outcome(&id) {
         Some(Outcome::Report(report)) => out["report"] = json!(ReportView::new(&report)),
@@ -581,7 +589,7 @@ pub async fn resources_handler(
     let after = q
         .cursor
         .as_deref()
-        .map(pages::parse_resource_cursor)
+        .map(pages::parse_pair_cursor)
         .transpose()?;
     let store = state.store.clone();
     let (rows, next) = blocking(move || {
@@ -596,7 +604,7 @@ pub async fn resources_handler(
         // read, whatever the filters below kept.
         let next = match (limit, resources.last()) {
             (Some(l), Some(last)) if resources.len() == l as usize => {
-                Some(pages::resource_cursor(&last.stack, &last.label))
+                Some(pages::pair_cursor(&last.stack, &last.label))
             }
             _ => None,
         };

@@ -3,9 +3,9 @@
 //! operations of `GET /v1/commands/{id}` in pages.
 
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::error::ApiError;
+use crate::state::{OperationPage, OperationRecord};
 
 /// Largest `limit` of a page.
 pub const MAX_LIMIT: u32 = 10_000;
@@ -60,13 +60,14 @@ fn unhex(text: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-/// The cursor after the resource `(stack, label)`.
-pub fn resource_cursor(stack: &str, label: &str) -> String {
+/// The cursor after a resource `(stack, label)` or an operation `(label,
+/// operation)`.
+pub fn pair_cursor(stack: &str, label: &str) -> String {
     format!("{}.{}", hex(stack.as_bytes()), hex(label.as_bytes()))
 }
 
-/// The `(stack, label)` a cursor names.
-pub fn parse_resource_cursor(cursor: &str) -> Result<(String, String), ApiError> {
+/// The pair a cursor names.
+pub fn parse_pair_cursor(cursor: &str) -> Result<(String, String), ApiError> {
     let bad = || ApiError::bad_request("`cursor` is not one this server gave");
     if cursor.len() > 4096 {
         return Err(bad());
@@ -89,34 +90,33 @@ pub struct OperationsQuery {
     pub status: Option<String>,
 }
 
-/// Cuts `command["operations"]` to the page `q` asks for, adding
-/// `next_cursor` when more follow.
-pub fn operations_page(command: &mut Value, q: &OperationsQuery) -> Result<(), ApiError> {
-    let limit = limit(q.limit, q.cursor.is_some())?;
-    let start = match &q.cursor {
-        Some(c) => c
-            .parse::<usize>()
-            .map_err(|_| ApiError::bad_request("`cursor` is not one this server gave"))?,
-        None => 0,
-    };
-    let Some(all) = command.get_mut("operations").and_then(Value::as_array_mut) else {
-        return Ok(());
-    };
-    let matching: Vec<(usize, Value)> = all
-        .drain(..)
-        .enumerate()
-        .skip(start)
-        .filter(|(_, o)| q.status.as_ref().is_none_or(|s| o["status"] == s.as_str()))
-        .collect();
-    let take = limit.map_or(usize::MAX, |l| l as usize);
-    let more = matching.len() > take;
-    let page: Vec<(usize, Value)> = matching.into_iter().take(take).collect();
-    let next = page.last().map(|(i, _)| i + 1);
-    *all = page.into_iter().map(|(_, o)| o).collect();
-    if let (true, Some(next)) = (more, next) {
-        command["next_cursor"] = json!(next.to_string());
+impl OperationsQuery {
+    /// The store's page for this query, checked: one operation more than
+    /// the page holds, so that [`next_operations`] knows whether more
+    /// follow. The store reads only that, not the whole command.
+    pub fn page(&self) -> Result<OperationPage, ApiError> {
+        Ok(OperationPage {
+            status: self.status.clone(),
+            after: self.cursor.as_deref().map(parse_pair_cursor).transpose()?,
+            limit: limit(self.limit, self.cursor.is_some())?.map(|l| l + 1),
+        })
     }
-    Ok(())
+}
+
+/// Cuts the operations read for `page` to the page, returning the
+/// `next_cursor` when more follow.
+pub fn next_operations(
+    page: &OperationPage,
+    operations: &mut Vec<OperationRecord>,
+) -> Option<String> {
+    let size = page.limit? as usize - 1;
+    if operations.len() <= size {
+        return None;
+    }
+    operations.truncate(size);
+    operations
+        .last()
+        .map(|last| pair_cursor(&last.label, &last.operation))
 }
 
 #[cfg(test)]
@@ -125,44 +125,40 @@ mod tests {
 
     #[test]
     fn resource_cursors_round_trip_and_refuse_what_the_server_did_not_give() {
-        let c = resource_cursor("st.ack", "lab/el é");
+        let c = pair_cursor("st.ack", "lab/el é");
         assert_eq!(
-            parse_resource_cursor(&c).unwrap(),
+            parse_pair_cursor(&c).unwrap(),
             ("st.ack".to_owned(), "lab/el é".to_owned())
         );
         for bad in ["", "zz.00", "0.00", "6162", "ff.ff", &"a".repeat(5000)] {
-            assert!(parse_resource_cursor(bad).is_err(), "{bad}");
+            assert!(parse_pair_cursor(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
-    fn operations_come_in_pages_with_a_status_filter() {
-        let ops: Vec<Value> = (0..5)
-            .map(|i| json!({"label": format!("r{i}"), "status": if i % 2 == 0 { "succeeded" } else { "failed" }}))
-            .collect();
-        let mut command = json!({ "operations": ops.clone() });
+    fn operation_queries_become_store_pages_and_bad_ones_are_refused() {
         let q = OperationsQuery {
-            limit: Some(2),
-            ..Default::default()
+            limit: None,
+            cursor: Some(pair_cursor("web", "create")),
+            status: Some("failed".into()),
         };
-        operations_page(&mut command, &q).unwrap();
-        assert_eq!(command["operations"].as_array().unwrap().len(), 2);
-        assert_eq!(command["next_cursor"], "2");
-        let mut command = json!({ "operations": ops });
-        let q = OperationsQuery {
-            limit: Some(2),
-            cursor: Some("1".into()),
-            status: Some("succeeded".into()),
-        };
-        operations_page(&mut command, &q).unwrap();
-        let labels: Vec<&str> = command["operations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o["label"].as_str().unwrap())
-            .collect();
-        assert_eq!(labels, ["r2", "r4"]);
-        assert!(command.get("next_cursor").is_none());
-        assert!(limit(Some(0), false).is_err() && limit(Some(MAX_LIMIT + 1), false).is_err());
+        let page = q.page().unwrap();
+        assert_eq!(page.after, Some(("web".into(), "create".into())));
+        assert_eq!(
+            (page.limit, page.status.as_deref()),
+            (Some(1001), Some("failed"))
+        );
+        for (limit, cursor) in [
+            (Some(0), None),
+            (Some(MAX_LIMIT + 1), None),
+            (None, Some("7")),
+        ] {
+            let q = OperationsQuery {
+                limit,
+                cursor: cursor.map(str::to_owned),
+                status: None,
+            };
+            assert!(q.page().is_err());
+        }
     }
 }

@@ -441,7 +441,10 @@ impl Service {
         // not when parameters took values from the caller or files were
         // read, and never when it holds secrets.
         let record = (!plan::declares_secrets(&stack, &plugins.catalog) && !stack.supplied)
-            .then_some(document);
+            .then_some(CommandDocument {
+                selection: selection.clone(),
+                ..document
+            });
         let command = self
             .begin(
                 CommandKind::Apply,
@@ -553,7 +556,10 @@ impl Service {
                         document.engine
                     )));
                 }
-                let prepared = self.prepare(document).await?;
+                // The subset it ran (`--target`…) is what it goes on with.
+                let selection = document.selection.clone();
+                let mut prepared = self.prepare(document).await?;
+                prepared.selection = selection;
                 if prepared.stack.name != head.stack {
                     return Err(not_resumable(format!(
                         "its recorded document is of stack `{}`, not `{}`",

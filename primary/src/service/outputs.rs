@@ -48,6 +48,26 @@ pub fn to_json(stored: &Value) -> serde_json::Value {
     }
 }
 
+/// An output as stored, from its JSON ([`to_json`]'s inverse): `{"secret":
+/// true}` and `{"unknown": true}` are those markers, anything else a value.
+pub fn from_json(json: &serde_json::Value) -> Value {
+    let marker = |key: &str| {
+        json.as_object()
+            .is_some_and(|m| m.len() == 1 && m.get(key) == Some(&serde_json::Value::Bool(true)))
+    };
+    let entry = if marker("secret") {
+        ("secret", Value::Bool(true))
+    } else if marker("unknown") {
+        ("unknown", Value::Bool(true))
+    } else {
+        (
+            "value",
+            serde_json::from_value(json.clone()).unwrap_or(Value::Null),
+        )
+    };
+    Value::Map(PropertyMap::from([(entry.0.to_owned(), entry.1)]))
+}
+
 /// An output as text: the value (strings bare, others as JSON), or
 /// `(sensitive)` / `(unknown)`.
 pub fn to_text(stored: &Value) -> String {

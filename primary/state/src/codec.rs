@@ -1,6 +1,6 @@
 //! How records' parts are encoded in a store (the same on both backends):
 //! properties and operation contexts as MessagePack, secret hashes and
-//! dependencies as JSON.
+//! dependencies and an apply's selection as JSON.
 
 use crate::{OperationRecord, StoreError, StoredResource};
 
@@ -42,4 +42,25 @@ pub(crate) fn decode_context(
             })
         })
         .transpose()
+}
+
+/// An apply's selection as stored: `None` for the whole stack.
+pub(crate) fn selection_to_text(selection: &orrery_core::select::Selection) -> Option<String> {
+    (selection != &Default::default())
+        .then(|| serde_json::to_string(selection).unwrap_or_else(|_| "{}".into()))
+}
+
+/// The stored selection of command `command_id`'s document.
+pub(crate) fn selection_from_text(
+    command_id: &str,
+    text: Option<&str>,
+) -> Result<orrery_core::select::Selection, StoreError> {
+    text.map(|t| {
+        serde_json::from_str(t).map_err(|e| StoreError::Corrupt {
+            label: command_id.to_owned(),
+            reason: format!("command selection: {e}"),
+        })
+    })
+    .transpose()
+    .map(Option::unwrap_or_default)
 }

@@ -54,6 +54,27 @@ pub struct ResourcePage {
     pub limit: Option<u32>,
 }
 
+/// A page of a command's operations: those with `status` (every one when
+/// `None`), ordered by label then operation kind, after `after`
+/// (exclusive), at most `limit` of them. Without `after` and `limit` every
+/// operation comes, in the order they were last updated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperationPage {
+    /// Only operations with this status (`OpStatus::as_str`).
+    pub status: Option<String>,
+    /// The `(label, operation)` the page starts after.
+    pub after: Option<(String, String)>,
+    /// The most returned (`None`: all).
+    pub limit: Option<u32>,
+}
+
+impl OperationPage {
+    /// Whether this asks for a page (keyset order) rather than everything.
+    pub fn is_paged(&self) -> bool {
+        self.after.is_some() || self.limit.is_some()
+    }
+}
+
 /// What every state backend does. Calls are short and synchronous; the
 /// executor makes a handful per operation. The stores [`open`] returns are
 /// wrapped in [`OffWorker`], so a call made from an async task never holds
@@ -149,7 +170,16 @@ pub trait StateStore: Send + Sync {
     /// Ends a command.
     fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError>;
     /// A command with its operations; the latest when `id` is `None`.
-    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError>;
+    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+        self.command_page(id, &OperationPage::default())
+    }
+    /// A command with a page of its operations (bounded memory over a
+    /// command of any size); the latest when `id` is `None`.
+    fn command_page(
+        &self,
+        id: Option<&str>,
+        page: &OperationPage,
+    ) -> Result<Option<CommandRecord>, StoreError>;
 
     // Key-only views, for work over the whole store in bounded memory.
 

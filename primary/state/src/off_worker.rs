@@ -15,7 +15,8 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::{
     CommandDocument, CommandFilter, CommandHead, CommandRecord, CommandStatus, DiscoveredKey,
-    LeaseGrant, ManagedKey, OperationRecord, StateStore, StoreError, StoredResource, Write,
+    LeaseGrant, ManagedKey, OperationPage, OperationRecord, StateStore, StoreError, StoredResource,
+    Write,
 };
 
 /// A store whose calls leave the calling runtime's other tasks running.
@@ -94,8 +95,12 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     fn finish_command(&self, id: &str, status: &CommandStatus) -> Result<(), StoreError> {
         off_worker(|| self.0.finish_command(id, status))
     }
-    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
-        off_worker(|| self.0.command(id))
+    fn command_page(
+        &self,
+        id: Option<&str>,
+        page: &OperationPage,
+    ) -> Result<Option<CommandRecord>, StoreError> {
+        off_worker(|| self.0.command_page(id, page))
     }
     fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {
         off_worker(|| self.0.resource_counts())

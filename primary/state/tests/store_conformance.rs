@@ -22,12 +22,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use orrery_core::select::Selection;
 use orrery_core::stack::TargetDecl;
 use orrery_schema::{PropertyMap, Value};
 use orrery_state::{
     CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
-    Move, OpStatus, OperationRecord, PgStore, SqliteStore, StateStore, Store, StoreError,
-    StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
+    Move, OpStatus, OperationPage, OperationRecord, PgStore, SqliteStore, StateStore, Store,
+    StoreError, StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
 };
 
 // ---------------------------------------------------------------------------
@@ -186,6 +187,7 @@ conformance!(
     a_batch_that_removes_and_records_again_starts_over,
     a_failing_batch_writes_nothing,
     operations_are_ordered_by_last_update,
+    operation_pages_walk_label_order_with_a_status_filter,
     operations_do_not_need_their_command_first,
     operations_keep_native_id_and_context,
     latest_command_of_a_stack,
@@ -1096,6 +1098,76 @@ fn operations_are_ordered_by_last_update(f: &Fixture) {
     assert_eq!(order(f), ["a", "c", "b"], "an update moves it last");
 }
 
+fn operation_pages_walk_label_order_with_a_status_filter(f: &Fixture) {
+    f.store.begin_command("c1", "web", "apply").unwrap();
+    f.store.begin_command("c2", "web", "apply").unwrap();
+    f.store
+        .put_operation("c2", &op("a", "create", "failed"))
+        .unwrap();
+    // Written out of label order; a replace is two operations of one label.
+    for (label, operation, status) in [
+        ("c", "create", "succeeded"),
+        ("a", "delete", "failed"),
+        ("b", "create", "succeeded"),
+        ("a", "create", "succeeded"),
+        ("d", "update", "failed"),
+    ] {
+        f.store
+            .put_operation("c1", &op(label, operation, status))
+            .unwrap();
+    }
+    let page = |status: Option<&str>, after: Option<(&str, &str)>, limit| {
+        let page = OperationPage {
+            status: status.map(str::to_owned),
+            after: after.map(|(l, o)| (l.to_owned(), o.to_owned())),
+            limit,
+        };
+        let command = f.store.command_page(Some("c1"), &page).unwrap().unwrap();
+        assert_eq!((command.id.as_str(), command.stack.as_str()), ("c1", "web"));
+        command
+            .operations
+            .into_iter()
+            .map(|o| format!("{}/{}", o.label, o.operation))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        page(None, None, Some(3)),
+        ["a/create", "a/delete", "b/create"]
+    );
+    assert_eq!(
+        page(None, Some(("a", "delete")), Some(3)),
+        ["b/create", "c/create", "d/update"]
+    );
+    assert!(page(None, Some(("d", "update")), Some(3)).is_empty());
+    assert_eq!(
+        page(Some("failed"), Some(("a", "create")), None),
+        ["a/delete", "d/update"]
+    );
+    assert_eq!(page(Some("failed"), None, Some(1)), ["a/delete"]);
+    // Unpaged, filtered: in update order, as `command` gives them.
+    let failed = f
+        .store
+        .command_page(
+            Some("c1"),
+            &OperationPage {
+                status: Some("failed".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed.operations.len(), 2);
+    assert!(failed
+        .operations
+        .iter()
+        .all(|o| o.status.as_str() == "failed"));
+    assert!(f
+        .store
+        .command_page(Some("nope"), &OperationPage::default())
+        .unwrap()
+        .is_none());
+}
+
 fn operations_do_not_need_their_command_first(f: &Fixture) {
     f.store
         .put_operation("early", &op("a", "create", "running"))
@@ -1540,12 +1612,19 @@ fn command_documents_round_trip_and_are_replaced(f: &Fixture) {
         source: "stacks/web.yaml".into(),
         stack_dir: "/srv/stacks".into(),
         text: "stack: web\n# ✓ \"quoted\" \\ ; DROP TABLE commands; --\n".into(),
+        selection: Default::default(),
     };
     f.store.put_command_document("c1", &doc).unwrap();
     assert_eq!(f.store.command_document("c1").unwrap(), Some(doc.clone()));
+    // A targeted apply's selection is recorded with it (resumed alike).
     let newer = CommandDocument {
         mode: "patch".into(),
         text: "stack: web\n".into(),
+        selection: Selection {
+            target: vec!["app".into(), "db[\"é\"]".into()],
+            exclude: vec!["cache".into()],
+            replace: vec!["app".into()],
+        },
         ..doc.clone()
     };
     f.store.put_command_document("c1", &newer).unwrap();
@@ -1972,6 +2051,40 @@ fn sqlite_store_without_format_marker_is_marked() {
         store.resources(None).unwrap(),
         vec![stored(&resource("web", "a"), 1)]
     );
+}
+
+#[test]
+fn sqlite_schema4_store_gains_the_command_selection_column() {
+    // Written before a command's document carried its selection.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(tmp.path()).unwrap();
+    let doc = CommandDocument {
+        engine: "embedded".into(),
+        mode: "reconcile".into(),
+        source: "web.yaml".into(),
+        stack_dir: ".".into(),
+        text: "stack: web\n".into(),
+        selection: Selection::default(),
+    };
+    store.put_command_document("c1", &doc).unwrap();
+    drop(store);
+    raw(tmp.path())
+        .execute_batch(
+            "ALTER TABLE command_documents DROP COLUMN selection;
+             UPDATE meta SET value = 4 WHERE key = 'schema';",
+        )
+        .unwrap();
+    let store = SqliteStore::open(tmp.path()).unwrap();
+    assert_eq!(store.command_document("c1").unwrap(), Some(doc.clone()));
+    let targeted = CommandDocument {
+        selection: Selection {
+            target: vec!["a".into()],
+            ..Default::default()
+        },
+        ..doc
+    };
+    store.put_command_document("c2", &targeted).unwrap();
+    assert_eq!(store.command_document("c2").unwrap(), Some(targeted));
 }
 
 #[test]

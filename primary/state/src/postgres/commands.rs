@@ -72,11 +72,12 @@ pub(super) async fn put_document(
 ) -> Result<(), StoreError> {
     execute(
         c,
-        "INSERT INTO command_documents (command_id, engine, mode, source, stack_dir, text)
-         VALUES ($1, $2, $3, $4, $5, $6)
+        "INSERT INTO command_documents (command_id, engine, mode, source, stack_dir, text, selection)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (command_id) DO UPDATE SET engine = EXCLUDED.engine,
              mode = EXCLUDED.mode, source = EXCLUDED.source,
-             stack_dir = EXCLUDED.stack_dir, text = EXCLUDED.text",
+             stack_dir = EXCLUDED.stack_dir, text = EXCLUDED.text,
+             selection = EXCLUDED.selection",
         &[
             &command_id,
             &doc.engine,
@@ -84,6 +85,7 @@ pub(super) async fn put_document(
             &doc.source,
             &doc.stack_dir,
             &doc.text,
+            &crate::codec::selection_to_text(&doc.selection),
         ],
     )
     .await?;
@@ -94,18 +96,22 @@ pub(super) async fn document(
     c: &Cl,
     command_id: &str,
 ) -> Result<Option<CommandDocument>, StoreError> {
-    Ok(query_opt(
+    query_opt(
         c,
-        "SELECT engine, mode, source, stack_dir, text FROM command_documents
+        "SELECT engine, mode, source, stack_dir, text, selection FROM command_documents
              WHERE command_id = $1",
         &[&command_id],
     )
     .await?
-    .map(|r| CommandDocument {
-        engine: r.get(0),
-        mode: r.get(1),
-        source: r.get(2),
-        stack_dir: r.get(3),
-        text: r.get(4),
-    }))
+    .map(|r| {
+        Ok::<_, StoreError>(CommandDocument {
+            engine: r.get(0),
+            mode: r.get(1),
+            source: r.get(2),
+            stack_dir: r.get(3),
+            text: r.get(4),
+            selection: crate::codec::selection_from_text(command_id, r.get(5))?,
+        })
+    })
+    .transpose()
 }

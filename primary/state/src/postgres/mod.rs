@@ -155,6 +155,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "resource_protect",
         sql: include_str!("../migrations/postgres/0010_resource_protect.sql"),
     },
+    Migration {
+        version: 11,
+        name: "command_selection",
+        sql: include_str!("../migrations/postgres/0011_command_selection.sql"),
+    },
 ];
 
 /// The schema version this release writes (the last migration).
@@ -824,6 +829,16 @@ impl PgPool {
 
     /// A command with its operations; the latest when `id` is `None`.
     pub async fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+        self.command_page(id, &crate::OperationPage::default())
+            .await
+    }
+
+    /// A command with a page of its operations; the latest when `id` is `None`.
+    pub async fn command_page(
+        &self,
+        id: Option<&str>,
+        page: &crate::OperationPage,
+    ) -> Result<Option<CommandRecord>, StoreError> {
         on_conn!(self, |c| {
             let Some(head) = query_opt(
                 c,
@@ -837,12 +852,33 @@ impl PgPool {
                 return Ok(None);
             };
             let mut command = commands::head(&head).with_operations(Vec::new());
+            // A page goes along the primary key (a page costs its size and
+            // a cursor stays put while operations are updated); everything
+            // comes in the order of updates.
+            let (after_label, after_operation) = page.after.clone().unzip();
+            let limit = page.limit.map(i64::from);
             command.operations = query(
                 c,
-                "SELECT label, operation, request_id, status, attempts, error_code, message,
-                     native_id, context
-                 FROM operations WHERE command_id = $1 ORDER BY updated_ms, label",
-                &[&command.id],
+                if page.is_paged() {
+                    "SELECT label, operation, request_id, status, attempts, error_code, message,
+                         native_id, context
+                     FROM operations WHERE command_id = $1 AND ($2::text IS NULL OR status = $2)
+                       AND ($3::text IS NULL OR (label, operation) > ($3::text, $4::text))
+                     ORDER BY label, operation LIMIT $5::bigint"
+                } else {
+                    "SELECT label, operation, request_id, status, attempts, error_code, message,
+                         native_id, context
+                     FROM operations WHERE command_id = $1 AND ($2::text IS NULL OR status = $2)
+                       AND $3::text IS NULL AND $4::text IS NULL
+                     ORDER BY updated_ms, label LIMIT $5::bigint"
+                },
+                &[
+                    &command.id,
+                    &page.status,
+                    &after_label,
+                    &after_operation,
+                    &limit,
+                ],
             )
             .await?
             .iter()
@@ -1271,9 +1307,14 @@ impl StateStore for PgStore {
         bridge!(self, finish_command(&id, &status))
     }
 
-    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+    fn command_page(
+        &self,
+        id: Option<&str>,
+        page: &crate::OperationPage,
+    ) -> Result<Option<CommandRecord>, StoreError> {
         let id = id.map(str::to_owned);
-        bridge!(self, command(id.as_deref()))
+        let page = page.clone();
+        bridge!(self, command_page(id.as_deref(), &page))
     }
 
     fn resource_counts(&self) -> Result<BTreeMap<String, u64>, StoreError> {

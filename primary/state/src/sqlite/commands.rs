@@ -61,17 +61,18 @@ pub(super) fn put_document(
     doc: &CommandDocument,
 ) -> Result<(), StoreError> {
     conn.execute(
-        "INSERT INTO command_documents (command_id, engine, mode, source, stack_dir, text)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO command_documents (command_id, engine, mode, source, stack_dir, text, selection)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (command_id) DO UPDATE SET engine = ?2, mode = ?3, source = ?4,
-           stack_dir = ?5, text = ?6",
+           stack_dir = ?5, text = ?6, selection = ?7",
         params![
             command_id,
             doc.engine,
             doc.mode,
             doc.source,
             doc.stack_dir,
-            doc.text
+            doc.text,
+            crate::codec::selection_to_text(&doc.selection)
         ],
     )?;
     Ok(())
@@ -81,20 +82,28 @@ pub(super) fn document(
     conn: &Connection,
     command_id: &str,
 ) -> Result<Option<CommandDocument>, StoreError> {
-    Ok(conn
-        .query_row(
-            "SELECT engine, mode, source, stack_dir, text FROM command_documents
+    conn.query_row(
+        "SELECT engine, mode, source, stack_dir, text, selection FROM command_documents
              WHERE command_id = ?1",
-            params![command_id],
-            |r| {
-                Ok(CommandDocument {
+        params![command_id],
+        |r| {
+            Ok((
+                CommandDocument {
                     engine: r.get(0)?,
                     mode: r.get(1)?,
                     source: r.get(2)?,
                     stack_dir: r.get(3)?,
                     text: r.get(4)?,
-                })
-            },
-        )
-        .optional()?)
+                    selection: Default::default(),
+                },
+                r.get::<_, Option<String>>(5)?,
+            ))
+        },
+    )
+    .optional()?
+    .map(|(mut doc, selection)| {
+        doc.selection = crate::codec::selection_from_text(command_id, selection.as_deref())?;
+        Ok::<_, StoreError>(doc)
+    })
+    .transpose()
 }

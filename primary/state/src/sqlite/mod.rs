@@ -89,7 +89,8 @@ CREATE TABLE IF NOT EXISTS command_documents (
     mode TEXT NOT NULL,
     source TEXT NOT NULL,
     stack_dir TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    selection TEXT
 );
 CREATE TABLE IF NOT EXISTS command_principals (
     command_id TEXT PRIMARY KEY,
@@ -107,9 +108,10 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 /// Version of the tables and indexes beside the records' format, in
 /// `meta.schema`: 2 added command leases, command documents and the
 /// indexes of key-only views; 3 the command principals (the audit); 4 the
-/// stacks' outputs; 5 `resources.protected`. Additions only: an older release ignores
-/// them, so a newer value is never refused.
-const SQLITE_SCHEMA: i64 = 5;
+/// stacks' outputs; 5 `resources.protected`; 6 the selection of a
+/// command's document. Additions only: an older release ignores them, so a
+/// newer value is never refused.
+const SQLITE_SCHEMA: i64 = 6;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -144,6 +146,20 @@ fn add_progress_columns(tx: &Connection) -> Result<(), StoreError> {
             "ALTER TABLE operations ADD COLUMN native_id TEXT;
              ALTER TABLE operations ADD COLUMN context BLOB;",
         )?;
+    }
+    Ok(())
+}
+
+/// Adds `selection` to a `command_documents` table made before it existed
+/// (no-op when it has it).
+fn add_selection_column(tx: &Connection) -> Result<(), StoreError> {
+    let has = tx.query_row(
+        "SELECT count(*) FROM pragma_table_info('command_documents') WHERE name = 'selection'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? > 0;
+    if !has {
+        tx.execute_batch("ALTER TABLE command_documents ADD COLUMN selection TEXT;")?;
     }
     Ok(())
 }
@@ -214,6 +230,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     add_progress_columns(&tx)?;
     tx.execute_batch(SCHEMA)?;
     protect::add_column(&tx)?;
+    add_selection_column(&tx)?;
     tx.execute(
         "INSERT INTO meta (key, value) VALUES ('format', ?1)
          ON CONFLICT (key) DO UPDATE SET value = ?1",
@@ -700,8 +717,12 @@ impl StateStore for SqliteStore {
         Ok(())
     }
 
-    /// A command with its operations; the latest when `id` is `None`.
-    fn command(&self, id: Option<&str>) -> Result<Option<CommandRecord>, StoreError> {
+    /// A command with a page of its operations; the latest when `id` is `None`.
+    fn command_page(
+        &self,
+        id: Option<&str>,
+        page: &crate::OperationPage,
+    ) -> Result<Option<CommandRecord>, StoreError> {
         let conn = self.conn();
         let head = conn
             .query_row(
@@ -715,27 +736,41 @@ impl StateStore for SqliteStore {
         let Some(mut command) = head.map(|h| h.with_operations(Vec::new())) else {
             return Ok(None);
         };
-        let mut stmt = conn.prepare_cached(
+        // A page goes along the primary key (a page costs its size and a
+        // cursor stays put while operations are updated); everything comes
+        // in the order of updates.
+        let mut stmt = conn.prepare_cached(if page.is_paged() {
             "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
-             WHERE command_id = ?1 ORDER BY updated_ms, label",
-        )?;
+             WHERE command_id = ?1 AND (?2 IS NULL OR status = ?2)
+               AND (?3 IS NULL OR (label, operation) > (?3, ?4))
+             ORDER BY label, operation LIMIT ?5"
+        } else {
+            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
+             WHERE command_id = ?1 AND (?2 IS NULL OR status = ?2) AND ?3 IS NULL AND ?4 IS NULL
+             ORDER BY updated_ms, label LIMIT ?5"
+        })?;
+        let (after_label, after_operation) = page.after.clone().unzip();
+        let limit = page.limit.map_or(-1, i64::from);
         let rows: Vec<(OperationRecord, Option<Vec<u8>>)> = stmt
-            .query_map(params![command.id], |r| {
-                Ok((
-                    OperationRecord {
-                        label: r.get(0)?,
-                        operation: r.get(1)?,
-                        request_id: r.get(2)?,
-                        status: OpStatus::parse(&r.get::<_, String>(3)?),
-                        attempts: r.get(4)?,
-                        error_code: r.get(5)?,
-                        message: r.get(6)?,
-                        native_id: r.get(7)?,
-                        context: None,
-                    },
-                    r.get(8)?,
-                ))
-            })?
+            .query_map(
+                params![command.id, page.status, after_label, after_operation, limit],
+                |r| {
+                    Ok((
+                        OperationRecord {
+                            label: r.get(0)?,
+                            operation: r.get(1)?,
+                            request_id: r.get(2)?,
+                            status: OpStatus::parse(&r.get::<_, String>(3)?),
+                            attempts: r.get(4)?,
+                            error_code: r.get(5)?,
+                            message: r.get(6)?,
+                            native_id: r.get(7)?,
+                            context: None,
+                        },
+                        r.get(8)?,
+                    ))
+                },
+            )?
             .collect::<Result<_, _>>()?;
         for (mut op, context) in rows {
             op.context = decode_context(&op.label, context.as_deref())?;
