@@ -7,8 +7,9 @@
 //! `ORRERY_BENCH_SIZES=100000` (a comma-separated list) runs those sizes
 //! instead of 1,000 and 10,000 (Terraform only at 1,000 or fewer).
 //!
-//! Each row gives the peak resident memory of this process during the run
-//! (its `VmHWM`, reset before each run through `/proc/self/clear_refs`):
+//! Each row gives the peak resident memory of this process during the plan
+//! and apply, and then during the no-change plan (its `VmHWM`, reset
+//! through `/proc/self/clear_refs` before each run and after the apply):
 //! the primary's plan, executor and store, plus the two satellites' relays,
 //! which run in this process too (the plugins and nats-server do not).
 //!
@@ -68,8 +69,11 @@ struct Run {
     plan: Duration,
     apply: Duration,
     noop_plan: Duration,
-    /// Peak resident memory during the run, in MiB, where Linux reports it.
+    /// Peak resident memory during the plan and apply, in MiB, where Linux
+    /// reports it.
     peak_mib: Option<f64>,
+    /// The same during the no-change plan (reset after the apply).
+    noop_peak_mib: Option<f64>,
 }
 
 /// Resets this process's peak resident memory to its current one.
@@ -176,16 +180,29 @@ async fn run(
         .unwrap();
     let apply = t.elapsed();
     assert!(report.ok() && report.succeeded == n, "{report:?}");
+    let apply_peak = peak_rss_mib();
+    // A no-change plan is a command of its own (a fresh `orrery plan`):
+    // it does not hold the apply's document, plan and executor.
+    drop((executor, s, g, p, report));
+    reset_peak_rss();
     let t = Instant::now();
     let stored = store.resources(Some("bench")).unwrap();
+    let read = t.elapsed();
     let (_, _, again) = plan_once(&stored);
     let noop_plan = t.elapsed();
+    // Where a no-change plan's time goes, beside the table.
+    eprintln!(
+        "no-change plan of {n}: store read {:.0} ms, parse + validate + plan {:.0} ms",
+        read.as_secs_f64() * 1e3,
+        (noop_plan - read).as_secs_f64() * 1e3
+    );
     assert!(!again.has_changes());
     Run {
         plan: plan_time,
         apply,
         noop_plan,
-        peak_mib: peak_rss_mib(),
+        peak_mib: apply_peak,
+        noop_peak_mib: peak_rss_mib(),
     }
 }
 
@@ -302,7 +319,7 @@ async fn main() {
         eprintln!("no PostgreSQL rows: set ORRERY_BENCH_DATABASE_URL, or run through scripts/with-postgres.sh");
     }
 
-    println!("| shape | resources | path | plan | apply | resources/s | no-change plan | peak RSS | vs Terraform (resources/s) |");
+    println!("| shape | resources | path | plan | apply | resources/s | no-change plan | peak RSS (apply / no-change plan) | vs Terraform (resources/s) |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         for shape in [Shape::Wide, Shape::Layered] {
@@ -330,13 +347,14 @@ async fn main() {
                     format!("{:.0}×", rate(n, r.apply) / rate(n, apply))
                 });
                 println!(
-                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} | {vs} |",
+                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} / {} | {vs} |",
                     shape.name(),
                     r.plan.as_secs_f64() * 1e3,
                     r.apply.as_secs_f64(),
                     rate(n, r.apply),
                     r.noop_plan.as_secs_f64() * 1e3,
                     mib(r.peak_mib),
+                    mib(r.noop_peak_mib),
                 );
                 // The same through NATS with the state in PostgreSQL.
                 if let (1, Some(url)) = (k, database.as_deref()) {
@@ -351,13 +369,14 @@ async fn main() {
                     )
                     .await;
                     println!(
-                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} | PG/SQLite {:.2} |",
+                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} / {} | PG/SQLite {:.2} |",
                         shape.name(),
                         pg.plan.as_secs_f64() * 1e3,
                         pg.apply.as_secs_f64(),
                         rate(n, pg.apply),
                         pg.noop_plan.as_secs_f64() * 1e3,
                         mib(pg.peak_mib),
+                        mib(pg.noop_peak_mib),
                         rate(n, pg.apply) / rate(n, r.apply),
                     );
                 }

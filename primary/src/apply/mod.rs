@@ -657,8 +657,13 @@ impl Executor {
             }
         }
         self.flush()?;
-        // Messages of failures come from the operation records.
-        if let Some(record) = self.store.command(Some(command_id))? {
+        // Messages of failures come from the operation records (read only
+        // when there are failures: a command's records can be 100,000).
+        let record = match report.failed.is_empty() {
+            true => None,
+            false => self.store.command(Some(command_id))?,
+        };
+        if let Some(record) = record {
             for failure in &mut report.failed {
                 if let Some(o) = record
                     .operations
