@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
 use orrery_schema::{
     Announcement, Cancel, Envelope, ListResult, MessageKind, ProgressEvent, ProtocolError, Request,
@@ -72,12 +73,23 @@ pub enum Answer {
     Error(ProtocolError),
 }
 
+/// An answer as it came over the link: decoded, and the frame's bytes
+/// (the encoded envelope), which a relay forwards as they are instead of
+/// encoding the envelope again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The answer, decoded.
+    pub envelope: Envelope,
+    /// The answer's encoded envelope, exactly as the plugin wrote it.
+    pub bytes: Bytes,
+}
+
 /// The calls waiting for an answer, and whether the link has closed: one
 /// lock decides both, so a call either is registered before the link closes
 /// (and then fails with it) or sees that it has closed.
 #[derive(Default)]
 struct Calls {
-    waiting: HashMap<Uuid, oneshot::Sender<Envelope>>,
+    waiting: HashMap<Uuid, oneshot::Sender<Answered>>,
     closed: bool,
 }
 
@@ -208,6 +220,22 @@ impl PluginClient {
     /// answer; [`CallError::DeadlineExceeded`] when `timeout` passes (a cancel
     /// has been sent).
     pub async fn call(&self, envelope: Envelope, timeout: Duration) -> Result<Envelope, CallError> {
+        self.call_answered(envelope, timeout)
+            .await
+            .map(|answered| answered.envelope)
+    }
+
+    /// As [`PluginClient::call`], with the answer's bytes as the plugin
+    /// wrote them.
+    ///
+    /// # Errors
+    ///
+    /// As [`PluginClient::call`].
+    pub async fn call_answered(
+        &self,
+        envelope: Envelope,
+        timeout: Duration,
+    ) -> Result<Answered, CallError> {
         let id = envelope.id;
         let (tx, rx) = oneshot::channel();
         {
@@ -386,7 +414,7 @@ async fn read_answers<R: AsyncRead + Unpin>(
         let waiting = lock(&pending).waiting.remove(&id);
         match waiting {
             Some(tx) => {
-                let _ = tx.send(envelope);
+                let _ = tx.send(Answered { envelope, bytes });
             }
             None => tracing::debug!(%id, "answer for a call no longer waiting"),
         }

@@ -46,7 +46,7 @@ pub mod server;
 mod stdio;
 pub mod telemetry;
 
-pub use client::{Answer, CallError, ConnectError, PluginClient};
+pub use client::{Answer, Answered, CallError, ConnectError, PluginClient};
 pub use logging::LOG_FORMAT_ENV;
 pub use orrery_schema as schema;
 pub use paginate::paginate;

@@ -23,6 +23,11 @@
 //! program also runs in quick mode. Quick mode takes tiny counts and the
 //! debug plugin built by `cargo build --workspace --bins`; its figures are
 //! meaningless.
+//!
+//! Profile mode: `-- --ops N [--raw]` warms up, makes N sequential calls
+//! (Orrery's, or raw NATS's with `--raw`) and exits, printing nothing else:
+//! run under `valgrind --tool=callgrind` by `scripts/relay-profile.sh`, which
+//! subtracts two such runs to get instructions per operation per process.
 
 use orrery_testing::nats as common;
 mod support;
@@ -287,8 +292,19 @@ fn cpu_row(name: &str, f: &Figures) {
 /// Rounds per phase; each round runs every path once.
 const ROUNDS: usize = 5;
 
+/// `--ops N` of the profile mode (see the module comment).
+fn profile_ops() -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--ops")?;
+    let n = args.get(at + 1).and_then(|n| n.parse().ok());
+    Some(n.expect("--ops takes a number of operations"))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if let Some(ops) = profile_ops() {
+        return profile(ops, std::env::args().any(|a| a == "--raw")).await;
+    }
     let quick = quick();
     let (n_seq, n_par) = if quick { (200, 500) } else { (5_000, 40_000) };
     let rounds = if quick { 1 } else { ROUNDS };
@@ -394,4 +410,68 @@ async fn main() {
     cpu_row("orrery, 2 satellites", &two);
     let _ = stop_a.send(());
     let _ = stop_b.send(());
+}
+
+/// The profile mode: `ops` sequential calls after a warm-up, nothing else.
+/// The plugin is `ORRERY_BENCH_PLUGIN` or the release build (never built
+/// here: under valgrind, cargo would be profiled too).
+async fn profile(ops: usize, raw: bool) {
+    let server = NatsServer::start().await;
+    if raw {
+        let responder = server.client().await;
+        let mut sub = responder
+            .queue_subscribe("bench.raw", "q".into())
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                if let Some(reply) = msg.reply {
+                    let _ = responder.publish(reply, msg.payload).await;
+                }
+            }
+        });
+        let caller = server.client().await;
+        caller.flush().await.unwrap();
+        let payload: bytes::Bytes = vec![7u8; PAYLOAD].into();
+        for _ in 0..50 + ops {
+            caller.request("bench.raw", payload.clone()).await.unwrap();
+        }
+        return;
+    }
+    let plugin = std::env::var_os("ORRERY_BENCH_PLUGIN").map_or_else(
+        || {
+            support::target_dir()
+                .expect("the target directory")
+                .join("release")
+                .join(support::PLUGIN)
+        },
+        std::path::PathBuf::from,
+    );
+    // A generous handshake: the plugin may be starting under valgrind too.
+    let spec = PluginSpec {
+        handshake_timeout: Duration::from_secs(60),
+        ping_interval: Duration::from_secs(60),
+        ..PluginSpec::new(&plugin)
+    };
+    let host = PluginHost::start(spec).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(relay::serve(
+        server.client().await,
+        vec![host],
+        RelayConfig::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let bus = NatsBus::new(server.client().await);
+    wait_served(&bus).await;
+    for i in 0..50 + ops {
+        bus.send("testbed", &request(i), Duration::from_secs(60))
+            .await
+            .unwrap();
+    }
+    // A plugin that exits by itself (its stdin closed) writes its profile;
+    // one killed with the bench would not.
+    let _ = stop.send(());
+    let _ = serving.await;
 }

@@ -2,11 +2,12 @@
 //! meter provider, which `orrery_plugin_sdk::telemetry::init` sets up; without
 //! it they cost nothing and record nothing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::metrics::Histogram;
-use opentelemetry::KeyValue;
-use orrery_schema::ErrorCode;
+use opentelemetry::{KeyValue, StringValue, Value};
+use orrery_schema::{ErrorCode, MessageKind};
 
 /// How the satellite finished a relayed request.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,22 +22,37 @@ pub enum Outcome {
 impl Outcome {
     /// The `outcome` label value.
     pub fn label(&self) -> String {
+        self.value().as_str().into_owned()
+    }
+
+    /// The `outcome` label value; no allocation for a known code.
+    fn value(&self) -> Value {
         match self {
-            Outcome::Answered => "answered".into(),
-            Outcome::Refused(code) => code.to_string(),
+            Outcome::Answered => Value::from("answered"),
+            Outcome::Refused(code) => label(code.known_str(), code.as_str()),
         }
     }
 }
 
-/// Instruments of the relay.
+/// A label value: the static string when there is one (no allocation per
+/// request), else an owned copy.
+fn label(known: Option<&'static str>, otherwise: &str) -> Value {
+    match known {
+        Some(s) => Value::from(s),
+        None => Value::from(otherwise.to_owned()),
+    }
+}
+
+/// Instruments of the relay, for one plugin.
 #[derive(Clone)]
 pub struct RelayMetrics {
     duration: Histogram<f64>,
+    plugin: Value,
 }
 
 impl RelayMetrics {
-    /// Instruments on the global meter provider.
-    pub fn new() -> Self {
+    /// Instruments on the global meter provider, labelled with `plugin`.
+    pub fn new(plugin: &str) -> Self {
         let meter = opentelemetry::global::meter("orrery-satellite");
         Self {
             duration: meter
@@ -44,24 +60,22 @@ impl RelayMetrics {
                 .with_unit("s")
                 .with_description("Requests relayed to a plugin, from receipt to answer, by plugin, operation and outcome.")
                 .build(),
+            plugin: Value::String(StringValue::from(Arc::<str>::from(plugin))),
         }
     }
 
     /// Records one relayed request.
-    pub fn record(&self, plugin: &str, operation: &str, outcome: Outcome, took: Duration) {
+    pub fn record(&self, operation: &MessageKind, outcome: &Outcome, took: Duration) {
         self.duration.record(
             took.as_secs_f64(),
             &[
-                KeyValue::new("plugin", plugin.to_owned()),
-                KeyValue::new("operation", operation.to_owned()),
-                KeyValue::new("outcome", outcome.label()),
+                KeyValue::new("plugin", self.plugin.clone()),
+                KeyValue::new(
+                    "operation",
+                    label(operation.known_str(), operation.as_str()),
+                ),
+                KeyValue::new("outcome", outcome.value()),
             ],
         );
-    }
-}
-
-impl Default for RelayMetrics {
-    fn default() -> Self {
-        Self::new()
     }
 }

@@ -14,7 +14,7 @@ use async_nats::service::ServiceExt;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use orrery_plugin_sdk::telemetry;
-use orrery_schema::{Envelope, ErrorCode, Request, TraceContext, PROTOCOL_MAJOR};
+use orrery_schema::{Envelope, ErrorCode, MessageKind, Request, TraceContext, PROTOCOL_MAJOR};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
@@ -210,7 +210,7 @@ async fn serve_endpoint(
     // waiting happens in the plugin.
     let satellite_id = config.satellite_id.as_str();
     let mut in_flight = FuturesUnordered::new();
-    let metrics = RelayMetrics::new();
+    let metrics = RelayMetrics::new(host.name());
     let mut stopping = false;
     let mut ended = false;
     while !ended {
@@ -245,7 +245,7 @@ async fn serve_endpoint(
                             handle(request, &host, satellite_id, default_timeout, limit)
                                 .instrument(span)
                                 .await;
-                        metrics.record(host.name(), &operation, outcome, started.elapsed());
+                        metrics.record(&operation, &outcome, started.elapsed());
                         drop(permit);
                     });
                 }
@@ -291,108 +291,149 @@ fn incoming_trace(request: &async_nats::service::Request) -> Option<TraceContext
 
 /// Relays one request and answers it; returns the operation and outcome
 /// for the metrics.
+///
+/// The request is decoded (the relay sets its trace context and answer
+/// limit), but its body only when the host holds targets or an answer must
+/// be given on the plugin's behalf; the plugin's answer is forwarded as the
+/// bytes it wrote, not decoded again and re-encoded.
 async fn handle(
     request: async_nats::service::Request,
     host: &PluginHost,
     satellite_id: &str,
     default_timeout: Duration,
     limit: usize,
-) -> (String, Outcome) {
+) -> (MessageKind, Outcome) {
     let payload = &request.message.payload;
-    let mut operation = String::from("unknown");
-    let mut relayed = None;
-    let (answer, mut outcome) = match Envelope::decode(payload) {
+    let mut envelope = match Envelope::decode(payload) {
         Err(e) => {
             if request.message.reply.is_none() {
                 tracing::warn!(subject = %request.message.subject, error = %e, "dropping undecodable bytes without a reply subject");
-                return (operation, Outcome::Refused(ErrorCode::MalformedMessage));
+                return (unknown(), Outcome::Refused(ErrorCode::MalformedMessage));
             }
             tracing::warn!(subject = %request.message.subject, error = %e, "answering undecodable bytes with an error");
             let code = ErrorCode::MalformedMessage;
             let answer = protocol_error(None, code.clone(), format!("not an Orrery envelope: {e}"));
-            (answer, Outcome::Refused(code))
+            respond(&request, &answer, None, limit).await;
+            return (unknown(), Outcome::Refused(code));
         }
-        Ok(envelope) if envelope.protocol != PROTOCOL_MAJOR => {
-            let code = ErrorCode::UnsupportedProtocol;
-            let message = format!(
-                "request speaks protocol {} but this satellite speaks protocol {PROTOCOL_MAJOR}",
-                envelope.protocol
-            );
-            (
-                protocol_error(Some(&envelope), code.clone(), message),
-                Outcome::Refused(code),
-            )
-        }
-        Ok(mut envelope) => {
-            operation = envelope.kind.to_string();
-            let span = Span::current();
-            span.record("operation", operation.as_str());
-            span.record("message_id", tracing::field::display(envelope.id));
-            // Which satellite served what (the multi-host test counts these);
-            // the body is decoded for its request id only when enabled.
-            tracing::debug!(
-                satellite = %satellite_id,
-                operation = %envelope.kind,
-                request_id = %Request::from_envelope(&envelope)
-                    .map(|r| r.request_id().to_owned())
-                    .unwrap_or_default(),
-                "relaying to the plugin"
-            );
-            // The plugin's handler span becomes a child of this relay span;
-            // without telemetry here, the primary's context passes through.
-            if let Some(trace) = telemetry::current_trace().or_else(|| incoming_trace(&request)) {
-                envelope.trace = Some(trace);
+        Ok(envelope) => envelope,
+    };
+    if envelope.protocol != PROTOCOL_MAJOR {
+        let code = ErrorCode::UnsupportedProtocol;
+        let message = format!(
+            "request speaks protocol {} but this satellite speaks protocol {PROTOCOL_MAJOR}",
+            envelope.protocol
+        );
+        let answer = protocol_error(Some(&envelope), code.clone(), message);
+        respond(&request, &answer, None, limit).await;
+        return (envelope.kind, Outcome::Refused(code));
+    }
+    let span = Span::current();
+    span.record("operation", envelope.kind.as_str());
+    span.record("message_id", tracing::field::display(envelope.id));
+    // Which satellite served what (the multi-host test counts these);
+    // the body is decoded for its request id only when enabled.
+    tracing::debug!(
+        satellite = %satellite_id,
+        operation = %envelope.kind,
+        request_id = %Request::from_envelope(&envelope)
+            .map(|r| r.request_id().to_owned())
+            .unwrap_or_default(),
+        "relaying to the plugin"
+    );
+    // The plugin's handler span becomes a child of this relay span;
+    // without telemetry here, the primary's context passes through.
+    if let Some(trace) = telemetry::current_trace().or_else(|| incoming_trace(&request)) {
+        envelope.trace = Some(trace);
+    }
+    // The plugin answers within what the way back carries.
+    envelope.max_message_bytes = Some(envelope.accepts_bytes().min(limit) as u64);
+    let timeout = envelope.deadline_ms.map_or(default_timeout, until);
+    let kind = envelope.kind.clone();
+    let trace = envelope.trace.clone();
+    // The request goes to the plugin without a copy; an answer given on
+    // its behalf decodes it again from the NATS payload.
+    let relayed = || Envelope {
+        trace: trace.clone(),
+        ..Envelope::decode(payload).unwrap_or_default()
+    };
+    let outcome = match host.call_answered(envelope, timeout).await {
+        Ok(answered) => {
+            if answered.bytes.len() <= limit {
+                Span::current().record("outcome", "answered");
+                send(&request, answered.bytes).await;
+                return (kind, Outcome::Answered);
             }
-            // The plugin answers within what the way back carries.
-            envelope.max_message_bytes = Some(envelope.accepts_bytes().min(limit) as u64);
-            let timeout = envelope.deadline_ms.map_or(default_timeout, until);
-            let answered = match host.call(envelope.clone(), timeout).await {
-                Ok(answer) => (answer, Outcome::Answered),
-                Err(e) => {
-                    let code = e.code();
-                    tracing::warn!(error = %e, "the plugin could not answer");
-                    (
-                        failure_answer(&envelope, code.clone(), e.to_string()),
-                        Outcome::Refused(code),
-                    )
-                }
-            };
-            relayed = Some(envelope);
-            answered
-        }
-    };
-    let mut bytes = match answer.encode() {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot encode an answer");
-            return (operation, outcome);
-        }
-    };
-    // An answer NATS cannot carry would be dropped and its caller would
-    // wait for the deadline: it learns why at once instead.
-    if bytes.len() > limit {
-        if let Some(relayed) = &relayed {
+            // An answer NATS cannot carry would be dropped and its caller
+            // would wait for the deadline: it learns why at once instead.
             let code = ErrorCode::MessageTooLarge;
             let message = format!(
                 "the plugin's `{}` answer is {} bytes, larger than the {limit} bytes a NATS \
                  message can carry here (the server's max_payload less {HEADER_ROOM} bytes for \
                  headers)",
+                answered.envelope.kind,
+                answered.bytes.len(),
+            );
+            tracing::warn!(%message, "answering with an error instead");
+            let answer = failure_answer(&relayed(), code.clone(), message);
+            respond(&request, &answer, None, limit).await;
+            Outcome::Refused(code)
+        }
+        Err(e) => {
+            let code = e.code();
+            tracing::warn!(error = %e, "the plugin could not answer");
+            let relayed = relayed();
+            let answer = failure_answer(&relayed, code.clone(), e.to_string());
+            respond(&request, &answer, Some(&relayed), limit).await;
+            Outcome::Refused(code)
+        }
+    };
+    Span::current().record("outcome", outcome.label().as_str());
+    (kind, outcome)
+}
+
+/// Answers with `answer`, encoded: replaced by `MessageTooLarge` when it is
+/// over `limit` and answers `relayed`.
+async fn respond(
+    request: &async_nats::service::Request,
+    answer: &Envelope,
+    relayed: Option<&Envelope>,
+    limit: usize,
+) {
+    let mut bytes = match answer.encode() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode an answer");
+            return;
+        }
+    };
+    if bytes.len() > limit {
+        if let Some(relayed) = relayed {
+            let message = format!(
+                "the `{}` answer is {} bytes, larger than the {limit} bytes a NATS message can \
+                 carry here (the server's max_payload less {HEADER_ROOM} bytes for headers)",
                 answer.kind,
                 bytes.len(),
             );
             tracing::warn!(%message, "answering with an error instead");
-            match failure_answer(relayed, code.clone(), message).encode() {
+            match failure_answer(relayed, ErrorCode::MessageTooLarge, message).encode() {
                 Ok(b) => bytes = b,
                 Err(e) => tracing::error!(error = %e, "cannot encode an answer"),
             }
-            outcome = Outcome::Refused(code);
         }
     }
-    Span::current().record("outcome", outcome.label().as_str());
-    if let Err(e) = request.respond(Ok(bytes.into())).await {
+    send(request, bytes.into()).await;
+}
+
+async fn send(request: &async_nats::service::Request, bytes: bytes::Bytes) {
+    if let Err(e) = request.respond(Ok(bytes)).await {
         tracing::warn!(error = %e, "cannot send an answer");
     }
-    (operation, outcome)
+}
+
+/// The operation label of a request that is not an envelope.
+fn unknown() -> MessageKind {
+    MessageKind::Unknown("unknown".into())
 }
 
 fn until(deadline_ms: u64) -> Duration {

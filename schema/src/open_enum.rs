@@ -46,6 +46,15 @@ macro_rules! open_enum {
                 }
             }
 
+            /// The string written on the wire, borrowed for as long as the
+            /// program runs: `None` for a value this release does not know.
+            pub fn known_str(&self) -> Option<&'static str> {
+                match self {
+                    $( Self::$variant => Some($wire), )+
+                    Self::Unknown(_) => None,
+                }
+            }
+
             /// Parses a wire name; unknown names become `Unknown`.
             pub fn from_wire(name: &str) -> Self {
                 match name {

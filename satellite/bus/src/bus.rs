@@ -121,14 +121,14 @@ impl NatsBus {
         request: &Request,
         timeout: Duration,
     ) -> Result<Answer, BusError> {
-        let target = request.target().name.clone();
+        let target = request.target().name.as_str();
         let limit = message_limit(&self.client);
         let envelope = request
             .to_envelope()
             .map_err(|e| BusError::unencodable(plugin, request, limit, e))?
             .with_deadline_ms(Some(deadline_ms(timeout)))
             .with_max_message_bytes(Some(limit as u64));
-        let answer = self.call(plugin, &target, &envelope, timeout).await?;
+        let answer = self.call(plugin, target, &envelope, timeout).await?;
         decode_answer(&answer).map_err(|e: CallError| BusError::Transport(e.to_string()))
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orrery_plugin_sdk::process::{spawn_plugin, SpawnConfig};
-use orrery_plugin_sdk::{CallError, PluginClient};
+use orrery_plugin_sdk::{Answered, CallError, PluginClient};
 use orrery_schema::{Announcement, Envelope, ErrorCode};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
@@ -202,6 +202,22 @@ impl PluginHost {
     /// restarting plugin up to `timeout`; fails at once if it is unhealthy
     /// or dies with the request in flight.
     pub async fn call(&self, envelope: Envelope, timeout: Duration) -> Result<Envelope, HostError> {
+        self.call_answered(envelope, timeout)
+            .await
+            .map(|answered| answered.envelope)
+    }
+
+    /// As [`PluginHost::call`], with the answer's bytes as the plugin wrote
+    /// them (a relay forwards those instead of encoding the answer again).
+    ///
+    /// # Errors
+    ///
+    /// As [`PluginHost::call`].
+    pub async fn call_answered(
+        &self,
+        envelope: Envelope,
+        timeout: Duration,
+    ) -> Result<Answered, HostError> {
         let envelope = self.shared.held.apply(envelope)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let plugin = || self.shared.name.clone();
@@ -235,13 +251,16 @@ impl PluginHost {
             }
         };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        client.call(envelope, left).await.map_err(|e| match e {
-            CallError::DeadlineExceeded => HostError::DeadlineExceeded { plugin: plugin() },
-            other => HostError::Unavailable {
-                plugin: plugin(),
-                reason: other.to_string(),
-            },
-        })
+        client
+            .call_answered(envelope, left)
+            .await
+            .map_err(|e| match e {
+                CallError::DeadlineExceeded => HostError::DeadlineExceeded { plugin: plugin() },
+                other => HostError::Unavailable {
+                    plugin: plugin(),
+                    reason: other.to_string(),
+                },
+            })
     }
 
     /// Stops the plugin: closes its stdin so it finishes what it has, then
