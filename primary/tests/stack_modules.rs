@@ -151,3 +151,64 @@ fn a_protected_resource_inside_a_module_refuses_a_destroy_naming_its_address() {
     );
     assert!(scratch.path().join("site/paris").is_dir());
 }
+
+/// A module given a resource's property (`with: { dir: "${data.path}" }`):
+/// the module's resources depend on that resource, so it is created first,
+/// and the value reaches them at apply time.
+#[test]
+fn a_resource_property_passed_to_a_module_orders_and_reaches_its_resources() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.path().join("modules")).unwrap();
+    scratch.write(
+        "modules/note.yaml",
+        r#"parameters:
+  dir: { type: string }
+resources:
+  - label: note
+    type: Local::Fs::File
+    target: home
+    properties:
+      path: "${param.dir}/note.txt"
+      content: "in ${upper(param.dir)}\n"
+outputs:
+  where: { value: "${note.path}" }
+"#,
+    );
+    let file = scratch.write(
+        "stack.yaml",
+        r#"stack: passed
+targets:
+  - name: home
+    plugin: local
+    config: { root: "${stack_dir}/site", create_root: true }
+resources:
+  - label: data
+    type: Local::Fs::Directory
+    target: home
+    properties: { path: "data-${count.index}" }
+    count: 1
+modules:
+  - name: n
+    source: ./modules/note.yaml
+    with: { dir: "${data[0].path}" }
+outputs:
+  where: { value: "${module.n.outputs.where}" }
+"#,
+    );
+    let file = file.to_str().unwrap();
+    let plan = scratch.orrery(&["plan", file]);
+    assert_eq!(plan.code, 2, "changes: {plan:?}");
+    let apply = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+    assert_eq!(
+        std::fs::read_to_string(scratch.path().join("site/data-0/note.txt")).unwrap(),
+        "in DATA-0\n",
+        "the directory was created before the module's file, and the value reached it"
+    );
+    assert!(
+        apply.stdout.contains("where = data-0/note.txt"),
+        "{apply:?}"
+    );
+    let replan = scratch.orrery(&["plan", file]);
+    assert_eq!(replan.code, 0, "no changes: {replan:?}");
+}

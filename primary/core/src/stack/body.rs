@@ -302,26 +302,20 @@ pub(super) fn evaluate(
                 let mut with = BTreeMap::new();
                 for (k, v) in &m.with_values {
                     env.secret.set(false);
-                    let value = match Expr::from_value(v.clone(), &env)
-                        .map_err(|e| fail(&format!("`with` `{k}`"), e))?
-                    {
-                        Expr::Literal(v) => v,
-                        _ => {
-                            return Err(fail(
-                                &format!("`with` `{k}`"),
-                                EvalError::Type(
-                                    "a module's parameter must be known before planning: it cannot reference a resource (pass a module's output or a parameter)".into(),
-                                ),
-                            ))
-                        }
-                    };
-                    with.insert(
-                        k.clone(),
-                        Known {
-                            value,
-                            secret: env.secret.get(),
+                    let expr = Expr::from_value(v.clone(), &env)
+                        .map_err(|e| fail(&format!("`with` `{k}`"), e))?;
+                    let secret = env.secret.get();
+                    // A resource's property goes in as it is, known at
+                    // apply time (`Known::pending`).
+                    let known = match expr {
+                        Expr::Literal(value) => Known::new(value, secret),
+                        pending => Known {
+                            value: Value::Null,
+                            secret,
+                            pending: Some(Box::new(pending)),
                         },
-                    );
+                    };
+                    with.insert(k.clone(), known);
                 }
                 wanted.push((address, with));
             }
@@ -565,9 +559,27 @@ fn resolve_parameters(
     match values {
         Values::Given(inputs) => params::resolve(declared, inputs),
         Values::With(with) => {
+            // A pending value is checked by the plugin's schema once known;
+            // the parameter must exist all the same.
+            let pending: Vec<&String> = with
+                .iter()
+                .filter(|(_, k)| k.pending.is_some())
+                .map(|(n, _)| n)
+                .collect();
+            if let Some(name) = pending.iter().find(|n| !declared.contains_key(**n)) {
+                return Err(params::ParamError {
+                    name: (*name).clone(),
+                    message: "a value was given, but the document declares no such parameter"
+                        .into(),
+                });
+            }
+            let mut declared = declared.clone();
+            declared.retain(|n, _| !pending.contains(&n));
+            let declared = &declared;
             let inputs = Inputs {
                 vars: with
                     .iter()
+                    .filter(|(_, k)| k.pending.is_none())
                     .map(|(k, v)| (k.clone(), Supplied::Value(v.value.clone())))
                     .collect(),
                 env: BTreeMap::new(),
@@ -590,6 +602,9 @@ fn resolve_parameters(
                 if with.get(name).is_some_and(|k| k.secret) {
                     known.secret = true;
                 }
+            }
+            for name in pending {
+                out.insert(name.clone(), with[name].clone());
             }
             Ok((out, false))
         }

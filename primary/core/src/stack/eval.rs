@@ -55,6 +55,21 @@ pub struct Known {
     pub value: Value,
     /// Whether it is, or was computed from, a secret parameter.
     pub secret: bool,
+    /// A module's parameter given a resource's property (`with:`): known
+    /// only at apply time, so it may go into properties and outputs but
+    /// nothing evaluated before planning (`value` is then null).
+    pub pending: Option<Box<super::Expr>>,
+}
+
+impl Known {
+    /// A value known before planning.
+    pub fn new(value: Value, secret: bool) -> Known {
+        Known {
+            value,
+            secret,
+            pending: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Known {
@@ -134,6 +149,24 @@ impl<'a> Env<'a> {
 
     /// `module.NAME[key].outputs.OUTPUT`: the value when it is known, or
     /// the output's expression over the module's resources.
+    /// `param.NAME` folded: its value, or the expression a module's user
+    /// passed when that references a resource.
+    fn param_ast(&self, name: &str) -> Result<Ast, EvalError> {
+        match self.params.get(name) {
+            Some(Known {
+                pending: Some(expr),
+                secret,
+                ..
+            }) => {
+                if *secret {
+                    self.secret.set(true);
+                }
+                Ok(Ast::Embedded(expr.clone()))
+            }
+            _ => eval_in(&Ast::Param(name.to_owned()), &Scope::Parse(self)).map(Ast::Const),
+        }
+    }
+
     fn module_output(&self, name: &str, key: Option<&Ast>, output: &str) -> Result<Ast, EvalError> {
         let address = match key {
             Some(key) => super::instances::address(name, &eval_in(key, &Scope::Parse(self))?)?,
@@ -210,9 +243,9 @@ pub fn fold(ast: &Ast, env: &Env<'_>) -> Result<Ast, EvalError> {
             Ast::Call(name.clone(), args)
         }
         Ast::ModuleOutput(name, key, output) => env.module_output(name, key.as_deref(), output)?,
+        Ast::Param(name) => env.param_ast(name)?,
         // Without references inside: folded whole above.
         Ast::Const(_)
-        | Ast::Param(_)
         | Ast::Var(_)
         | Ast::Each(_)
         | Ast::CountIndex
@@ -249,6 +282,11 @@ fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
                     "`param.{name}`: the document declares no parameter `{name}`"
                 ))
             })?;
+            if known.pending.is_some() {
+                return Err(EvalError::Type(format!(
+                    "`param.{name}` is a resource's property passed to the module, so it is not known before planning"
+                )));
+            }
             if known.secret {
                 env.secret.set(true);
             }

@@ -230,20 +230,8 @@ mod tests {
 
     fn with_env<T>(f: impl FnOnce(&Env<'_>) -> T) -> T {
         let params = BTreeMap::from([
-            (
-                "n".to_owned(),
-                Known {
-                    value: Value::Int(3),
-                    secret: false,
-                },
-            ),
-            (
-                "pw".to_owned(),
-                Known {
-                    value: Value::from("hunter2"),
-                    secret: true,
-                },
-            ),
+            ("n".to_owned(), Known::new(Value::Int(3), false)),
+            ("pw".to_owned(), Known::new(Value::from("hunter2"), true)),
         ]);
         let vars = BTreeMap::new();
         let files = |p: &str| -> Result<String, String> {

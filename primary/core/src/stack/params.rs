@@ -144,13 +144,7 @@ pub(super) fn resolve(
             },
         };
         check(p, &value).map_err(err)?;
-        out.insert(
-            name.clone(),
-            Known {
-                value,
-                secret: p.kind == Kind::Secret,
-            },
-        );
+        out.insert(name.clone(), Known::new(value, p.kind == Kind::Secret));
     }
     Ok((out, supplied_any))
 }

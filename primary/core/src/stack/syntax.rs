@@ -95,8 +95,9 @@ impl Ast {
     pub fn references(&self, out: &mut Vec<Reference>) {
         match self {
             Ast::Ref(r) => out.push(r.clone()),
-            // Never left once parsed: folding makes it a `Ref`.
-            Ast::InstanceRef(..) | Ast::ModuleOutput(..) => {}
+            // Never left once parsed: folding makes it a `Ref`, a constant
+            // or what a module's output or parameter holds.
+            Ast::InstanceRef(..) | Ast::ModuleOutput(..) | Ast::Param(_) => {}
             Ast::Embedded(e) => e.references(out),
             Ast::Attr(a, _) | Ast::Unary(_, a) => a.references(out),
             Ast::Index(a, b) | Ast::Binary(_, a, b) => {
@@ -110,7 +111,6 @@ impl Ast {
             }
             Ast::List(items) | Ast::Call(_, items) => items.iter().for_each(|e| e.references(out)),
             Ast::Const(_)
-            | Ast::Param(_)
             | Ast::Var(_)
             | Ast::Each(_)
             | Ast::CountIndex
@@ -122,14 +122,18 @@ impl Ast {
     /// Whether a resource reference is inside.
     pub fn has_references(&self) -> bool {
         match self {
-            // What a module's output holds is only known once folded.
-            Ast::Ref(_) | Ast::InstanceRef(..) | Ast::ModuleOutput(..) | Ast::Embedded(_) => true,
+            // What a module's output, or a module's parameter (given a
+            // resource's property), holds is only known once folded.
+            Ast::Ref(_)
+            | Ast::InstanceRef(..)
+            | Ast::ModuleOutput(..)
+            | Ast::Param(_)
+            | Ast::Embedded(_) => true,
             Ast::Attr(a, _) | Ast::Unary(_, a) => a.has_references(),
             Ast::Index(a, b) | Ast::Binary(_, a, b) => a.has_references() || b.has_references(),
             Ast::Cond(a, b, c) => a.has_references() || b.has_references() || c.has_references(),
             Ast::List(items) | Ast::Call(_, items) => items.iter().any(Ast::has_references),
             Ast::Const(_)
-            | Ast::Param(_)
             | Ast::Var(_)
             | Ast::Each(_)
             | Ast::CountIndex

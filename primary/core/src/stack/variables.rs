@@ -73,7 +73,7 @@ fn visit(
             ))),
         };
     let secret = env.secret.get();
-    done.insert(name.to_owned(), Known { value, secret });
+    done.insert(name.to_owned(), Known::new(value, secret));
     Ok(())
 }
 
