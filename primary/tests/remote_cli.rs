@@ -448,3 +448,74 @@ fn an_https_primary_is_checked_against_a_private_ca() {
     assert_eq!(bad.code, 1, "{bad:?}");
     assert!(bad.stderr.contains("holds no PEM certificate"), "{bad:?}");
 }
+
+/// `--var`, `--var-file` and `ORRERY_VAR_*` reach a remote primary as they
+/// reach local mode: text typed by the parameter's declaration, `--var`
+/// over the environment; the plans are the same.
+#[test]
+fn parameter_values_reach_a_remote_primary_as_they_reach_local_mode() {
+    let server = Server::start();
+    let local = Scratch::new();
+    let client = Scratch::new();
+    let doc = "stack: params\nparameters:\n  n: { type: number }\n  name: { type: string, default: plain }\n  tags: { type: list, default: [] }\ntargets:\n  - name: lab\n    plugin: testbed\nresources:\n  - label: thing\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: \"${param.name}-${length(param.tags)}\", value: \"${param.n + 1}\" }\n";
+    let file = local.write("params.yaml", doc);
+    let file = file.to_str().unwrap();
+    let var_file = local.write("vars.yaml", "tags: [a, b, c]\n");
+    let var_file = var_file.to_str().unwrap();
+    let args = [
+        "plan",
+        file,
+        "--var",
+        "n=41",
+        "--var",
+        "name=given",
+        "--var-file",
+        var_file,
+        "--output",
+        "json",
+    ];
+    let here = Run::from(
+        local
+            .command(&args)
+            .env("ORRERY_VAR_name", "from-env")
+            .output()
+            .unwrap(),
+    );
+    let url = server.url("");
+    let mut remote_args = args.to_vec();
+    remote_args.extend(["--primary", &url]);
+    let there = Run::from(
+        client
+            .command(&remote_args)
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .env("ORRERY_VAR_name", "from-env")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!((here.code, there.code), (2, 2), "{here:?}\n{there:?}");
+    let json = |run: &Run| -> serde_json::Value { serde_json::from_str(&run.stdout).unwrap() };
+    assert_eq!(json(&here), json(&there));
+    assert!(there.stdout.contains("given-3"), "{there:?}");
+    assert!(there.stdout.contains("42"), "{there:?}");
+
+    // Only the environment: it is used remotely too.
+    let env_only = Run::from(
+        client
+            .command(&[
+                "plan",
+                file,
+                "--var",
+                "n=1",
+                "--output",
+                "json",
+                "--primary",
+                &url,
+            ])
+            .env("ORRERY_TOKEN", ADMIN_TOKEN)
+            .env("ORRERY_VAR_name", "from-env")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(env_only.code, 2, "{env_only:?}");
+    assert!(env_only.stdout.contains("from-env-0"), "{env_only:?}");
+}

@@ -13,17 +13,39 @@ use super::stack_cmds::{
     confirm, confirm_typed, finish, print_plan_text, read_document, ApplyArgs, Common, DestroyArgs,
     PlanArgs, Printer, SelectArgs,
 };
+use super::vars::VarArgs;
 use super::Output;
 use orrery_core::events::EventBody;
 use orrery_primary::http::utc;
 use orrery_primary::plan::Mode;
 use orrery_primary::service::Engine;
+use orrery_primary::stack::Supplied;
 use orrery_primary::state::CommandFilter;
 
-/// The request body of a plan or apply of `file`.
-fn stack_request(file: &std::path::Path, mode: Mode, select: &SelectArgs) -> anyhow::Result<Value> {
+/// The request body of a plan or apply of `file`, with the parameter
+/// values `--var`, `--var-file` and `ORRERY_VAR_*` give, as local mode takes
+/// them (text is typed by the parameter's declaration on the primary).
+fn stack_request(
+    file: &std::path::Path,
+    mode: Mode,
+    select: &SelectArgs,
+    vars: &VarArgs,
+) -> anyhow::Result<Value> {
     let doc = read_document(file, mode, Engine::Embedded)?;
+    let inputs = vars.inputs(file)?;
+    let (mut typed, mut texts) = (serde_json::Map::new(), serde_json::Map::new());
+    // `--var`/`--var-file` win over the environment, as in local mode.
+    for (name, supplied) in inputs.env.into_iter().chain(inputs.vars) {
+        typed.remove(&name);
+        texts.remove(&name);
+        match supplied {
+            Supplied::Text(text) => texts.insert(name, json!(text)),
+            Supplied::Value(value) => typed.insert(name, serde_json::to_value(value)?),
+        };
+    }
     let mut body = select.json();
+    body["vars"] = Value::Object(typed);
+    body["var_texts"] = Value::Object(texts);
     body["document"] = json!(doc.text);
     body["mode"] = json!(doc.mode);
     body["source"] = json!(doc.source);
@@ -43,7 +65,7 @@ fn show_plan(plan: &Value, output: Output) {
 }
 
 pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let body = stack_request(&args.file, args.mode.into(), &args.select)?;
+    let body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
     let plan = remote.post("/v1/stacks/plan", &body)?;
     show_plan(&plan, args.common.output);
     Ok(if plan["has_changes"] == true {
@@ -55,7 +77,7 @@ pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> 
 
 pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let output = args.common.output;
-    let body = stack_request(&args.file, args.mode.into(), &args.select)?;
+    let body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
     let plan = remote.post("/v1/stacks/plan", &body)?;
     show_plan(&plan, output);
     if args.dry_run || plan["has_changes"] != true {

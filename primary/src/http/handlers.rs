@@ -129,6 +129,11 @@ pub struct StackRequest {
     /// Parameter values, by name (`docs/stacks.md`).
     #[serde(default)]
     vars: Option<serde_json::Map<String, Value>>,
+    /// Parameter values given as text, typed by the parameter's declaration
+    /// as `--var NAME=TEXT` is (what the remote CLI sends for `--var` and
+    /// `ORRERY_VAR_*`).
+    #[serde(default)]
+    var_texts: Option<BTreeMap<String, String>>,
     /// A targeted run (`target`, `exclude`, `replace`).
     #[serde(flatten)]
     selection: SelectionRequest,
@@ -174,6 +179,9 @@ fn inputs(req: &mut StackRequest) -> ApiResult<StackInputs> {
         let value: orrery_schema::Value = serde_json::from_value(v)
             .map_err(|e| ApiError::bad_request(format!("`vars.{name}`: {e}")))?;
         vars.insert(name, Supplied::Value(value));
+    }
+    for (name, text) in req.var_texts.take().unwrap_or_default() {
+        vars.insert(name, Supplied::Text(text));
     }
     Ok(StackInputs {
         vars,
