@@ -118,10 +118,27 @@ fn violations(graph: &Graph, workspace: &BTreeSet<String>) -> Vec<String> {
     found
 }
 
+/// The host's target triple (`rustc -vV`).
+fn host() -> String {
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("run rustc -vV");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .to_owned()
+}
+
 fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Offline, the graph can only be resolved for the platform whose
+    // packages a build has fetched (others' platform-only dependencies,
+    // such as Android's, are never downloaded): the host's.
     let out = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["--filter-platform", &host()])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo metadata");

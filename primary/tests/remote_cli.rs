@@ -519,3 +519,51 @@ fn parameter_values_reach_a_remote_primary_as_they_reach_local_mode() {
     assert_eq!(env_only.code, 2, "{env_only:?}");
     assert!(env_only.stdout.contains("from-env-0"), "{env_only:?}");
 }
+
+/// A document that reads files (a module, `file()`) plans and applies
+/// through a primary as it does locally: the CLI sends what the document
+/// reads, and the primary reads none of its own files.
+#[test]
+fn a_document_with_modules_and_files_applies_through_a_primary() {
+    let server = Server::start();
+    let client = Scratch::new();
+    std::fs::create_dir(client.path().join("modules")).unwrap();
+    client.write(
+        "modules/thing.yaml",
+        "parameters:\n  n: { type: number }\nresources:\n  - label: t\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: \"mod-${param.n}\", value: \"${param.n}\" }\noutputs:\n  name: { value: \"${t.name}\" }\n",
+    );
+    client.write("note.txt", "from-a-file");
+    let file = client.write(
+        "stack.yaml",
+        "stack: files\ntargets:\n  - name: lab\n    plugin: testbed\nmodules:\n  - name: m\n    source: ./modules/thing.yaml\n    with: { n: 7 }\nresources:\n  - label: noted\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: \"${file(\\\"note.txt\\\")}\", value: 1 }\n",
+    );
+    let file = file.to_str().unwrap();
+    let here = client.orrery(&["plan", file, "--output", "json"]);
+    let there = remote(&client, &server, &["plan", file, "--output", "json"]);
+    assert_eq!((here.code, there.code), (2, 2), "{here:?}\n{there:?}");
+    let json = |run: &Run| -> serde_json::Value { serde_json::from_str(&run.stdout).unwrap() };
+    assert_eq!(json(&here), json(&there));
+    assert!(there.stdout.contains("from-a-file"), "{there:?}");
+    assert!(there.stdout.contains("mod-7"), "{there:?}");
+    let apply = remote(&client, &server, &["apply", file, "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+
+    // A request naming a file it did not bring is refused by name: the
+    // primary reads none of its own files.
+    let body = serde_json::json!({
+        "document": "stack: f2\ntargets:\n  - name: lab\n    plugin: testbed\nresources:\n  - label: x\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: \"${file(\\\"note.txt\\\")}\", value: 1 }\n",
+    });
+    let (status, answer) = server.post("/v1/stacks/plan", &body);
+    assert_eq!(status, 422, "{answer}");
+    let text = answer.to_string();
+    assert!(text.contains("no files can be read"), "{answer}");
+    let mut with_other = body.clone();
+    with_other["files"] = serde_json::json!({ "other.txt": "x" });
+    let (status, answer) = server.post("/v1/stacks/plan", &with_other);
+    assert_eq!(status, 422, "{answer}");
+    let text = answer.to_string();
+    assert!(
+        text.contains("the request brought no file `note.txt`"),
+        "{answer}"
+    );
+}

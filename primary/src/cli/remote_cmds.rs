@@ -35,7 +35,7 @@ fn stack_request(
     let inputs = vars.inputs(file)?;
     let (mut typed, mut texts) = (serde_json::Map::new(), serde_json::Map::new());
     // `--var`/`--var-file` win over the environment, as in local mode.
-    for (name, supplied) in inputs.env.into_iter().chain(inputs.vars) {
+    for (name, supplied) in inputs.env.clone().into_iter().chain(inputs.vars.clone()) {
         typed.remove(&name);
         texts.remove(&name);
         match supplied {
@@ -43,7 +43,30 @@ fn stack_request(
             Supplied::Value(value) => typed.insert(name, serde_json::to_value(value)?),
         };
     }
+    // What the document reads (module sources, `file()`), found by
+    // evaluating it here: the primary reads none of its own files. An error
+    // here (e.g. another stack's outputs, which only the primary can read)
+    // stops the search; the primary then names any file still missing.
+    let read = std::cell::RefCell::new(std::collections::BTreeMap::new());
+    let recording = |path: &str| {
+        let text = inputs.read(path)?;
+        read.borrow_mut().insert(path.to_owned(), text.clone());
+        Ok(text)
+    };
+    let _ = orrery_primary::stack::parse_with_inputs(
+        &doc.source,
+        &doc.text,
+        &doc.stack_dir,
+        &orrery_primary::stack::Inputs {
+            vars: inputs.vars.clone(),
+            env: inputs.env.clone(),
+            files: &recording,
+            stacks: None,
+        },
+    );
+    let files = read.into_inner();
     let mut body = select.json();
+    body["files"] = json!(files);
     body["vars"] = Value::Object(typed);
     body["var_texts"] = Value::Object(texts);
     body["document"] = json!(doc.text);

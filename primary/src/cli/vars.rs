@@ -53,6 +53,7 @@ impl VarArgs {
             vars,
             env,
             files_dir,
+            files: None,
         })
     }
 }

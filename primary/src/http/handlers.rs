@@ -134,6 +134,10 @@ pub struct StackRequest {
     /// `ORRERY_VAR_*`).
     #[serde(default)]
     var_texts: Option<BTreeMap<String, String>>,
+    /// The files the document reads (module sources, `file()`), by the
+    /// path it names them with; the server reads none of its own.
+    #[serde(default)]
+    files: Option<BTreeMap<String, String>>,
     /// A targeted run (`target`, `exclude`, `replace`).
     #[serde(flatten)]
     selection: SelectionRequest,
@@ -171,6 +175,10 @@ pub struct DestroyBody {
     selection: SelectionRequest,
 }
 
+/// The most files one request may bring (the body's size limit bounds their
+/// bytes).
+const MAX_REQUEST_FILES: usize = 1024;
+
 /// The parameter values a request gives. `file()` reads nothing: a
 /// request must not read the server's files.
 fn inputs(req: &mut StackRequest) -> ApiResult<StackInputs> {
@@ -183,8 +191,15 @@ fn inputs(req: &mut StackRequest) -> ApiResult<StackInputs> {
     for (name, text) in req.var_texts.take().unwrap_or_default() {
         vars.insert(name, Supplied::Text(text));
     }
+    let files = req.files.take();
+    if files.as_ref().is_some_and(|f| f.len() > MAX_REQUEST_FILES) {
+        return Err(ApiError::bad_request(format!(
+            "`files`: more than {MAX_REQUEST_FILES} files"
+        )));
+    }
     Ok(StackInputs {
         vars,
+        files: files.map(std::sync::Arc::new),
         ..StackInputs::default()
     })
 }

@@ -104,8 +104,13 @@ pub struct StackInputs {
     pub vars: std::collections::BTreeMap<String, stack::Supplied>,
     /// Parameter values from `ORRERY_VAR_<name>`, below `vars`.
     pub env: std::collections::BTreeMap<String, stack::Supplied>,
-    /// Where `file()` reads from; `None` refuses every `file()`.
+    /// Where `file()` and module sources are read from; `None` refuses
+    /// every read but of [`StackInputs::files`].
     pub files_dir: Option<std::path::PathBuf>,
+    /// Files a request brought, by the path the document names them with
+    /// (the remote CLI sends what its document reads), for a server that
+    /// must read none of its own.
+    pub files: Option<std::sync::Arc<std::collections::BTreeMap<String, String>>>,
 }
 
 impl StackInputs {
@@ -130,11 +135,7 @@ impl StackInputs {
             }
         };
         let stacks: Option<stack::StackOutputs<'_>> = store.map(|_| &read_outputs as _);
-        let dir = self.files_dir.clone();
-        let read = move |path: &str| match &dir {
-            Some(dir) => read_relative(dir, path),
-            None => Err("no files can be read for this document".to_owned()),
-        };
+        let read = |path: &str| self.read(path);
         stack::parse_with_inputs(
             &doc.source,
             &doc.text,
@@ -146,6 +147,21 @@ impl StackInputs {
                 stacks,
             },
         )
+    }
+}
+
+impl StackInputs {
+    /// The file `path` as the document names it (`file()`, a module's
+    /// `source`).
+    pub fn read(&self, path: &str) -> Result<String, String> {
+        match (&self.files_dir, &self.files) {
+            (Some(dir), _) => read_relative(dir, path),
+            (None, Some(files)) => files
+                .get(path)
+                .cloned()
+                .ok_or_else(|| format!("the request brought no file `{path}`")),
+            (None, None) => Err("no files can be read for this document".to_owned()),
+        }
     }
 }
 
