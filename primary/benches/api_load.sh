@@ -10,6 +10,8 @@
 # primary's peak RSS (VmHWM) after each phase:
 #   1. GET /v1/resources?stack=big&limit=1000  — 8 connections, 20 s
 #   2. GET /v1/stacks                           — 32 connections, 20 s
+#      and GET /healthz at 32 (the baseline of the same HTTP, TLS-less
+#      transport and token check, with no store behind it)
 #   3. GET /v1/commands/{apply}?limit=1000      — 8 connections, 20 s
 #   4. GET /v1/resources?stack=big (all 10,000) — 8 connections, 20 s
 # (the last, unpaged, is the baseline of issue 17's figures).
@@ -111,6 +113,8 @@ for run in $(seq 1 "$RUNS"); do
     echo "| $run | \`/v1/resources?stack=big&limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
     read -r rps p50 p99 <<<"$(measure 32 '/v1/stacks')"
     echo "| $run | \`/v1/stacks\` | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+    read -r rps p50 p99 <<<"$(measure 32 '/healthz')"
+    echo "| $run | \`/healthz\` (baseline) | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
     read -r rps p50 p99 <<<"$(measure 8 "/v1/commands/$ID?limit=1000")"
     echo "| $run | \`/v1/commands/{id}?limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
     read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big')"

@@ -73,8 +73,10 @@ fn the_http_api_refuses_an_alias_bomb_fast_in_bounded_memory() {
         let elapsed = started.elapsed();
         eprintln!("{endpoint}: {status} in {elapsed:?}");
         assert_eq!(status, 413, "{endpoint}: {answer}");
+        // Bounded, not fast: expanding the bomb would take minutes and
+        // gigabytes; the bound leaves room for a loaded machine.
         assert!(
-            elapsed < Duration::from_secs(1),
+            elapsed < Duration::from_secs(15),
             "{endpoint}: answered in {elapsed:?}"
         );
         let error = &answer["errors"][0];
@@ -117,6 +119,7 @@ fn orrery_plan_refuses_an_alias_bomb_fast_naming_the_line() {
         run.stderr.contains(&expected),
         "expected {expected:?} in {run:?}"
     );
-    // The process, its start included; building the bomb took 23 s.
-    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+    // The process, its start included; building the bomb took 23 s. The
+    // bound leaves room for a loaded machine.
+    assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
 }

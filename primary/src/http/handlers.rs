@@ -382,52 +382,6 @@ pub struct StackQuery {
     stack: Option<String>,
 }
 
-/// `GET /v1/stacks`.
-pub async fn stacks_handler(
-    State(state): AppState,
-    principal: Principal,
-) -> ApiResult<Json<Value>> {
-    principal.require_some(Role::Viewer)?;
-    let shared = state.clone();
-    let rows = blocking(move || {
-        let mut counts = shared.store.resource_counts()?;
-        counts.remove(UNMANAGED_STACK);
-        for name in shared.store.command_stacks()? {
-            counts.entry(name).or_default();
-        }
-        // Only the stacks this principal may view.
-        counts.retain(|name, _| principal.may(Role::Viewer, name));
-        let mut rows = Vec::new();
-        for (name, resources) in counts {
-            let targets: Vec<String> = shared
-                .store
-                .targets(&name)?
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
-            let last = shared
-                .store
-                .commands(&CommandFilter {
-                    stack: Some(name.clone()),
-                    status: None,
-                    limit: 1,
-                })?
-                .into_iter()
-                .next();
-            rows.push(json!({
-                "name": name,
-                "resources": resources,
-                "targets": targets,
-                "last_command": last,
-                "running_command": shared.commands.running_for(&name),
-            }));
-        }
-        Ok(rows)
-    })
-    .await?;
-    Ok(Json(json!({ "stacks": rows })))
-}
-
 // ---------------------------------------------------------------- commands
 
 /// Query parameters of `GET /v1/commands`.

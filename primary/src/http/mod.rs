@@ -32,6 +32,7 @@ mod handlers;
 mod listen;
 mod pages;
 mod resume;
+mod stacks;
 mod ui;
 mod views;
 
@@ -108,6 +109,8 @@ struct Shared {
     ui_sessions: ui::session::Sessions,
     /// The latest commands' plans, for the dashboard.
     ui_plans: ui::Plans,
+    /// The kept answer of `GET /v1/stacks`.
+    stacks: stacks::StacksCache,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -149,6 +152,7 @@ impl Primary {
                 stop: watch::channel(false).0,
                 ui_sessions: ui::session::Sessions::default(),
                 ui_plans: ui::Plans::default(),
+                stacks: stacks::StacksCache::default(),
             }),
         })
     }
@@ -168,7 +172,7 @@ impl Primary {
             .route("/healthz", get(handlers::healthz))
             .route("/readyz", get(handlers::readyz))
             .route("/metrics", get(handlers::metrics))
-            .route("/v1/stacks", get(handlers::stacks_handler))
+            .route("/v1/stacks", get(stacks::stacks_handler))
             .route("/v1/stacks/plan", post(handlers::plan_handler))
             .route("/v1/stacks/apply", post(handlers::apply_handler))
             .route("/v1/stacks/{name}/destroy", post(handlers::destroy_handler))
@@ -188,6 +192,10 @@ impl Primary {
             ));
         ui::routes(self.shared.clone())
             .merge(api)
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.clone(),
+                stacks::invalidate_on_writes,
+            ))
             .layer(DefaultBodyLimit::max(self.shared.config.max_body_bytes))
             .layer(CatchPanicLayer::custom(panicked))
             .with_state(self.shared.clone())

@@ -324,3 +324,33 @@ async fn stack_outputs_are_served_with_secret_ones_masked() {
         json!({"stack": "web", "outputs": {"url": "http://x", "ports": [80], "token": {"secret": true}}})
     );
 }
+
+#[tokio::test]
+async fn the_stacks_answer_is_kept_until_a_write_request_or_its_age_runs_out() {
+    let f = fixture();
+    let store = &f.primary.shared.store;
+    let (_, reply) = get(&f, "/v1/stacks").await;
+    assert_eq!(reply, json!({"stacks": []}));
+    // Written past this process's API (as a CLI on the same store would):
+    // the kept answer does not see it yet...
+    store.begin_command("c1", "s", "apply").unwrap();
+    let (_, reply) = get(&f, "/v1/stacks").await;
+    assert_eq!(reply, json!({"stacks": []}), "answered from what was kept");
+    // ...until its age runs out.
+    let deadline = std::time::Instant::now() + stacks::MAX_AGE * 5;
+    loop {
+        let (_, reply) = get(&f, "/v1/stacks").await;
+        if reply["stacks"][0]["name"] == "s" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{reply}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A request that may write (even one refused) makes it stale at once.
+    store.begin_command("c2", "t", "apply").unwrap();
+    let (status, _) = post_json(&f, "/v1/commands/nope/cancel", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, reply) = get(&f, "/v1/stacks").await;
+    assert_eq!(reply["stacks"][1]["name"], "t", "{reply}");
+    assert_eq!(reply["stacks"][1]["last_command"]["id"], "c2", "{reply}");
+}

@@ -15,7 +15,7 @@ use crate::discovery::UNMANAGED_STACK;
 use crate::http::auth::{Principal, Role};
 use crate::http::error::ApiError;
 use crate::http::extract::{PathParam, QueryParams};
-use crate::http::{handlers, Shared};
+use crate::http::{handlers, stacks, Shared};
 
 /// Resources shown per stack; beyond, a count.
 const SHOWN: u32 = 1000;
@@ -36,7 +36,7 @@ pub async fn page(
     Extension(session): Extension<Session>,
     principal: Principal,
 ) -> UiResult {
-    let stacks = handlers::stacks_handler(State(shared.clone()), principal.clone())
+    let stacks = stacks::stacks_handler(State(shared.clone()), principal.clone())
         .await?
         .0;
     let mut sections = Vec::new();
