@@ -567,3 +567,223 @@ fn a_document_with_modules_and_files_applies_through_a_primary() {
         "{answer}"
     );
 }
+
+#[test]
+fn a_refreshed_remote_plan_reports_drift_as_local_mode_does() {
+    let server = Server::start();
+    let client = Scratch::new();
+    let site = client.path().join("site");
+    let file = client.write(
+        "stack.yaml",
+        &format!(
+            "stack: fresh\ntargets:\n  - name: home\n    plugin: local\n    config: {{ root: \"{}\", create_root: true }}\nresources:\n  - label: note\n    type: Local::Fs::File\n    target: home\n    properties: {{ path: note.txt, content: \"as declared\" }}\n",
+            site.display()
+        ),
+    );
+    let file = file.to_str().unwrap();
+    let apply = remote(&client, &server, &["apply", file, "--yes"]);
+    assert_eq!(apply.code, 0, "{apply:?}");
+    std::fs::write(site.join("note.txt"), "edited by hand").unwrap();
+
+    let plain = remote(&client, &server, &["plan", file]);
+    assert_eq!(plain.code, 0, "the records know of no change: {plain:?}");
+    let refreshed = remote(&client, &server, &["plan", file, "--refresh"]);
+    assert_eq!(refreshed.code, 2, "{refreshed:?}");
+    assert!(
+        refreshed.stdout.contains(
+            "  drift fresh/note [Local::Fs::File] note.txt: changed out of band (content); the next apply restores it"
+        ),
+        "{refreshed:?}"
+    );
+    assert!(
+        refreshed.stdout.contains("Plan: 0 to create, 1 to update"),
+        "{refreshed:?}"
+    );
+}
+
+/// `orrery cancel --force`: the command ends `canceled` at once, its
+/// operations in flight recorded sent without an outcome (as a crash
+/// leaves them); the next apply settles them by reading, once: each create
+/// that landed is adopted, none is sent again.
+#[test]
+fn a_forced_cancel_leaves_in_flight_operations_for_the_next_apply_to_settle() {
+    use std::time::{Duration, Instant};
+    const DELAY_MS: u64 = 3000;
+    let server = Server::start();
+    let client = Scratch::new();
+    // Each request answers after the delay (`polls: 0`: a create is done
+    // when answered), the four creates at once.
+    let doc = testbed_stack(
+        "forced",
+        4,
+        &format!("{{ polls: 0, delay_ms: {DELAY_MS} }}"),
+    );
+    let file = client.write("forced.yaml", &doc);
+    let (status, accepted) =
+        server.post("/v1/stacks/apply", &serde_json::json!({ "document": doc }));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    server.wait_for(&format!("/v1/commands/{id}"), "four creates sent", |c| {
+        c["operations"].as_array().is_some_and(|o| o.len() == 4)
+    });
+
+    let asked = Instant::now();
+    let run = remote(&client, &server, &["cancel", "--force", &id]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("by force"), "{run:?}");
+    let command = server.wait_command(&id);
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_millis(DELAY_MS * 2 / 3),
+        "ended in {took:?}, not waiting for the in-flight creates: {command}"
+    );
+    assert_eq!(command["status"], "canceled", "{command}");
+    let statuses: Vec<&str> = command["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses, ["running"; 4],
+        "recorded sent, no outcome: {command}"
+    );
+    assert_eq!(
+        command["report"]["unsettled"].as_array().map(Vec::len),
+        Some(4),
+        "{command}"
+    );
+
+    // The next apply reads (lists) before it plans: the creates landed
+    // meanwhile (the listing is answered after them), so each is adopted
+    // and nothing is created again.
+    let again = remote(
+        &client,
+        &server,
+        &["apply", file.to_str().unwrap(), "--yes"],
+    );
+    assert_eq!(again.code, 0, "{again:?}");
+    let settled = server.get(&format!("/v1/commands/{id}")).1;
+    for op in settled["operations"].as_array().unwrap() {
+        assert_eq!(op["status"], "succeeded", "adopted once: {settled}");
+    }
+    let next = command_of(&again);
+    let next = server.wait_command(&next);
+    assert_eq!(next["status"], "completed", "{next}");
+    assert!(
+        next["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["operation"] != "create"),
+        "no create sent again: {next}"
+    );
+    let (_, resources) = server.get("/v1/resources?stack=forced");
+    assert_eq!(
+        resources["resources"].as_array().unwrap().len(),
+        4,
+        "{resources}"
+    );
+    // Settled once: a further plan finds nothing to change.
+    let third = remote(&client, &server, &["plan", file.to_str().unwrap()]);
+    assert_eq!(third.code, 0, "{third:?}");
+    assert!(third.stdout.contains("No changes"), "{third:?}");
+}
+
+/// Locally, a first Ctrl-C cancels gracefully and a second stops waiting
+/// for the operations in flight, saying so; the next apply settles them.
+#[test]
+fn locally_a_second_ctrl_c_cancels_by_force_and_the_next_apply_settles() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    const DELAY_MS: u64 = 4000;
+    let client = Scratch::new();
+    // Things kept in a file, so they outlive the plugin process.
+    let things = client.path().join("things.db");
+    let config = format!(
+        "{{ polls: 0, delay_ms: {DELAY_MS}, store: \"{}\" }}",
+        things.display()
+    );
+    let file = client.write("local.yaml", &testbed_stack("local", 4, &config));
+    let file = file.to_str().unwrap();
+    let mut child = client
+        .command(&["apply", file, "--yes", "--verbose"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    // Ctrl-C cancels once the operations are sent (before, it ends the
+    // process as usual).
+    while seen.matches(": started").count() < 4 {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "the apply ended before sending: {seen}");
+        seen.push_str(&line);
+    }
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let asked = Instant::now();
+    interrupt(&child);
+    let mut said = String::new();
+    while !said.contains("Ctrl-C again") {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).unwrap();
+        assert!(n > 0, "the CLI ended without canceling: {said}");
+        said.push_str(&line);
+    }
+    interrupt(&child);
+    // The command ends at once, its summary naming what it left in
+    // flight (the plugins may still finish it before the process exits).
+    while !seen.contains("unsettled: ") {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "no summary of what was left: {seen}");
+        seen.push_str(&line);
+    }
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_millis(DELAY_MS * 3 / 4),
+        "not waiting for the in-flight creates: {took:?}"
+    );
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    std::io::Read::read_to_string(&mut stdout, &mut seen).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{seen}\n{said}");
+    assert!(said.contains("canceling by force"), "{said}");
+    assert!(
+        seen.contains("unsettled: 4 operation(s) in flight"),
+        "{seen}"
+    );
+
+    let again = client.orrery(&["apply", file, "--yes"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let line = again
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Settling what command "))
+        .unwrap_or_else(|| panic!("nothing settled: {again:?}"));
+    assert!(line.contains(" 4 operation(s) settled"), "{line}");
+    let count = |word: &str| -> usize {
+        line.split(", ")
+            .find(|part| part.contains(word))
+            .and_then(|part| part.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `{word}` in {line}"))
+    };
+    let (adopted, recreated) = (count("found and adopted"), count("to create again"));
+    assert_eq!(adopted + recreated, 4, "{line}");
+    let planned = match recreated {
+        0 => "No changes: 4 resources up to date.".to_owned(),
+        n => format!("Plan: {n} to create"),
+    };
+    assert!(
+        again.stdout.contains(&planned),
+        "only what did not land is created: {again:?}"
+    );
+    // All four recorded, none twice (a second create of one that landed
+    // would have failed `AlreadyExists`).
+    let plan = client.orrery(&["plan", file]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    assert!(plan.stdout.contains("No changes: 4 resources"), "{plan:?}");
+}

@@ -166,6 +166,10 @@ pub struct FinishedEvent {
     pub dependency_failed: usize,
     /// Operations not started because the command was canceled.
     pub canceled: usize,
+    /// Operations in flight when a forced cancel stopped waiting for them
+    /// (recorded sent without an outcome; the next apply settles them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unsettled: usize,
     /// Requests retried.
     pub retries: u64,
     /// Requests sent to plugins.
@@ -175,6 +179,10 @@ pub struct FinishedEvent {
     /// Why the command could not run (`status` `error`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Where a command stands, folded from its events: what progress displays
@@ -278,6 +286,9 @@ pub fn from_record(record: &CommandRecord) -> Vec<CommandEvent> {
             failed: count(OpStatus::Failed),
             dependency_failed: count(OpStatus::DependencyFailed),
             canceled: count(OpStatus::Canceled),
+            // A finished command's operations still sent without an
+            // outcome: left so by a forced cancel.
+            unsettled: count(OpStatus::Running) + count(OpStatus::InProgress),
             elapsed_ms: record
                 .finished_ms
                 .map_or(0, |f| (f - record.started_ms).max(0) as u64),

@@ -7,6 +7,7 @@ use orrery_core::tasks as ops;
 mod events;
 mod pace;
 mod resume;
+mod stop;
 mod trace;
 
 use std::collections::HashMap;
@@ -29,6 +30,7 @@ pub use events::{Batch, EventSink};
 pub use ops::{bucket, Op, OpKind};
 pub use pace::Pacer;
 pub use resume::{ResumeError, Resumed};
+pub use stop::Stop;
 
 use crate::plan::{Action, Plan, SecretHasher};
 use crate::scheduler::{
@@ -106,6 +108,9 @@ pub struct Report {
     pub dependency_failed: Vec<String>,
     /// Operations not started because the command was canceled.
     pub canceled: Vec<String>,
+    /// Operations in flight when a forced cancel stopped waiting for them:
+    /// recorded as sent without an outcome, settled by the next apply.
+    pub unsettled: Vec<String>,
     /// Requests retried.
     pub retries: u64,
     /// Requests sent to plugins (operations, retries and status polls).
@@ -117,7 +122,10 @@ pub struct Report {
 impl Report {
     /// Whether every operation succeeded.
     pub fn ok(&self) -> bool {
-        self.failed.is_empty() && self.dependency_failed.is_empty() && self.canceled.is_empty()
+        self.failed.is_empty()
+            && self.dependency_failed.is_empty()
+            && self.canceled.is_empty()
+            && self.unsettled.is_empty()
     }
 }
 
@@ -129,7 +137,7 @@ pub struct Executor {
     hasher: SecretHasher,
     options: Options,
     events: Option<EventSink>,
-    cancel: watch::Receiver<bool>,
+    cancel: watch::Receiver<Stop>,
     /// Transitions recorded since the last [`Executor::flush`]: written in
     /// one batch before the executor next sends a request, so every
     /// transition is still written before it is acted on.
@@ -152,7 +160,7 @@ impl Executor {
         hasher: SecretHasher,
         options: Options,
     ) -> Self {
-        let (_, cancel) = watch::channel(false);
+        let (_, cancel) = watch::channel(Stop::Run);
         Executor {
             transport,
             store,
@@ -171,8 +179,8 @@ impl Executor {
         self
     }
 
-    /// Cancels the command when `cancel` turns true.
-    pub fn with_cancel(mut self, cancel: watch::Receiver<bool>) -> Self {
+    /// Cancels the command as `cancel` asks (see [`Stop`]).
+    pub fn with_cancel(mut self, cancel: watch::Receiver<Stop>) -> Self {
         self.cancel = cancel;
         self
     }
@@ -241,6 +249,7 @@ impl Executor {
                 failed: report.failed.len(),
                 dependency_failed: report.dependency_failed.len(),
                 canceled: report.canceled.len(),
+                unsettled: report.unsettled.len(),
                 retries: report.retries,
                 requests: report.requests,
                 elapsed_ms: report.elapsed_ms,
@@ -375,10 +384,23 @@ impl Executor {
         hang_at("before_first_operation").await;
         let mut in_flight = FuturesUnordered::new();
         let mut cancel = self.cancel.clone();
-        let mut canceled = false;
+        // A cancel asked before the run began counts as well.
+        let mut stop = Stop::Run;
+        let mut asked = *cancel.borrow_and_update();
         let mut cancel_gone = false;
 
         loop {
+            if asked > stop {
+                if stop == Stop::Run {
+                    scheduler.cancel(Instant::now());
+                }
+                stop = asked;
+            }
+            if stop == Stop::Force {
+                // What is in flight is dropped unanswered: its records say
+                // `running` (or `in_progress`), as after a crash.
+                break;
+            }
             let steps = scheduler.poll(Instant::now());
             for task in scheduler.take_newly_rate_limited() {
                 let op = &ops[task];
@@ -573,13 +595,9 @@ impl Executor {
                     }
                 }
                 () = sleep_until(wake), if wake.is_some() => {}
-                changed = cancel.changed(), if !canceled && !cancel_gone => {
+                changed = cancel.changed(), if !cancel_gone => {
                     match changed {
-                        Ok(()) if *cancel.borrow() => {
-                            canceled = true;
-                            scheduler.cancel(Instant::now());
-                        }
-                        Ok(()) => {}
+                        Ok(()) => asked = asked.escalate(*cancel.borrow_and_update()),
                         // Nobody can cancel any more.
                         Err(_) => cancel_gone = true,
                     }
@@ -653,9 +671,20 @@ impl Executor {
                         );
                     }
                 }
+                // Left in flight by a forced cancel; nothing is recorded
+                // over what was recorded when it was sent or polled.
+                TaskState::Running { .. }
+                | TaskState::Polling { .. }
+                | TaskState::InProgress { .. }
+                    if stop == Stop::Force =>
+                {
+                    report.unsettled.push(op.label.clone());
+                }
                 _ => {}
             }
         }
+        // Their answers, should they come, are no longer waited for.
+        drop(in_flight);
         self.flush()?;
         // Messages of failures come from the operation records (read only
         // when there are failures: a command's records can be 100,000).
@@ -674,7 +703,7 @@ impl Executor {
                 }
             }
         }
-        let status = if canceled {
+        let status = if stop != Stop::Run {
             CommandStatus::Canceled
         } else if report.ok() {
             CommandStatus::Completed

@@ -62,6 +62,9 @@ pub struct Resumed {
     pub adopted: Vec<String>,
     /// Labels of creates that had not taken effect (they are planned again).
     pub not_found: Vec<String>,
+    /// The command was canceled by force, not interrupted: what it left in
+    /// flight is settled, but it does not go on (a new command plans).
+    pub canceled: bool,
 }
 
 /// Why an interrupted command could not be resumed.
@@ -303,10 +306,22 @@ pub(super) fn unsure_creates(command: &crate::state::CommandRecord) -> HashSet<S
         .filter(|o| o.operation == "create" && o.status == OpStatus::Failed)
         .filter(|o| {
             let code = ErrorCode::from_wire(o.error_code.as_deref().unwrap_or_default());
-            code.is_ambiguous() || code == ErrorCode::AlreadyExists
+            // A create a forced cancel left in flight and settling did not
+            // find may still land after the listing.
+            let late = command.status == CommandStatus::Canceled && code == ErrorCode::NotFound;
+            code.is_ambiguous() || code == ErrorCode::AlreadyExists || late
         })
         .map(|o| o.label.clone())
         .collect()
+}
+
+/// Whether `command` has operations sent without an outcome (`running`,
+/// or `in_progress`): what a crash, or a forced cancel, leaves.
+pub(super) fn unsettled(command: &crate::state::CommandRecord) -> bool {
+    command
+        .operations
+        .iter()
+        .any(|o| matches!(o.status, OpStatus::Running | OpStatus::InProgress))
 }
 
 /// An ambiguous operation of the interrupted command and what settles it.
@@ -335,12 +350,16 @@ impl Executor {
         let Some(command) = self.store.latest_command_of(&stack.name)? else {
             return Ok(None);
         };
-        if command.status != CommandStatus::Running {
+        // A forced cancel leaves what was in flight as a crash does, and it
+        // is settled the same way; only a command still `running` goes on.
+        let canceled = command.status == CommandStatus::Canceled && unsettled(&command);
+        if command.status != CommandStatus::Running && !canceled {
             return Ok(None);
         }
         let command_id = command.id.clone();
         let mut resumed = Resumed {
             command_id: command_id.clone(),
+            canceled,
             ..Default::default()
         };
         let stored = self.store.resources(Some(&stack.name))?;
@@ -470,6 +489,8 @@ impl Executor {
             }
         }
 
+        self.flush()?;
+
         // Look for what unanswered creates may have made. References are
         // resolved now, after the polls recorded their outputs.
         let finds: Vec<Pending> = finds
@@ -518,14 +539,44 @@ impl Executor {
                         status: OpStatus::Failed,
                         error_code: Some(ErrorCode::NotFound.to_string()),
                         message: Some(
-                            "not found after the primary restarted: it did not take effect and is planned again"
-                                .into(),
+                            match canceled {
+                                true => "not found after a forced cancel: it did not take effect and is planned again",
+                                false => "not found after the primary restarted: it did not take effect and is planned again",
+                            }
+                            .into(),
                         ),
                         native_id: None,
                         context: None,
                         ..record
                     },
                 )?;
+            }
+        }
+        self.flush()?;
+        if canceled {
+            // Updates and deletes sent unanswered are planned again, as
+            // after a crash; the canceled command will not repeat them, so
+            // its records say so (and the next apply settles nothing more).
+            // A create left unsettled (no longer declared: nothing to look
+            // for) stays as it is, for an apply that declares it again.
+            let left = self.store.command(Some(&command_id))?;
+            for record in left.into_iter().flat_map(|c| c.operations) {
+                if record.operation != "create"
+                    && matches!(record.status, OpStatus::Running | OpStatus::InProgress)
+                {
+                    self.store.put_operation(
+                        &command_id,
+                        &OperationRecord {
+                            status: OpStatus::Canceled,
+                            error_code: Some("Canceled".into()),
+                            message: Some(
+                                "canceled by force before its answer came; its outcome is left to the plan"
+                                    .into(),
+                            ),
+                            ..record
+                        },
+                    )?;
+                }
             }
         }
         resumed.adopted.sort();

@@ -214,40 +214,7 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     if args.common.output.is_json() {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        for d in &report.drifted {
-            let what = match d.drift.as_str() {
-                "deleted" => "deleted out of band; the next apply recreates it".to_owned(),
-                _ => format!(
-                    "changed out of band ({}); the next apply restores it",
-                    d.fields.join(", ")
-                ),
-            };
-            let seen = if d.new { "" } else { " [found earlier]" };
-            println!(
-                "  drift {}/{} [{}] {}: {what}{seen}",
-                d.stack, d.label, d.resource_type, d.native_id
-            );
-        }
-        for f in &report.failures {
-            println!(
-                "  failed: read {}/{}: {}: {}",
-                f.stack, f.label, f.code, f.message
-            );
-        }
-        if report.has_drift() {
-            println!(
-                "Drift: {} of {} resources differ from their records.",
-                report.drifted.len(),
-                report.checked
-                    + report
-                        .drifted
-                        .iter()
-                        .filter(|d| d.drift == "deleted" && !d.new)
-                        .count()
-            );
-        } else {
-            println!("No drift: {} resources as recorded.", report.checked);
-        }
+        print_drift_text(&serde_json::to_value(&report)?);
     }
     Ok(if !report.failures.is_empty() {
         ExitCode::from(1)
@@ -256,6 +223,68 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A drift report (`DriftReport` as JSON: what `orrery drift --output
+/// json` prints, and a plan's `refresh`) for people: a line per drifted
+/// resource and per failed read, then the count.
+pub(super) fn print_drift_text(report: &serde_json::Value) {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let list = |k: &str| report[k].as_array().cloned().unwrap_or_default();
+    let drifted = list("drifted");
+    for d in &drifted {
+        let what = match d["drift"].as_str() {
+            Some("deleted") => "deleted out of band; the next apply recreates it".to_owned(),
+            _ => {
+                let fields: Vec<String> = d["fields"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(text)
+                    .collect();
+                format!(
+                    "changed out of band ({}); the next apply restores it",
+                    fields.join(", ")
+                )
+            }
+        };
+        let seen = if d["new"] == false {
+            " [found earlier]"
+        } else {
+            ""
+        };
+        println!(
+            "  drift {}/{} [{}] {}: {what}{seen}",
+            text(&d["stack"]),
+            text(&d["label"]),
+            text(&d["resource_type"]),
+            text(&d["native_id"])
+        );
+    }
+    for f in list("failures") {
+        println!(
+            "  failed: read {}/{}: {}: {}",
+            text(&f["stack"]),
+            text(&f["label"]),
+            text(&f["code"]),
+            text(&f["message"])
+        );
+    }
+    let checked = report["checked"].as_u64().unwrap_or(0) as usize;
+    if !drifted.is_empty() {
+        // Tombstones found earlier were not read again, but are resources.
+        let tombstones = drifted
+            .iter()
+            .filter(|d| d["drift"] == "deleted" && d["new"] == false)
+            .count();
+        println!(
+            "Drift: {} of {} resources differ from their records.",
+            drifted.len(),
+            checked + tombstones
+        );
+    } else {
+        println!("No drift: {checked} resources as recorded.");
+    }
 }
 
 pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {

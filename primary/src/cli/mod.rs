@@ -100,7 +100,8 @@ enum Command {
     /// --follow, follow it to its end.
     Status(remote_cmds::StatusArgs),
     /// Ask the primary to cancel a command (the running one by default):
-    /// no new operation starts, those in flight finish.
+    /// no new operation starts, those in flight finish (with --force: are
+    /// no longer waited for; the next apply settles them).
     Cancel(remote_cmds::CancelArgs),
     /// The latest commands: kind, stack, who ran it, when, how long,
     /// operation counts, outcome.

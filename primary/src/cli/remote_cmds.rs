@@ -88,7 +88,8 @@ fn show_plan(plan: &Value, output: Output) {
 }
 
 pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
+    let mut body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
+    body["refresh"] = json!(args.refresh);
     let plan = remote.post("/v1/stacks/plan", &body)?;
     show_plan(&plan, args.common.output);
     Ok(if plan["has_changes"] == true {
@@ -100,7 +101,10 @@ pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> 
 
 pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let output = args.common.output;
-    let body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
+    let mut body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
+    // The apply reads again under its lease: what it runs is planned
+    // against what is there then.
+    body["refresh"] = json!(args.refresh);
     let plan = remote.post("/v1/stacks/plan", &body)?;
     show_plan(&plan, output);
     if args.dry_run || plan["has_changes"] != true {
@@ -209,7 +213,7 @@ pub async fn follow(
                 if interrupts == 1 {
                     let (status, answer) = remote.post_status(&format!("/v1/commands/{}/cancel", encode(id)), &json!({}))?;
                     if status == 202 {
-                        eprintln!("canceling: no new operations start; in-flight ones finish (Ctrl-C again to detach)");
+                        eprintln!("canceling: no new operations start; in-flight ones finish (Ctrl-C again to detach, leaving the command to finish; `orrery cancel --force {id}` stops waiting for them)");
                     } else {
                         eprintln!("cannot cancel: {}", answer["error"].as_str().unwrap_or("no reason given"));
                     }
@@ -341,6 +345,11 @@ fn print_command(command: &Value, output: Output) -> anyhow::Result<ExitCode> {
 pub struct CancelArgs {
     /// The command's id; the latest running command when absent.
     pub command: Option<String>,
+    /// Stop waiting for the operations in flight: the command ends
+    /// `canceled` at once, and they stay recorded without an outcome (as
+    /// after a crash) for the next apply of the stack to settle by reading.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(flatten)]
@@ -348,7 +357,8 @@ pub struct CancelArgs {
 }
 
 /// `orrery cancel`: asks the primary to stop a command gracefully (no new
-/// operation starts; those in flight finish and are recorded).
+/// operation starts; those in flight finish and are recorded), or with
+/// `--force` at once (those in flight are settled by the next apply).
 pub async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let Some(remote) = args.remote.remote(&args.common.data_dir)? else {
         bail!("cancel needs --primary (or ORRERY_PRIMARY): a local command is canceled with Ctrl-C in the terminal that runs it");
@@ -368,9 +378,14 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    let answer = remote.post(&format!("/v1/commands/{}/cancel", encode(&id)), &json!({}))?;
+    let answer = remote.post(
+        &format!("/v1/commands/{}/cancel", encode(&id)),
+        &json!({ "force": args.force }),
+    )?;
     if args.common.output.is_json() {
         println!("{answer}");
+    } else if args.force {
+        println!("Canceling command {id} by force: no new operations start; those in flight are no longer waited for, and the next apply of the stack settles them by reading.");
     } else {
         println!("Canceling command {id}: no new operations start; in-flight ones finish.");
     }

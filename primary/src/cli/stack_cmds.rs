@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use orrery_bus::held_targets::{HeldTargets, RefPolicy};
 use orrery_bus::transport::Transport;
 use orrery_core::events::{CommandEvent, EventBody, OpEvent};
-use orrery_primary::apply::{EventSink, Options, Report, Resumed};
+use orrery_primary::apply::{EventSink, Options, Report, Resumed, Stop};
 use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{Action, Mode};
@@ -126,6 +126,11 @@ pub struct ApplyArgs {
     /// says so (refused otherwise).
     #[arg(long)]
     pub allow_protected: bool,
+    /// Read every managed resource of the stack before planning and record
+    /// what drifted out of band (as `orrery drift` does): the plan shows the
+    /// drift and restores it. A read that fails stops the command (exit 1).
+    #[arg(long)]
+    pub refresh: bool,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
@@ -165,6 +170,11 @@ pub struct PlanArgs {
     /// See `apply --mode`.
     #[arg(long, value_enum, default_value_t = ModeArg::Reconcile)]
     pub mode: ModeArg,
+    /// Read every managed resource of the stack before planning and record
+    /// what drifted out of band (as `orrery drift` does): the plan shows the
+    /// drift and restores it. A read that fails stops the command (exit 1).
+    #[arg(long)]
+    pub refresh: bool,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
@@ -348,6 +358,10 @@ pub(super) fn print_plan(plan: &PlanView, output: Output) {
 pub(super) fn print_plan_text(plan: &serde_json::Value) {
     let colour = colour();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    if plan["refresh"].is_object() {
+        // What `--refresh` read, as `orrery drift` prints it.
+        super::discover::print_drift_text(&plan["refresh"]);
+    }
     let moved = plan["moved"].as_array().map_or(0, Vec::len);
     for m in plan["moved"].as_array().into_iter().flatten() {
         println!(
@@ -601,9 +615,14 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
             prepared.selection = args.select.selection();
+            let refreshed = match args.refresh {
+                true => Some(service.refresh(&prepared).await?),
+                false => None,
+            };
             let plan = service.plan(&prepared).await?;
             print_plan(
-                &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan),
+                &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan)
+                    .with_refresh(refreshed),
                 args.common.output,
             );
             Ok(if plan.has_changes() {
@@ -645,9 +664,14 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
         .await?;
     prepared.selection = args.select.selection();
     if args.dry_run {
+        let refreshed = match args.refresh {
+            true => Some(service.refresh(&prepared).await?),
+            false => None,
+        };
         let plan = service.plan(&prepared).await?;
         print_plan(
-            &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan),
+            &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan)
+                .with_refresh(refreshed),
             output,
         );
         return Ok(ExitCode::SUCCESS);
@@ -665,6 +689,7 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     let code = run(
         command,
         args.yes,
+        args.refresh,
         &|| confirm("Apply these changes?"),
         &args.common,
     )
@@ -675,17 +700,23 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
     Ok(code)
 }
 
-/// Settles what an interrupted command left, plans, asks, executes.
+/// Settles what an interrupted command left, reads every managed
+/// resource when `refresh`, plans, asks, executes.
 async fn run(
     command: Command,
     yes: bool,
+    refresh: bool,
     confirmed: &dyn Fn() -> anyhow::Result<bool>,
     common: &Common,
 ) -> anyhow::Result<ExitCode> {
     let output = common.output;
     print_resumed(command.settle().await?.as_ref(), output);
+    let refreshed = match refresh {
+        true => Some(command.refresh().await?),
+        false => None,
+    };
     let planned = command.plan().await?;
-    print_plan(&command.view(&planned.plan), output);
+    print_plan(&command.view(&planned.plan).with_refresh(refreshed), output);
     // A resumed command is finished even when nothing is left to change.
     if !planned.plan.has_changes() && !command.resumes() {
         return Ok(ExitCode::SUCCESS);
@@ -706,6 +737,19 @@ fn new_command_id() -> String {
 
 fn print_resumed(resumed: Option<&Resumed>, output: Output) {
     if let (Some(r), Output::Text) = (resumed, output) {
+        if r.canceled {
+            if r.resolved == 0 {
+                return;
+            }
+            println!(
+                "Settling what command {} left in flight when it was canceled by force: {} operation(s) settled, {} found and adopted, {} to create again.",
+                r.command_id,
+                r.resolved,
+                r.adopted.len(),
+                r.not_found.len()
+            );
+            return;
+        }
         println!(
             "Resuming interrupted command {}: {} operation(s) settled, {} found and adopted, {} to create again.",
             r.command_id,
@@ -756,7 +800,7 @@ pub async fn destroy_cmd(args: DestroyArgs) -> anyhow::Result<ExitCode> {
                     ))
                 }
             };
-            run(command, args.yes, &ask, &args.common).await
+            run(command, args.yes, false, &ask, &args.common).await
         }
         .await;
         (service, result)
@@ -785,12 +829,19 @@ async fn execute(
             printer
         })
     };
-    // Ctrl-C cancels: nothing new starts, in-flight operations finish.
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    // Ctrl-C cancels: nothing new starts, in-flight operations finish. A
+    // second one stops waiting for them, leaving them as a crash would for
+    // the next apply to settle.
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(Stop::Run);
     let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!("canceling: no new operations start; in-flight ones finish (Ctrl-C again to stop waiting for them: the next apply settles them)");
+        let _ = cancel_tx.send(Stop::Graceful);
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("canceling: no new operations start; in-flight ones finish");
-            let _ = cancel_tx.send(true);
+            eprintln!("canceling by force: in-flight operations are no longer waited for; they stay recorded without an outcome, and the next apply of the stack settles them by reading (the plugins are given a few seconds to finish them before orrery exits)");
+            let _ = cancel_tx.send(Stop::Force);
         }
     });
     let report = command.execute(planned, Some(events), cancel_rx).await;
@@ -1027,6 +1078,21 @@ impl Printer {
             failed: self.failed.clone(),
             dependency_failed: self.dependency_failed.clone(),
             canceled: self.canceled.clone(),
+            // What a forced cancel left in flight: no terminal event came.
+            unsettled: match f.unsettled {
+                0 => Vec::new(),
+                _ => {
+                    let mut labels: Vec<String> = self
+                        .last
+                        .iter()
+                        .filter(|(_, status)| !status.is_terminal())
+                        .map(|((label, _), _)| label.clone())
+                        .collect();
+                    labels.sort();
+                    labels.dedup();
+                    labels
+                }
+            },
             retries: f.retries,
             requests: f.requests,
             elapsed_ms: f.elapsed_ms,
@@ -1068,6 +1134,7 @@ pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitC
     report.failed.sort();
     report.dependency_failed.sort();
     report.canceled.sort();
+    report.unsettled.sort();
     if output == Output::Ndjson {
         // The `finished` event said it all.
     } else if output == Output::Json {
@@ -1086,6 +1153,13 @@ pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitC
         );
         for (label, op, code, message) in &report.failed {
             println!("  failed: {op} {label}: {code}: {message}");
+        }
+        if !report.unsettled.is_empty() {
+            println!(
+                "  unsettled: {} operation(s) in flight when the forced cancel stopped waiting ({}); the next apply of the stack settles them by reading.",
+                report.unsettled.len(),
+                report.unsettled.join(", ")
+            );
         }
     }
     Ok(if report.ok() {

@@ -110,7 +110,7 @@ pub enum DiscoveryError {
 }
 
 /// A listing or read that failed (after retries).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Failure {
     /// The stack (drift) or empty (discovery).
     pub stack: String,
@@ -162,7 +162,7 @@ pub struct DiscoverReport {
 }
 
 /// One drifted resource.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Drifted {
     /// Its stack.
     pub stack: String,
@@ -183,7 +183,7 @@ pub struct Drifted {
 }
 
 /// What a drift sync found.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct DriftReport {
     /// Managed resources read.
     pub checked: usize,

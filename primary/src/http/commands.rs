@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::apply::{EventSink, Report};
+use crate::apply::{EventSink, Report, Stop};
 use crate::service::{Command, Planned, ServiceError};
 
 /// How many finished commands' reports are kept in memory.
@@ -30,7 +30,7 @@ pub enum Outcome {
 struct Running {
     stack: String,
     events: EventSink,
-    cancel: watch::Sender<bool>,
+    cancel: watch::Sender<Stop>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -64,7 +64,7 @@ pub struct Reservation {
     commands: Commands,
     /// The command's id.
     pub id: String,
-    cancel: Option<watch::Receiver<bool>>,
+    cancel: Option<watch::Receiver<Stop>>,
     launched: bool,
 }
 
@@ -86,7 +86,7 @@ impl Commands {
             });
         }
         let id = uuid::Uuid::now_v7().to_string();
-        let (cancel, rx) = watch::channel(false);
+        let (cancel, rx) = watch::channel(Stop::Run);
         inner.by_stack.insert(stack.to_owned(), id.clone());
         inner.running.insert(
             id.clone(),
@@ -168,12 +168,16 @@ impl Commands {
             .map(|(_, o)| o.clone())
     }
 
-    /// Asks a running command to stop: nothing new starts, what is in
-    /// flight finishes.
-    pub fn cancel(&self, id: &str) -> Result<(), NotRunning> {
+    /// Asks a running command to stop as `stop` says (see [`Stop`]): a
+    /// graceful cancel after a forced one asks nothing more.
+    pub fn cancel(&self, id: &str, stop: Stop) -> Result<(), NotRunning> {
         let inner = self.lock();
         let running = inner.running.get(id).ok_or(NotRunning::NotRunning)?;
-        running.cancel.send_replace(true);
+        running.cancel.send_if_modified(|asked| {
+            let more = stop > *asked;
+            *asked = asked.escalate(stop);
+            more
+        });
         Ok(())
     }
 
@@ -187,7 +191,11 @@ impl Commands {
                 .running
                 .values_mut()
                 .filter_map(|r| {
-                    r.cancel.send_replace(true);
+                    r.cancel.send_if_modified(|asked| {
+                        let more = *asked == Stop::Run;
+                        *asked = asked.escalate(Stop::Graceful);
+                        more
+                    });
                     r.task.take()
                 })
                 .collect()
@@ -215,14 +223,14 @@ impl Reservation {
     /// is released when it ends, however it ends.
     pub fn launch<F, Fut>(mut self, work: F)
     where
-        F: FnOnce(watch::Receiver<bool>) -> Fut,
+        F: FnOnce(watch::Receiver<Stop>) -> Fut,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
         self.launched = true;
         let cancel = self
             .cancel
             .take()
-            .unwrap_or_else(|| watch::channel(false).1);
+            .unwrap_or_else(|| watch::channel(Stop::Run).1);
         let inner_task = tokio::spawn(work(cancel));
         let commands = self.commands.clone();
         let id = self.id.clone();
@@ -364,7 +372,7 @@ mod tests {
         assert!(commands.is_running("interrupted-1"));
         assert!(!commands.is_running(&provisional));
         assert_eq!(commands.running_for("s").as_deref(), Some("interrupted-1"));
-        commands.cancel("interrupted-1").unwrap();
+        commands.cancel("interrupted-1", Stop::Graceful).unwrap();
         drop(r);
         assert!(!commands.is_running("interrupted-1"));
         assert!(commands.reserve("s").is_ok());
@@ -376,12 +384,14 @@ mod tests {
         let r = commands.reserve("s").unwrap();
         let id = r.id.clone();
         r.launch(|mut cancel| async move {
-            let _ = cancel.wait_for(|c| *c).await;
+            let _ = cancel.wait_for(|c| *c == Stop::Force).await;
             Outcome::Error("canceled".into())
         });
         assert!(commands.is_running(&id));
         assert_eq!(commands.running_for("s").as_deref(), Some(id.as_str()));
-        commands.cancel(&id).unwrap();
+        commands.cancel(&id, Stop::Force).unwrap();
+        // Graceful after forced asks nothing more.
+        commands.cancel(&id, Stop::Graceful).unwrap();
         for _ in 0..200 {
             if !commands.is_running(&id) {
                 break;
@@ -390,7 +400,10 @@ mod tests {
         }
         assert!(!commands.is_running(&id));
         assert!(matches!(commands.outcome(&id), Some(Outcome::Error(m)) if m == "canceled"));
-        assert_eq!(commands.cancel(&id), Err(NotRunning::NotRunning));
+        assert_eq!(
+            commands.cancel(&id, Stop::Graceful),
+            Err(NotRunning::NotRunning)
+        );
         assert!(commands.running_for("s").is_none());
     }
 
@@ -415,7 +428,7 @@ mod tests {
         let commands = Commands::default();
         let r = commands.reserve("s").unwrap();
         r.launch(|mut cancel| async move {
-            let _ = cancel.wait_for(|c| *c).await;
+            let _ = cancel.wait_for(|c| *c == Stop::Graceful).await;
             Outcome::Error("canceled".into())
         });
         assert_eq!(commands.shutdown(Duration::from_secs(5)).await, 0);

@@ -142,6 +142,11 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotResumable { .. } | ServiceError::Protected(_) => {
                 ApiError::conflict(e.to_string())
             }
+            // A plugin did not read what it manages: the gateway's fault.
+            ServiceError::Refresh(ref failures) => {
+                let failures = json!(failures);
+                ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()).with("failures", failures)
+            }
             ServiceError::Store(e) => e.into(),
             ServiceError::Resume(_) | ServiceError::Internal(_) => {
                 tracing::error!(error = %e, "command failed");

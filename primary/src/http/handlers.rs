@@ -138,6 +138,11 @@ pub struct StackRequest {
     /// path it names them with; the server reads none of its own.
     #[serde(default)]
     files: Option<BTreeMap<String, String>>,
+    /// Read every managed resource of the stack before planning, recording
+    /// its drift (as `orrery plan --refresh`); the plan reports it under
+    /// `refresh`.
+    #[serde(default)]
+    refresh: bool,
     /// A targeted run (`target`, `exclude`, `replace`).
     #[serde(flatten)]
     selection: SelectionRequest,
@@ -164,9 +169,15 @@ impl SelectionRequest {
     }
 }
 
-/// The body of `POST /v1/commands/{id}/cancel`: nothing yet.
+/// The body of `POST /v1/commands/{id}/cancel`.
 #[derive(Deserialize, Default)]
-pub struct CancelRequest {}
+pub struct CancelRequest {
+    /// Stop waiting for operations in flight (see [`crate::apply::Stop`]):
+    /// they stay recorded without an outcome and the next apply settles
+    /// them. By default in-flight operations finish.
+    #[serde(default)]
+    force: bool,
+}
 
 /// The body of `POST /v1/stacks/{name}/destroy`: a targeted destroy's labels.
 #[derive(Deserialize, Default)]
@@ -253,19 +264,21 @@ pub async fn plan_handler(
     JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Json<PlanView>> {
     let inputs = inputs(&mut req)?;
-    let selection = req.selection.take();
+    let (selection, refresh) = (req.selection.take(), req.refresh);
     let mut prepared = state
         .service
         .prepare_with(document(&state, req)?, inputs)
         .await?;
     prepared.selection = selection;
     principal.require(Role::Planner, &prepared.stack.name)?;
+    let refreshed = match refresh {
+        true => Some(state.service.refresh(&prepared).await?),
+        false => None,
+    };
     let plan = state.service.plan(&prepared).await?;
-    Ok(Json(PlanView::new(
-        &prepared.stack.name,
-        Some(prepared.mode),
-        &plan,
-    )))
+    Ok(Json(
+        PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan).with_refresh(refreshed),
+    ))
 }
 
 /// The 202 of a command started in the background.
@@ -291,18 +304,28 @@ fn accepted(command: &Command, plan: &PlanView) -> Response {
 
 /// Starts `command` in the background as `reservation` and answers 202
 /// with its plan (a preview for a resumed command, which plans again once
-/// settled).
+/// settled), made after reading every managed resource when `refresh`.
 async fn start(
     state: &Shared,
     mut reservation: Reservation,
     command: Command,
     principal: &Principal,
+    refresh: bool,
 ) -> ApiResult<Response> {
     if command.id() != reservation.id {
         reservation.rename(command.id());
     }
+    if !command.resumes() {
+        // What the stack's previous command, canceled by force, left in
+        // flight (a resumed command settles in the background instead).
+        command.settle().await?;
+    }
+    let refreshed = match refresh {
+        true => Some(command.refresh().await?),
+        false => None,
+    };
     let planned = command.plan().await?;
-    let view = command.view(&planned.plan);
+    let view = command.view(&planned.plan).with_refresh(refreshed);
     // The dashboard shows it: the store keeps no plan.
     state.ui_plans.remember(command.id(), &view);
     let response = accepted(&command, &view);
@@ -318,7 +341,7 @@ pub async fn apply_handler(
     JsonBody(mut req): JsonBody<StackRequest>,
 ) -> ApiResult<Response> {
     let inputs = inputs(&mut req)?;
-    let selection = req.selection.take();
+    let (selection, refresh) = (req.selection.take(), req.refresh);
     let mut prepared = state
         .service
         .prepare_with(document(&state, req)?, inputs)
@@ -355,7 +378,7 @@ pub async fn apply_handler(
         .service
         .begin_apply(prepared, &reservation.id, Some(&principal.name))
         .await?;
-    start(&state, reservation, command, &principal).await
+    start(&state, reservation, command, &principal, refresh).await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
@@ -372,7 +395,7 @@ pub async fn destroy_handler(
         .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
         .await?
         .with_selection(body.selection.take());
-    start(&state, reservation, command, &principal).await
+    start(&state, reservation, command, &principal, false).await
 }
 
 /// Query parameters naming a stack.
@@ -508,7 +531,7 @@ pub async fn cancel_handler(
     State(state): AppState,
     principal: Principal,
     PathParam(id): PathParam,
-    OptionalJsonBody(CancelRequest {}): OptionalJsonBody<CancelRequest>,
+    OptionalJsonBody(CancelRequest { force }): OptionalJsonBody<CancelRequest>,
 ) -> ApiResult<Response> {
     let stack = match state.commands.stack_of(&id) {
         Some(stack) => Some(stack),
@@ -524,10 +547,14 @@ pub async fn cancel_handler(
         Some(stack) => principal.require(Role::Operator, &stack)?,
         None => principal.require_some(Role::Viewer)?,
     }
-    match state.commands.cancel(&id) {
+    let stop = match force {
+        true => crate::apply::Stop::Force,
+        false => crate::apply::Stop::Graceful,
+    };
+    match state.commands.cancel(&id, stop) {
         Ok(()) => Ok((
             StatusCode::ACCEPTED,
-            Json(json!({"command_id": id, "status": "canceling"})),
+            Json(json!({"command_id": id, "status": "canceling", "force": force})),
         )
             .into_response()),
         Err(NotRunning::NotRunning) => {

@@ -20,6 +20,8 @@ use tokio::task::JoinHandle;
 
 pub use owner::{process_alive, OwnerId};
 
+use crate::apply::Stop;
+
 use crate::state::{CommandFilter, CommandStatus, LeaseGrant, StateStore, Store, StoreError};
 
 /// How long a lease lasts without renewal, unless configured.
@@ -254,13 +256,19 @@ async fn renew_until_lost(
     }
 }
 
-/// A cancel signal that turns true when `cancel` does or when `lost` does
-/// (the command's lease is gone). Must be called inside a tokio runtime.
+/// A cancel signal that asks what `cancel` asks, and at least a graceful
+/// stop once `lost` turns true (the command's lease is gone: nothing new
+/// may start, since another primary may resume it). It only escalates.
+/// Must be called inside a tokio runtime.
 pub fn cancel_on_loss(
-    mut cancel: watch::Receiver<bool>,
+    mut cancel: watch::Receiver<Stop>,
     mut lost: watch::Receiver<bool>,
-) -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(*cancel.borrow() || *lost.borrow());
+) -> watch::Receiver<Stop> {
+    let combined = |cancel: Stop, lost: bool| match lost {
+        true => cancel.escalate(Stop::Graceful),
+        false => cancel,
+    };
+    let (tx, rx) = watch::channel(combined(*cancel.borrow(), *lost.borrow()));
     tokio::spawn(async move {
         let (mut cancel_open, mut lost_open) = (true, true);
         while cancel_open || lost_open {
@@ -269,8 +277,13 @@ pub fn cancel_on_loss(
                 changed = lost.changed(), if lost_open => lost_open = changed.is_ok(),
                 () = tx.closed() => return,
             }
-            if *cancel.borrow() || *lost.borrow() {
-                let _ = tx.send(true);
+            let now = combined(*cancel.borrow(), *lost.borrow());
+            tx.send_if_modified(|asked| {
+                let more = now > *asked;
+                *asked = asked.escalate(now);
+                more
+            });
+            if now == Stop::Force {
                 return;
             }
         }

@@ -144,9 +144,9 @@ async fn a_lease_taken_away_is_reported_lost_and_cancels() {
     };
     acquire(store.as_ref(), "c1", &me).unwrap();
     let keeper = Keeper::start(store.clone(), "c1", &me);
-    let (_cancel_tx, cancel_rx) = watch::channel(false);
+    let (_cancel_tx, cancel_rx) = watch::channel(Stop::Run);
     let mut cancel = cancel_on_loss(cancel_rx, keeper.lost());
-    assert!(!*cancel.borrow());
+    assert_eq!(*cancel.borrow(), Stop::Run);
     // Another primary took it (as after an expiry).
     store.release_lease("c1", &me.owner.to_string()).unwrap();
     let now = store.now_ms().unwrap();
@@ -161,10 +161,13 @@ async fn a_lease_taken_away_is_reported_lost_and_cancels() {
         .await
         .expect("reported lost within 10 s")
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(10), cancel.wait_for(|c| *c))
-        .await
-        .expect("the command is canceled")
-        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        cancel.wait_for(|c| *c == Stop::Graceful),
+    )
+    .await
+    .expect("the command is canceled, gracefully")
+    .unwrap();
     drop(keeper);
     assert_eq!(
         holder(store.as_ref(), "c1").unwrap().owner,
@@ -175,16 +178,32 @@ async fn a_lease_taken_away_is_reported_lost_and_cancels() {
 
 #[tokio::test]
 async fn cancel_on_loss_follows_either_signal_and_closes_with_both() {
-    let (cancel_tx, cancel_rx) = watch::channel(false);
-    let (_lost_tx, lost_rx) = watch::channel(false);
+    let (cancel_tx, cancel_rx) = watch::channel(Stop::Run);
+    let (lost_tx, lost_rx) = watch::channel(false);
     let mut combined = cancel_on_loss(cancel_rx, lost_rx);
-    cancel_tx.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), combined.wait_for(|c| *c))
-        .await
-        .unwrap()
-        .unwrap();
+    cancel_tx.send(Stop::Graceful).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        combined.wait_for(|c| *c == Stop::Graceful),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // A lost lease after a graceful cancel asks no more; a force does,
+    // and is never taken back.
+    lost_tx.send(true).unwrap();
+    cancel_tx.send(Stop::Force).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        combined.wait_for(|c| *c == Stop::Force),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let _ = cancel_tx.send(Stop::Run);
+    assert_eq!(*combined.borrow(), Stop::Force);
 
-    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (cancel_tx, cancel_rx) = watch::channel(Stop::Run);
     let (lost_tx, lost_rx) = watch::channel(false);
     let mut combined = cancel_on_loss(cancel_rx, lost_rx);
     drop(cancel_tx);
@@ -193,5 +212,5 @@ async fn cancel_on_loss_follows_either_signal_and_closes_with_both() {
         .await
         .unwrap();
     assert!(closed.is_err(), "nobody can cancel any more");
-    assert!(!*combined.borrow());
+    assert_eq!(*combined.borrow(), Stop::Run);
 }

@@ -49,6 +49,10 @@ pub enum ServiceError {
     /// the command does not allow it; nothing was changed.
     #[error("refusing to delete or replace protected resource(s) {}; nothing was changed (allow it with --allow-protected)", .0.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", "))]
     Protected(Vec<String>),
+    /// `--refresh` could not read some managed resources of the stack;
+    /// nothing was planned or applied.
+    #[error("refresh: cannot read {} resource(s) of the stack; nothing was planned or applied:\n  {}", .0.len(), .0.iter().map(|f| format!("`{}` [{}]: {}: {}", f.label, f.resource_type, f.code, f.message)).collect::<Vec<_>>().join("\n  "))]
+    Refresh(Vec<crate::discovery::Failure>),
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -30,7 +30,8 @@ pub use plugins::{
     plugin_search_path, set_held_targets, set_plugin_env, PluginError, PluginPool, Plugins,
 };
 
-use crate::apply::{EventSink, Executor, Options, Report, Resumed};
+use crate::apply::{EventSink, Executor, Options, Report, Resumed, Stop};
+use crate::discovery::{self, DriftReport};
 use crate::lease::{self, Claim, Keeper, LeaseConfig};
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::stack::{self, Graph, Stack};
@@ -95,6 +96,37 @@ fn moved_records(
         }])
     })?;
     Ok((plan::moved::moved_records(&stored, &moves), moves))
+}
+
+/// Reads every managed resource of stack `name` through `plugins` and
+/// records what drifted, as `orrery drift` does, so that the plan made
+/// next restores it (`--refresh`). A read that fails fails the refresh:
+/// a plan that ignored it would say nothing changed where it cannot know.
+async fn refresh(
+    store: &Store,
+    plugins: &Plugins,
+    name: &str,
+    options: &Options,
+) -> Result<DriftReport, ServiceError> {
+    let options = discovery::Options {
+        rate_overrides: options.rate_overrides.clone(),
+        timeout: options.request_timeout,
+        ..discovery::Options::default()
+    };
+    let report = discovery::sync_drift(
+        plugins.transport.as_ref(),
+        &plugins.catalog,
+        store.as_ref(),
+        Some(name),
+        &options,
+    )
+    .await?;
+    tracing::info!(stack = %name, checked = report.checked, drifted = report.drifted.len(),
+        failures = report.failures.len(), "refreshed before planning");
+    if !report.failures.is_empty() {
+        return Err(ServiceError::Refresh(report.failures));
+    }
+    Ok(report)
 }
 
 /// What a caller gives a stack document besides its text.
@@ -402,6 +434,18 @@ impl Service {
             selection: Selection::default(),
             plugins,
         })
+    }
+
+    /// Reads every managed resource of `prepared`'s stack and records its
+    /// drift (`orrery plan --refresh`); plan after this.
+    pub async fn refresh(&self, prepared: &Prepared) -> Result<DriftReport, ServiceError> {
+        refresh(
+            &self.store,
+            &prepared.plugins,
+            &prepared.stack.name,
+            &self.config.options,
+        )
+        .await
     }
 
     /// What applying `prepared` would change now.
@@ -715,19 +759,27 @@ impl Command {
         )
     }
 
-    /// Settles what the interrupted command it goes on with left ambiguous
-    /// (nothing for a new command); plan after this.
+    /// Settles what the interrupted command it goes on with left ambiguous;
+    /// plan after this.
+    ///
+    /// A new command settles what the stack's previous command left in
+    /// flight when it was canceled by force, the same way: by reading.
     pub async fn settle(&self) -> Result<Option<Resumed>, ServiceError> {
-        if !self.resumes() {
-            return Ok(None);
-        }
         let resumed = self.executor().resume(&self.stack, &self.graph).await?;
         if let Some(r) = &resumed {
             tracing::info!(command = %r.command_id, stack = %self.stack.name, settled = r.resolved,
                 adopted = r.adopted.len(), to_create_again = r.not_found.len(),
-                "resuming an interrupted command");
+                canceled = r.canceled,
+                "settling what an interrupted or force-canceled command left in flight");
         }
         Ok(resumed)
+    }
+
+    /// Reads every managed resource of its stack and records its drift
+    /// (`orrery apply --refresh`), under its lease: after [`Command::settle`],
+    /// before [`Command::plan`].
+    pub async fn refresh(&self) -> Result<DriftReport, ServiceError> {
+        refresh(&self.store, &self.plugins, &self.stack.name, &self.options).await
     }
 
     /// What it will change, against the records as they are now.
@@ -806,13 +858,14 @@ impl Command {
     }
 
     /// Runs `planned`, recording the document first (for an apply that
-    /// gives no secrets), emitting its events into `events`; `cancel` (or losing
-    /// the lease) stops new operations. Releases the lease at the end.
+    /// gives no secrets), emitting its events into `events`; `cancel` stops
+    /// it as a [`Stop`] says (losing the lease stops new operations).
+    /// Releases the lease at the end.
     pub async fn execute(
         self,
         planned: &Planned,
         events: Option<EventSink>,
-        cancel: watch::Receiver<bool>,
+        cancel: watch::Receiver<Stop>,
     ) -> Result<Report, ServiceError> {
         let result = self.execute_inner(planned, events.clone(), cancel).await;
         if let (Err(e), Some(events)) = (&result, events) {
@@ -825,7 +878,7 @@ impl Command {
         self,
         planned: &Planned,
         events: Option<EventSink>,
-        cancel: watch::Receiver<bool>,
+        cancel: watch::Receiver<Stop>,
     ) -> Result<Report, ServiceError> {
         if let Some(document) = self.document.clone() {
             let id = self.id().to_owned();

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::apply::Report;
+use crate::discovery::DriftReport;
 use crate::plan::{FieldDiff, Mode, Plan, Shown};
 
 /// A plan: its changes and their counts.
@@ -34,6 +35,11 @@ pub struct PlanView {
     pub summary: SummaryView,
     /// Whether anything would change.
     pub has_changes: bool,
+    /// What `--refresh` (`"refresh": true`) read before planning: the
+    /// drift sync's report (as `orrery drift --output json` prints it),
+    /// whose drift the changes above restore. Absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<DriftReport>,
 }
 
 /// One record re-addressed: from the address it was recorded at to the
@@ -193,7 +199,14 @@ impl PlanView {
                 .collect(),
             summary: SummaryView::of(plan),
             has_changes: plan.has_changes(),
+            refresh: None,
         }
+    }
+
+    /// This view with the report of the refresh made before planning.
+    pub fn with_refresh(mut self, refresh: Option<DriftReport>) -> PlanView {
+        self.refresh = refresh;
+        self
     }
 }
 
@@ -243,6 +256,11 @@ pub struct ReportView {
     pub dependency_failed: Vec<String>,
     /// Labels not started because the command was canceled.
     pub canceled: Vec<String>,
+    /// Labels of operations in flight when a forced cancel stopped waiting
+    /// for them (recorded without an outcome; the next apply settles them).
+    /// Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsettled: Vec<String>,
     /// Requests retried.
     pub retries: u64,
     /// Requests sent to plugins (operations, retries, status polls).
@@ -283,6 +301,7 @@ impl ReportView {
                 .collect(),
             dependency_failed: report.dependency_failed.clone(),
             canceled: report.canceled.clone(),
+            unsettled: report.unsettled.clone(),
             retries: report.retries,
             requests: report.requests,
             elapsed_ms: report.elapsed_ms,
