@@ -6,6 +6,9 @@
 //! `ORRERY_BENCH_QUICK=1` runs 100-resource stacks and skips Terraform;
 //! `ORRERY_BENCH_SIZES=100000` (a comma-separated list) runs those sizes
 //! instead of 1,000 and 10,000 (Terraform only at 1,000 or fewer).
+//! `ORRERY_BENCH_SHAPES=wide` (or `10-layer`, comma-separated) and
+//! `ORRERY_BENCH_PATHS=embedded` (or `nats`) run only those rows, to
+//! iterate on one of them.
 //!
 //! Each row gives the peak resident memory of this process during the plan
 //! and apply, and then during the no-change plan (its `VmHWM`, reset
@@ -188,13 +191,20 @@ async fn run(
     let t = Instant::now();
     let stored = store.resources(Some("bench")).unwrap();
     let read = t.elapsed();
-    let (_, _, again) = plan_once(&stored);
+    let s = stack::parse_with_limits("bench.yaml", &yaml, "/tmp", &limits).unwrap();
+    let parsed = t.elapsed();
+    let g = stack::validate(&s, catalog).unwrap();
+    let validated = t.elapsed();
+    let again = plan::plan(&s, &g, catalog, &stored, Mode::Reconcile, &hasher);
     let noop_plan = t.elapsed();
     // Where a no-change plan's time goes, beside the table.
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
     eprintln!(
-        "no-change plan of {n}: store read {:.0} ms, parse + validate + plan {:.0} ms",
-        read.as_secs_f64() * 1e3,
-        (noop_plan - read).as_secs_f64() * 1e3
+        "no-change plan of {n}: store read {}, parse {}, validate {}, plan {}",
+        ms(read),
+        ms(parsed - read),
+        ms(validated - parsed),
+        ms(noop_plan - validated),
     );
     assert!(!again.has_changes());
     Run {
@@ -319,10 +329,20 @@ async fn main() {
         eprintln!("no PostgreSQL rows: set ORRERY_BENCH_DATABASE_URL, or run through scripts/with-postgres.sh");
     }
 
+    // Which rows run: every one unless the environment names some.
+    let only = |var: &str, name: &str| {
+        std::env::var(var).map_or(true, |v| {
+            v.split(',')
+                .any(|w| name.to_lowercase().starts_with(&w.trim().to_lowercase()))
+        })
+    };
     println!("| shape | resources | path | plan | apply | resources/s | no-change plan | peak RSS (apply / no-change plan) | vs Terraform (resources/s) |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         for shape in [Shape::Wide, Shape::Layered] {
+            if !only("ORRERY_BENCH_SHAPES", shape.name()) {
+                continue;
+            }
             let tf = if quick || n > 1_000 {
                 None
             } else {
@@ -332,6 +352,9 @@ async fn main() {
                 .into_iter()
                 .enumerate()
             {
+                if !only("ORRERY_BENCH_PATHS", path) {
+                    continue;
+                }
                 // A fresh target per run: the testbed keeps its state in memory.
                 let target = format!("t{n}-{}-{k}", shape.name().replace('-', ""));
                 let r = run(

@@ -434,14 +434,18 @@ fn diff(
             continue;
         }
         let secret = r.is_secret(field);
-        let desired = r.properties.get(&field.name).map(|e| e.resolve(outputs));
-        let differs = match desired.clone() {
+        // Compared by reference: a no-change plan copies no value.
+        let desired = r
+            .properties
+            .get(&field.name)
+            .map(|e| e.resolve_ref(outputs));
+        let differs = match &desired {
             // Not known until a dependency is applied: assume it changes.
             Some(None) => true,
             Some(Some(value)) if secret => {
-                stored.secret_hashes.get(&field.name) != Some(&hasher.hash(&field.name, &value))
+                stored.secret_hashes.get(&field.name) != Some(&hasher.hash(&field.name, value))
             }
-            Some(Some(value)) => stored.properties.get(&field.name) != Some(&value),
+            Some(Some(value)) => stored.properties.get(&field.name) != Some(value.as_ref()),
             None if secret => stored.secret_hashes.contains_key(&field.name),
             None => !h.provider_default && stored.properties.contains_key(&field.name),
         };
@@ -462,7 +466,7 @@ fn diff(
             diffs.push(FieldDiff {
                 field: field.name.clone(),
                 before,
-                after: shown(secret, desired),
+                after: shown(secret, desired.map(|d| d.map(|v| v.into_owned()))),
                 forces_replacement: h.forces_replacement(),
             });
             if h.forces_replacement() {

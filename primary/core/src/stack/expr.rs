@@ -116,6 +116,18 @@ impl Expr {
         }
     }
 
+    /// [`Expr::resolve`], borrowing a literal rather than copying it: what
+    /// a planner that only compares wants.
+    pub fn resolve_ref(
+        &self,
+        outputs: &dyn Fn(&Reference) -> Option<Value>,
+    ) -> Option<std::borrow::Cow<'_, Value>> {
+        match self {
+            Expr::Literal(v) => Some(std::borrow::Cow::Borrowed(v)),
+            other => other.resolve(outputs).map(std::borrow::Cow::Owned),
+        }
+    }
+
     /// The value, with references looked up in `outputs`; `None` when a
     /// referenced value is not known yet, or an expression over it fails.
     pub fn resolve(&self, outputs: &dyn Fn(&Reference) -> Option<Value>) -> Option<Value> {
