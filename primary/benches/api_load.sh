@@ -13,9 +13,13 @@
 #      and GET /healthz at 32 (the baseline of the same HTTP, TLS-less
 #      transport and token check, with no store behind it)
 #   3. GET /v1/commands/{apply}?limit=1000      — 8 connections, 20 s
-#   4. GET /v1/resources?stack=big (all 10,000) — 8 connections, 20 s
-# (the last, unpaged, is the baseline of issue 17's figures).
-# and prints one markdown row per phase. Needs root (or wrk installed) to
+#   4. every page of GET /v1/resources?stack=big&limit=1000, one client
+#      following next_cursor to the end (how long, how many resources)
+#   5. GET /v1/resources?stack=big (all 10,000) — 8 connections, 20 s
+# (the last, unpaged, is the baseline of issue 17's figures),
+# and prints one markdown row per phase.
+# ORRERY_BENCH_RESOURCES=100000 makes the stack that big (default 10000);
+# ORRERY_BENCH_PHASES=walk runs only phase 4 (the page walk). Needs root (or wrk installed) to
 # install Debian's `wrk` when it is missing.
 set -euo pipefail
 
@@ -51,12 +55,15 @@ BIN="$ROOT/target/$PROFILE"
 # Where the testbed plugin is (it only serves the apply, not the load).
 PLUGINS=${ORRERY_BENCH_PLUGIN_DIR:-$BIN}
 
+RESOURCES=${ORRERY_BENCH_RESOURCES:-10000}
+PHASES=${ORRERY_BENCH_PHASES:-all}
+
 TOKEN=orr_bench_admin_0123456789abcdef0123456789abcdef
 TOKEN_SHA=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
 
 stack() {
     printf 'stack: big\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {}\nresources:\n'
-    for i in $(seq 0 9999); do
+    for i in $(seq 0 $((RESOURCES - 1))); do
         printf '  - label: r%05d\n    type: Testbed::Noop::Thing\n    target: lab\n    properties: { name: r%d, value: %d }\n' "$i" "$i" "$i"
     done
 }
@@ -85,6 +92,28 @@ measure() {
         awk '/Requests\/sec/ { rps = $2 } / 50% / { p50 = $2 } / 99% / { p99 = $2 } END { print rps, p50, p99 }'
 }
 
+# One client reads every page, following next_cursor → "seconds resources pages".
+walk() {
+    python3 - "$PORT" "$TOKEN" <<'PY'
+import json, sys, time, urllib.parse, urllib.request
+port, token = sys.argv[1], sys.argv[2]
+cursor, count, pages, started = None, 0, 0, time.monotonic()
+while True:
+    query = {"stack": "big", "limit": "1000"}
+    if cursor:
+        query["cursor"] = cursor
+    url = f"http://127.0.0.1:{port}/v1/resources?" + urllib.parse.urlencode(query)
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    page = json.load(urllib.request.urlopen(request))
+    count += len(page["resources"])
+    pages += 1
+    cursor = page.get("next_cursor")
+    if not cursor:
+        break
+print(f"{time.monotonic() - started:.1f}", count, pages)
+PY
+}
+
 echo "| run | endpoint | connections | requests/s | p50 | p99 | primary peak RSS after (MiB) |"
 echo "|---|---|---:|---:|---:|---:|---:|"
 for run in $(seq 1 "$RUNS"); do
@@ -96,7 +125,7 @@ for run in $(seq 1 "$RUNS"); do
     ID=$(curl -sf -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
         --data-binary @"$WORK/body.json" "http://127.0.0.1:$PORT/v1/stacks/apply" |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["command_id"])')
-    for _ in $(seq 1 1200); do
+    for _ in $(seq 1 6000); do
         STATUS=$(curl -sf -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/v1/commands/$ID?limit=1" |
             python3 -c 'import json, sys; c = json.load(sys.stdin); print(c["status"] if not c["active"] else "running")')
         [ "$STATUS" != running ] && break
@@ -109,16 +138,23 @@ for run in $(seq 1 "$RUNS"); do
     wait "$PID" 2>/dev/null || true
     start_primary
     echo "| $run | (idle, after a restart over the applied store) | | | | | $(hwm_mib $PID) |"
-    read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big&limit=1000')"
-    echo "| $run | \`/v1/resources?stack=big&limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
-    read -r rps p50 p99 <<<"$(measure 32 '/v1/stacks')"
-    echo "| $run | \`/v1/stacks\` | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
-    read -r rps p50 p99 <<<"$(measure 32 '/healthz')"
-    echo "| $run | \`/healthz\` (baseline) | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
-    read -r rps p50 p99 <<<"$(measure 8 "/v1/commands/$ID?limit=1000")"
-    echo "| $run | \`/v1/commands/{id}?limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
-    read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big')"
-    echo "| $run | \`/v1/resources?stack=big\` (all) | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+    if [ "$PHASES" = all ]; then
+        read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big&limit=1000')"
+        echo "| $run | \`/v1/resources?stack=big&limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+        read -r rps p50 p99 <<<"$(measure 32 '/v1/stacks')"
+        echo "| $run | \`/v1/stacks\` | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+        read -r rps p50 p99 <<<"$(measure 32 '/healthz')"
+        echo "| $run | \`/healthz\` (baseline) | 32 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+        read -r rps p50 p99 <<<"$(measure 8 "/v1/commands/$ID?limit=1000")"
+        echo "| $run | \`/v1/commands/{id}?limit=1000\` | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+    fi
+    read -r secs count pages <<<"$(walk)"
+    echo "| $run | every page of \`/v1/resources?stack=big&limit=1000\` ($count resources, $pages pages, ${secs} s) | 1 | | | | $(hwm_mib $PID) |"
+    # Last: the unpaged listing drives the peak far above the others'.
+    if [ "$PHASES" = all ]; then
+        read -r rps p50 p99 <<<"$(measure 8 '/v1/resources?stack=big')"
+        echo "| $run | \`/v1/resources?stack=big\` (all) | 8 | $rps | $p50 | $p99 | $(hwm_mib $PID) |"
+    fi
     kill "$PID"
     wait "$PID" 2>/dev/null || true
     trap - EXIT

@@ -54,6 +54,9 @@ pub struct StacksCache {
     /// Bumped by every request that may write.
     generation: AtomicU64,
     kept: Mutex<Option<Kept>>,
+    /// Held while the rows are read: when the kept answer goes stale under
+    /// many clients, one reads the store and the others wait for its rows.
+    reading: tokio::sync::Mutex<()>,
 }
 
 impl StacksCache {
@@ -142,6 +145,24 @@ fn read_rows(shared: &Shared) -> ApiResult<(Vec<Row>, Vec<Option<String>>)> {
     Ok((rows, running))
 }
 
+/// Reads the rows and keeps them.
+async fn read_and_keep(state: &Arc<Shared>) -> ApiResult<Arc<Vec<Row>>> {
+    // Read before the store so that a write racing the read makes what is
+    // kept stale rather than lost.
+    let generation = state.stacks.generation.load(Ordering::SeqCst);
+    let at = Instant::now();
+    let shared = state.clone();
+    let (rows, running) = blocking(move || read_rows(&shared)).await?;
+    let rows = Arc::new(rows);
+    state.stacks.keep(Kept {
+        at,
+        generation,
+        running,
+        rows: rows.clone(),
+    });
+    Ok(rows)
+}
+
 /// `GET /v1/stacks`.
 pub async fn stacks_handler(
     State(state): State<Arc<Shared>>,
@@ -152,20 +173,12 @@ pub async fn stacks_handler(
     let rows = match state.stacks.fresh(Instant::now(), running_for) {
         Some(rows) => rows,
         None => {
-            // Read before the store so that a write racing the read makes
-            // what is kept stale rather than lost.
-            let generation = state.stacks.generation.load(Ordering::SeqCst);
-            let at = Instant::now();
-            let shared = state.clone();
-            let (rows, running) = blocking(move || read_rows(&shared)).await?;
-            let rows = Arc::new(rows);
-            state.stacks.keep(Kept {
-                at,
-                generation,
-                running,
-                rows: rows.clone(),
-            });
-            rows
+            let _reading = state.stacks.reading.lock().await;
+            match state.stacks.fresh(Instant::now(), running_for) {
+                // Read by whoever held the lock before.
+                Some(rows) => rows,
+                None => read_and_keep(&state).await?,
+            }
         }
     };
     let stacks: Vec<Value> = rows
