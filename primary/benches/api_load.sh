@@ -63,6 +63,12 @@ TOKEN_SHA=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
 
 stack() {
     printf 'stack: big\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {}\nresources:\n'
+    if [ "$RESOURCES" -gt 10000 ]; then
+        # A literal document that big passes the parser's node limit
+        # (1,000,000): one declaration with `count` instead.
+        printf '  - label: r\n    type: Testbed::Noop::Thing\n    target: lab\n    count: %d\n    properties: { name: "r${count.index}", value: 1 }\n' "$RESOURCES"
+        return
+    fi
     for i in $(seq 0 $((RESOURCES - 1))); do
         printf '  - label: r%05d\n    type: Testbed::Noop::Thing\n    target: lab\n    properties: { name: r%d, value: %d }\n' "$i" "$i" "$i"
     done
