@@ -10,6 +10,10 @@
 //! `ORRERY_BENCH_PATHS=embedded` (or `nats`) run only those rows, to
 //! iterate on one of them.
 //!
+//! The no-change plan is timed twice: of the YAML document, and of the same
+//! document written as JSON (which the stack parser reads through
+//! `serde_json`); the JSON one runs first.
+//!
 //! Each row gives the peak resident memory of this process during the plan
 //! and apply, and then during the no-change plan (its `VmHWM`, reset
 //! through `/proc/self/clear_refs` before each run and after the apply):
@@ -55,12 +59,8 @@ impl Shape {
 fn stack_yaml(n: usize, shape: Shape, target: &str) -> String {
     let mut doc =
         format!("stack: bench\ntargets:\n  - name: {target}\n    plugin: testbed\nresources:\n");
-    let per_layer = n.div_ceil(10);
     for i in 0..n {
-        let value = match shape {
-            Shape::Layered if i >= per_layer => format!("\"${{r{}.name}}\"", i - per_layer),
-            _ => i.to_string(),
-        };
+        let value = value(n, shape, i);
         doc.push_str(&format!(
             "  - label: r{i}\n    type: Testbed::Noop::Thing\n    target: {target}\n    properties: {{ name: r{i}, value: {value} }}\n"
         ));
@@ -68,15 +68,46 @@ fn stack_yaml(n: usize, shape: Shape, target: &str) -> String {
     doc
 }
 
+/// The same document as JSON, one resource a line, as a generator writes it.
+fn stack_json(n: usize, shape: Shape, target: &str) -> String {
+    let mut doc = format!(
+        "{{\"stack\": \"bench\", \"targets\": [{{\"name\": \"{target}\", \"plugin\": \"testbed\"}}], \"resources\": [\n"
+    );
+    for i in 0..n {
+        let value = value(n, shape, i);
+        let comma = if i + 1 < n { "," } else { "" };
+        doc.push_str(&format!(
+            "  {{\"label\": \"r{i}\", \"type\": \"Testbed::Noop::Thing\", \"target\": \"{target}\", \"properties\": {{\"name\": \"r{i}\", \"value\": {value}}}}}{comma}\n"
+        ));
+    }
+    doc.push_str("]}\n");
+    doc
+}
+
+/// Resource `i`'s `value`: its number, or in the layered shape a
+/// reference to a resource of the layer below.
+fn value(n: usize, shape: Shape, i: usize) -> String {
+    let per_layer = n.div_ceil(10);
+    match shape {
+        Shape::Layered if i >= per_layer => format!("\"${{r{}.name}}\"", i - per_layer),
+        _ => i.to_string(),
+    }
+}
+
 struct Run {
     plan: Duration,
     apply: Duration,
     noop_plan: Duration,
+    /// The no-change plan of the same document written as JSON.
+    noop_plan_json: Duration,
     /// Peak resident memory during the plan and apply, in MiB, where Linux
     /// reports it.
     peak_mib: Option<f64>,
     /// The same during the no-change plan (reset after the apply).
     noop_peak_mib: Option<f64>,
+    /// The same during the JSON no-change plan (which runs first, so that
+    /// what the YAML one frees does not count in its peak).
+    noop_json_peak_mib: Option<f64>,
 }
 
 /// Resets this process's peak resident memory to its current one.
@@ -187,32 +218,42 @@ async fn run(
     // A no-change plan is a command of its own (a fresh `orrery plan`):
     // it does not hold the apply's document, plan and executor.
     drop((executor, s, g, p, report));
-    reset_peak_rss();
-    let t = Instant::now();
-    let stored = store.resources(Some("bench")).unwrap();
-    let read = t.elapsed();
-    let s = stack::parse_with_limits("bench.yaml", &yaml, "/tmp", &limits).unwrap();
-    let parsed = t.elapsed();
-    let g = stack::validate(&s, catalog).unwrap();
-    let validated = t.elapsed();
-    let again = plan::plan(&s, &g, catalog, &stored, Mode::Reconcile, &hasher);
-    let noop_plan = t.elapsed();
-    // Where a no-change plan's time goes, beside the table.
-    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
-    eprintln!(
-        "no-change plan of {n}: store read {}, parse {}, validate {}, plan {}",
-        ms(read),
-        ms(parsed - read),
-        ms(validated - parsed),
-        ms(noop_plan - validated),
-    );
-    assert!(!again.has_changes());
+    // The same document as JSON: the stack parser's fast path.
+    let json = stack_json(n, shape, target);
+    let noop = |text: &str, form: &str| {
+        reset_peak_rss();
+        let t = Instant::now();
+        let stored = store.resources(Some("bench")).unwrap();
+        let read = t.elapsed();
+        let s = stack::parse_with_limits("bench.yaml", text, "/tmp", &limits).unwrap();
+        let parsed = t.elapsed();
+        let g = stack::validate(&s, catalog).unwrap();
+        let validated = t.elapsed();
+        let again = plan::plan(&s, &g, catalog, &stored, Mode::Reconcile, &hasher);
+        let total = t.elapsed();
+        // Where a no-change plan's time goes, beside the table.
+        let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+        eprintln!(
+            "no-change plan of {n} ({form}): store read {}, parse {}, validate {}, plan {}",
+            ms(read),
+            ms(parsed - read),
+            ms(validated - parsed),
+            ms(total - validated),
+        );
+        assert!(!again.has_changes());
+        (total, peak_rss_mib())
+    };
+    let (noop_plan_json, noop_json_peak_mib) = noop(&json, "JSON");
+    drop(json);
+    let (noop_plan, noop_peak_mib) = noop(&yaml, "YAML");
     Run {
         plan: plan_time,
         apply,
         noop_plan,
+        noop_plan_json,
         peak_mib: apply_peak,
-        noop_peak_mib: peak_rss_mib(),
+        noop_peak_mib,
+        noop_json_peak_mib,
     }
 }
 
@@ -336,7 +377,7 @@ async fn main() {
                 .any(|w| name.to_lowercase().starts_with(&w.trim().to_lowercase()))
         })
     };
-    println!("| shape | resources | path | plan | apply | resources/s | no-change plan | peak RSS (apply / no-change plan) | vs Terraform (resources/s) |");
+    println!("| shape | resources | path | plan | apply | resources/s | no-change plan: YAML / JSON | peak RSS: apply / no-change plan JSON / YAML | vs Terraform (resources/s) |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         for shape in [Shape::Wide, Shape::Layered] {
@@ -370,13 +411,15 @@ async fn main() {
                     format!("{:.0}×", rate(n, r.apply) / rate(n, apply))
                 });
                 println!(
-                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} / {} | {vs} |",
+                    "| {} | {n} | {path} | {:.0} ms | {:.2} s | {:.0} | {:.0} / {:.0} ms | {} / {} / {} | {vs} |",
                     shape.name(),
                     r.plan.as_secs_f64() * 1e3,
                     r.apply.as_secs_f64(),
                     rate(n, r.apply),
                     r.noop_plan.as_secs_f64() * 1e3,
+                    r.noop_plan_json.as_secs_f64() * 1e3,
                     mib(r.peak_mib),
+                    mib(r.noop_json_peak_mib),
                     mib(r.noop_peak_mib),
                 );
                 // The same through NATS with the state in PostgreSQL.
@@ -392,13 +435,15 @@ async fn main() {
                     )
                     .await;
                     println!(
-                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} ms | {} / {} | PG/SQLite {:.2} |",
+                        "| {} | {n} | {path}, PostgreSQL | {:.0} ms | {:.2} s | {:.0} | {:.0} / {:.0} ms | {} / {} / {} | PG/SQLite {:.2} |",
                         shape.name(),
                         pg.plan.as_secs_f64() * 1e3,
                         pg.apply.as_secs_f64(),
                         rate(n, pg.apply),
                         pg.noop_plan.as_secs_f64() * 1e3,
+                        pg.noop_plan_json.as_secs_f64() * 1e3,
                         mib(pg.peak_mib),
+                        mib(pg.noop_json_peak_mib),
                         mib(pg.noop_peak_mib),
                         rate(n, pg.apply) / rate(n, r.apply),
                     );

@@ -33,6 +33,7 @@ pub mod limits;
 mod locate;
 pub mod modules;
 mod params;
+mod read;
 mod syntax;
 mod variables;
 
@@ -310,30 +311,32 @@ fn parse_with(
     limits: &Limits,
     inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
-    limits::check(text, limits).map_err(|refusal| {
-        let (line, problem) = match refusal {
-            limits::Refusal::Limit { line, limit } => (line, Problem::TooLarge(limit)),
-            limits::Refusal::Syntax { line, message } => (Some(line), Problem::Syntax(message)),
+    let doc: Document = read::read(text, limits).map_err(|e| {
+        let (line, position, problem) = match e {
+            read::ReadError::Refused(limits::Refusal::Limit { line, limit }) => {
+                (line, None, Problem::TooLarge(limit))
+            }
+            read::ReadError::Refused(limits::Refusal::Syntax { line, message }) => {
+                (Some(line), None, Problem::Syntax(message))
+            }
+            read::ReadError::Shape(e) => (
+                e.location().map(|l| l.line()),
+                e.location().map(|l| {
+                    Box::new(error::Position {
+                        column: l.column(),
+                        span: l.index()..l.index(),
+                    })
+                }),
+                Problem::Syntax(e.to_string()),
+            ),
         };
         StackError {
             file: source.to_owned(),
             line,
-            position: None,
+            position,
             resource: None,
             problem,
         }
-    })?;
-    let doc: Document = serde_norway::from_str(text).map_err(|e| StackError {
-        file: source.to_owned(),
-        line: e.location().map(|l| l.line()),
-        position: e.location().map(|l| {
-            Box::new(error::Position {
-                column: l.column(),
-                span: l.index()..l.index(),
-            })
-        }),
-        resource: None,
-        problem: Problem::Syntax(e.to_string()),
     })?;
     // A document that reads files (`file()`, modules) does not alone say
     // what was applied.

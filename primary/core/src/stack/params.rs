@@ -8,7 +8,7 @@ use orrery_schema::Value;
 use serde::Deserialize;
 
 use super::eval::{number, type_name, FileReader, Known};
-use super::limits::{self, Limits};
+use super::limits::Limits;
 
 /// Longest `pattern`, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 1024;
@@ -179,10 +179,14 @@ fn typed(kind: Kind, supplied: Supplied) -> Result<Value, String> {
             _ => Err(format!("{} is not `true` or `false`", shown(&s))),
         },
         (Kind::List | Kind::Map, Supplied::Text(s)) => {
-            limits::check(&s, &Limits::default())
-                .map_err(|_| format!("{} is not YAML or JSON within the limits", shown(&s)))?;
-            let v: Value = serde_norway::from_str(&s)
-                .map_err(|e| format!("{} is not YAML or JSON: {e}", shown(&s)))?;
+            let v: Value = super::read::read(&s, &Limits::default()).map_err(|e| match e {
+                super::read::ReadError::Refused(_) => {
+                    format!("{} is not YAML or JSON within the limits", shown(&s))
+                }
+                super::read::ReadError::Shape(e) => {
+                    format!("{} is not YAML or JSON: {e}", shown(&s))
+                }
+            })?;
             typed(kind, Supplied::Value(v))
         }
         (
