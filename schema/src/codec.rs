@@ -61,7 +61,19 @@ pub enum DecodeError {
 /// [`MAX_MESSAGE_BYTES`]; [`EncodeError::Serialize`] when the value's
 /// `Serialize` implementation fails (e.g. a custom one returning an error).
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> {
-    let bytes = rmp_serde::to_vec_named(value)?;
+    // Most messages are a few hundred bytes: starting there saves the six
+    // or so reallocations of growing from empty.
+    encode_with_capacity(value, 256)
+}
+
+/// [`encode`] into a buffer of `capacity` bytes to start with (the same
+/// bytes: `rmp_serde::to_vec_named` is `write_named` into a `Vec`).
+pub(crate) fn encode_with_capacity<T: Serialize + ?Sized>(
+    value: &T,
+    capacity: usize,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut bytes = Vec::with_capacity(capacity.min(MAX_MESSAGE_BYTES));
+    rmp_serde::encode::write_named(&mut bytes, value)?;
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(EncodeError::TooLarge {
             len: bytes.len(),
@@ -89,19 +101,128 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
             max: MAX_MESSAGE_BYTES,
         });
     }
-    // Reading through `&mut &[u8]` (not a borrowed-slice reader) means a
-    // claimed string or binary length can never allocate more than what is
-    // actually left in the input, and the remaining slice tells us about
-    // trailing bytes.
-    let mut rest = bytes;
-    let mut de = rmp_serde::Deserializer::new(&mut rest);
+    // Where the one message ends, found without decoding it: the value is
+    // then read from exactly its bytes, so bytes after it are reported
+    // as trailing. Input that does not hold one whole value is decoded
+    // as it is, for the decoder's own error.
+    let end = value_end(bytes).unwrap_or(bytes.len());
+    // The borrowed-slice reader checks every claimed string or binary
+    // length against what is left of the input before taking it, so a
+    // claimed length never allocates more than the input holds; and it
+    // hands out slices of the input rather than copying each one into a
+    // buffer first.
+    let mut de = rmp_serde::Deserializer::from_read_ref(&bytes[..end]);
     de.set_max_depth(MAX_DEPTH);
     let value = T::deserialize(&mut de)?;
-    drop(de);
-    if !rest.is_empty() {
+    if end < bytes.len() {
         return Err(DecodeError::TrailingBytes {
-            trailing: rest.len(),
+            trailing: bytes.len() - end,
         });
     }
     Ok(value)
+}
+
+/// The length of the one MessagePack value `bytes` starts with, from its
+/// markers and lengths alone; `None` when the input ends before the value
+/// does or holds a marker MessagePack does not use. One pass, no
+/// allocation: every value takes at least a byte, so a claimed count
+/// larger than what is left ends it at once.
+fn value_end(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0usize;
+    // Values still to skip, children included.
+    let mut pending = 1usize;
+    while pending > 0 {
+        pending -= 1;
+        let marker = *bytes.get(at)?;
+        at += 1;
+        let uint = |at: usize, n: usize| -> Option<usize> {
+            let b = bytes.get(at..at.checked_add(n)?)?;
+            Some(b.iter().fold(0usize, |v, &x| (v << 8) | usize::from(x)))
+        };
+        // (bytes of length field, then payload bytes) or children.
+        let (skip, children) = match marker {
+            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (0, 0),
+            0x80..=0x8f => (0, 2 * usize::from(marker & 0x0f)),
+            0x90..=0x9f => (0, usize::from(marker & 0x0f)),
+            0xa0..=0xbf => (usize::from(marker & 0x1f), 0),
+            0xc4 | 0xd9 => (1 + uint(at, 1)?, 0),
+            0xc5 | 0xda => (2 + uint(at, 2)?, 0),
+            0xc6 | 0xdb => (uint(at, 4)?.checked_add(4)?, 0),
+            0xc7 => (2 + uint(at, 1)?, 0),
+            0xc8 => (3 + uint(at, 2)?, 0),
+            0xc9 => (uint(at, 4)?.checked_add(5)?, 0),
+            0xca => (4, 0),
+            0xcb => (8, 0),
+            0xcc | 0xd0 => (1, 0),
+            0xcd | 0xd1 => (2, 0),
+            0xce | 0xd2 => (4, 0),
+            0xcf | 0xd3 => (8, 0),
+            0xd4 => (2, 0),
+            0xd5 => (3, 0),
+            0xd6 => (5, 0),
+            0xd7 => (9, 0),
+            0xd8 => (17, 0),
+            0xdc => (2, uint(at, 2)?),
+            0xdd => (4, uint(at, 4)?),
+            0xde => (2, 2 * uint(at, 2)?),
+            0xdf => (4, uint(at, 4)?.checked_mul(2)?),
+            // 0xc1 is never used.
+            _ => return None,
+        };
+        at = at.checked_add(skip)?;
+        pending = pending.checked_add(children)?;
+        if at > bytes.len() || pending > bytes.len() - at {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Value;
+
+    #[test]
+    fn the_buffer_changes_nothing_but_the_allocations() {
+        let envelope = crate::Envelope {
+            body: vec![9; 1000],
+            ..Default::default()
+        };
+        let named = rmp_serde::to_vec_named(&envelope).unwrap();
+        assert_eq!(envelope.encode().unwrap(), named);
+        assert_eq!(encode(&envelope).unwrap(), named);
+        assert_eq!(crate::Envelope::decode(&named).unwrap(), envelope);
+    }
+
+    #[test]
+    fn the_end_of_a_value_is_found_from_its_markers() {
+        let value = Value::Map(
+            [
+                ("s".into(), Value::from("x".repeat(300))),
+                (
+                    "l".into(),
+                    Value::List(vec![Value::Int(-70_000), Value::Float(0.5)]),
+                ),
+                ("b".into(), Value::Bytes(vec![7; 70_000])),
+                ("n".into(), Value::Null),
+                ("u".into(), Value::UInt(u64::MAX)),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let bytes = encode(&value).unwrap();
+        assert_eq!(value_end(&bytes), Some(bytes.len()));
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0xc0, 0x01, 0x02]);
+        assert_eq!(value_end(&longer), Some(bytes.len()));
+        for cut in [0, 1, 5, bytes.len() / 2, bytes.len() - 1] {
+            assert_eq!(value_end(&bytes[..cut]), None, "cut at {cut}");
+        }
+        // A claimed count far beyond the input ends the scan at once.
+        assert_eq!(value_end(&[0xdf, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(value_end(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0x00]), None);
+        assert_eq!(value_end(&[0xc6, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(value_end(&[0xc1]), None);
+    }
 }

@@ -211,7 +211,7 @@ impl Envelope {
     /// [`EncodeError::TooLarge`] when the envelope, body included, encodes to
     /// more than [`MAX_MESSAGE_BYTES`](crate::codec::MAX_MESSAGE_BYTES).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        codec::encode(self)
+        codec::encode_with_capacity(self, self.encoded_len_bound())
     }
 
     /// Decodes a whole envelope from untrusted bytes.
