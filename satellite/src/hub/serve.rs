@@ -17,7 +17,11 @@
 //!    flight, and stops the old process.
 //!
 //! At every moment at least one process is subscribed to the plugin's
-//! subjects and every request taken is finished.
+//! subjects and every request taken is finished. A request the NATS
+//! server routes to the old relay in the instant it unsubscribes is lost
+//! on the wire (async-nats drops what arrives for a removed
+//! subscription): its caller times out, as for any request lost on the
+//! network (docs/hub.md).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
