@@ -14,7 +14,7 @@ use super::eval::{self, EvalError, FileReader, Known, ModuleOutputs, StackOutput
 use super::modules::{self, ModuleDoc, ModuleUse, ModuleUseDoc, Origin};
 use super::params::{self, Inputs, ParameterDoc, Supplied};
 use super::{
-    instances, key_line, label_lines, limits, read, variables, Expr, Limits, OutputDecl, OutputDoc,
+    instances, key_line, label_lines, read, variables, Expr, Limits, OutputDecl, OutputDoc,
     Problem, ResourceDecl, ResourceDoc, StackError, TargetDecl, TargetDoc, MAX_INSTANCES,
 };
 
@@ -534,17 +534,9 @@ fn load(ctx: &mut Ctx<'_>, path: &str) -> Result<Rc<ModuleFile>, Loaded> {
             problem,
         })
     };
-    let doc: ModuleDoc = read::read(&text, ctx.limits).map_err(|e| match e {
-        read::ReadError::Refused(limits::Refusal::Limit { line, limit }) => {
-            invalid(line, Problem::TooLarge(limit))
-        }
-        read::ReadError::Refused(limits::Refusal::Syntax { line, message }) => {
-            invalid(Some(line), Problem::Syntax(message))
-        }
-        read::ReadError::Shape(e) => invalid(
-            e.location().map(|l| l.line()),
-            Problem::Syntax(e.to_string()),
-        ),
+    let doc: ModuleDoc = read::read(&text, ctx.limits).map_err(|e| {
+        let (line, _, problem) = e.located();
+        invalid(line, problem)
     })?;
     let lines = Lines::of(&text);
     let done = Rc::new(ModuleFile { text, doc, lines });

@@ -312,24 +312,7 @@ fn parse_with(
     inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
     let doc: Document = read::read(text, limits).map_err(|e| {
-        let (line, position, problem) = match e {
-            read::ReadError::Refused(limits::Refusal::Limit { line, limit }) => {
-                (line, None, Problem::TooLarge(limit))
-            }
-            read::ReadError::Refused(limits::Refusal::Syntax { line, message }) => {
-                (Some(line), None, Problem::Syntax(message))
-            }
-            read::ReadError::Shape(e) => (
-                e.location().map(|l| l.line()),
-                e.location().map(|l| {
-                    Box::new(error::Position {
-                        column: l.column(),
-                        span: l.index()..l.index(),
-                    })
-                }),
-                Problem::Syntax(e.to_string()),
-            ),
-        };
+        let (line, position, problem) = e.located();
         StackError {
             file: source.to_owned(),
             line,

@@ -6,13 +6,14 @@
 //! too, but a generated document of 100,000 resources is usually JSON, and
 //! the YAML path reads it at about 15 MB/s in two passes; so a document
 //! that is plainly JSON ([`json::plain`]) is read by `serde_json` instead, in
-//! one pass at about ten times the speed. The fast path gives the same value
+//! one pass, four to five times faster at that size. The fast path gives the same value
 //! the YAML path would, or steps aside: any doubt (a token YAML reads
 //! otherwise, a limit possibly passed, an error) sends the text down the
 //! YAML path, which then gives the answer and the error exactly as before.
 
 use serde::de::DeserializeOwned;
 
+use super::error::{Position, Problem};
 use super::limits::{self, Limits, Refusal};
 
 /// Why a document could not be read.
@@ -24,15 +25,45 @@ pub(super) enum ReadError {
     Shape(serde_norway::Error),
 }
 
+impl ReadError {
+    /// The line, the place on it where known, and the problem, as a
+    /// [`StackError`](super::StackError) reports them.
+    pub(super) fn located(self) -> (Option<usize>, Option<Box<Position>>, Problem) {
+        match self {
+            ReadError::Refused(Refusal::Limit { line, limit }) => {
+                (line, None, Problem::TooLarge(limit))
+            }
+            ReadError::Refused(Refusal::Syntax { line, message }) => {
+                (Some(line), None, Problem::Syntax(message))
+            }
+            ReadError::Shape(e) => (
+                e.location().map(|l| l.line()),
+                e.location().map(|l| {
+                    Box::new(Position {
+                        column: l.column(),
+                        span: l.index()..l.index(),
+                    })
+                }),
+                Problem::Syntax(e.to_string()),
+            ),
+        }
+    }
+}
+
 /// `text` as a `T`: through `serde_json` when it is plainly JSON within
 /// `limits`, else through the limits' scan and `serde_norway`.
 pub(super) fn read<T: DeserializeOwned>(text: &str, limits: &Limits) -> Result<T, ReadError> {
-    if json::plain(text.as_bytes(), limits) {
-        if let Ok(value) = serde_json::from_str(text) {
-            return Ok(value);
-        }
+    match read_json(text, limits) {
+        Some(value) => Ok(value),
+        None => read_yaml(text, limits),
     }
-    read_yaml(text, limits)
+}
+
+/// The fast path alone: `None` where it steps aside.
+fn read_json<T: DeserializeOwned>(text: &str, limits: &Limits) -> Option<T> {
+    json::plain(text.as_bytes(), limits)
+        .then(|| serde_json::from_str(text).ok())
+        .flatten()
 }
 
 /// The YAML path alone.
@@ -200,11 +231,8 @@ mod tests {
 
     fn both(text: &str) -> (Option<Value>, Result<Value, String>) {
         let limits = Limits::default();
-        let fast = json::plain(text.as_bytes(), &limits)
-            .then(|| serde_json::from_str::<Value>(text).ok())
-            .flatten();
         let yaml = read_yaml::<Value>(text, &limits).map_err(|e| format!("{e:?}"));
-        (fast, yaml)
+        (read_json(text, &limits), yaml)
     }
 
     /// Where the fast path reads a value, the YAML path reads the same one.
@@ -246,10 +274,7 @@ mod tests {
             "{\"a\": 1} # a comment",
             "{a: 1}",
         ] {
-            let limits = Limits::default();
-            let fast = json::plain(text.as_bytes(), &limits)
-                .then(|| serde_json::from_str::<Value>(text).ok())
-                .flatten();
+            let fast = read_json::<Value>(text, &Limits::default());
             assert_eq!(fast, None, "{text:?} took the fast path");
         }
         let key = format!("{{\"{}\": 1}}", "k".repeat(1001));
