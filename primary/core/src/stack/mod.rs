@@ -32,6 +32,7 @@ mod keys;
 pub mod limits;
 mod locate;
 pub mod modules;
+mod one_pass;
 mod params;
 mod read;
 mod syntax;
