@@ -33,6 +33,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span, StrInput};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, Visitor};
 
 use super::limits::Limits;
+use super::read;
 
 /// `text` as a `T` in one pass, or `None` where the YAML path must answer.
 pub(super) fn read<T: DeserializeOwned>(text: &str, limits: &Limits) -> Option<T> {
@@ -72,24 +73,8 @@ fn plain_text(bytes: &[u8]) -> bool {
             b'\r' if bytes.get(i + 1) == Some(&b'\n') => {}
             b'%' if line_start => return false,
             0..=0x1f | 0x7f => return false,
-            // `\uD800`–`\uDFFF` or `\U0000D800`–`\U0000DFFF`: half of a
-            // surrogate pair.
-            b'\\' if surrogate_escape(&bytes[i + 1..]) => return false,
-            // C1 controls (NEL among them), U+2028, U+2029.
-            0xc2 if matches!(bytes.get(i + 1), Some(0x80..=0x9f)) => return false,
-            0xe2 if bytes.get(i + 1) == Some(&0x80)
-                && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
-            {
-                return false
-            }
-            // U+FEFF, U+FFFE, U+FFFF.
-            0xef if matches!(
-                (bytes.get(i + 1), bytes.get(i + 2)),
-                (Some(0xbb), Some(0xbf)) | (Some(0xbf), Some(0xbe | 0xbf))
-            ) =>
-            {
-                return false
-            }
+            b'\\' if read::surrogate_escape(&bytes[i + 1..]) => return false,
+            _ if read::odd_char(&bytes[i..]) => return false,
             _ => {}
         }
         line_start = false;
@@ -107,19 +92,6 @@ fn odd_start(value: &str) -> bool {
         [first, ..] => br#"-?:,[]{}#&*!|>'"%@`"#.contains(first),
         [] => false,
     }
-}
-
-/// Whether `escape` (what follows a backslash) names a UTF-16 surrogate.
-fn surrogate_escape(escape: &[u8]) -> bool {
-    let digits = match escape {
-        [b'u', rest @ ..] => rest,
-        [b'U', b'0', b'0', b'0', b'0', rest @ ..] => rest,
-        _ => return false,
-    };
-    matches!(
-        digits,
-        [b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F', ..]
-    )
 }
 
 /// Why the one pass stopped: the YAML path will say why, or read it.

@@ -77,6 +77,35 @@ pub(super) fn read_yaml<T: DeserializeOwned>(text: &str, limits: &Limits) -> Res
     serde_norway::from_str(text).map_err(ReadError::Shape)
 }
 
+/// Whether the character starting `rest` is one YAML refuses in a document
+/// (C1 controls, U+FEFF, U+FFFE, U+FFFF) or that YAML 1.1 folds as a line
+/// break and 1.2 does not (NEL, U+2028, U+2029): the fast paths step aside
+/// for them.
+pub(super) fn odd_char(rest: &[u8]) -> bool {
+    matches!(
+        rest,
+        [0xc2, 0x80..=0x9f, ..]
+            | [0xe2, 0x80, 0xa8 | 0xa9, ..]
+            | [0xef, 0xbb, 0xbf, ..]
+            | [0xef, 0xbf, 0xbe | 0xbf, ..]
+    )
+}
+
+/// Whether `escape` (what follows a backslash in a double-quoted string)
+/// names half of a UTF-16 surrogate pair (`\uD800`–`\uDFFF`,
+/// `\U0000D800`–`\U0000DFFF`), which the YAML path refuses.
+pub(super) fn surrogate_escape(escape: &[u8]) -> bool {
+    let digits = match escape {
+        [b'u', rest @ ..] => rest,
+        [b'U', b'0', b'0', b'0', b'0', rest @ ..] => rest,
+        _ => return false,
+    };
+    matches!(
+        digits,
+        [b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F', ..]
+    )
+}
+
 pub(super) mod json {
     //! Whether a text is JSON that `serde_json` and the YAML path read alike.
 
@@ -176,38 +205,13 @@ pub(super) mod json {
             match *bytes.get(i)? {
                 b'"' => return Some(i),
                 b'\\' => {
-                    // `\uD800`–`\uDFFF`: half of a surrogate pair.
-                    if bytes.get(i + 1) == Some(&b'u')
-                        && matches!(bytes.get(i + 2), Some(b'd' | b'D'))
-                        && matches!(
-                            bytes.get(i + 3),
-                            Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
-                        )
-                    {
+                    if super::surrogate_escape(&bytes[i + 1..]) {
                         return None;
                     }
                     i += 2;
                 }
                 b'\t' | 0x7f => return None,
-                // C1 controls, NEL among them (U+0080–U+009F), and the
-                // line and paragraph separators U+2028, U+2029: YAML
-                // refuses the first and folds the others as line breaks.
-                0xc2 if matches!(bytes.get(i + 1), Some(0x80..=0x9f)) => return None,
-                0xe2 if matches!(
-                    (bytes.get(i + 1), bytes.get(i + 2)),
-                    (Some(0x80), Some(0xa8 | 0xa9))
-                ) =>
-                {
-                    return None
-                }
-                // U+FEFF, U+FFFE, U+FFFF.
-                0xef if matches!(
-                    (bytes.get(i + 1), bytes.get(i + 2)),
-                    (Some(0xbb), Some(0xbf)) | (Some(0xbf), Some(0xbe | 0xbf))
-                ) =>
-                {
-                    return None
-                }
+                _ if super::odd_char(&bytes[i..]) => return None,
                 _ => i += 1,
             }
         }
