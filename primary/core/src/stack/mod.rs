@@ -21,6 +21,7 @@
 //!       content: hello
 //! ```
 
+mod block_scan;
 mod body;
 mod error;
 pub mod eval;

@@ -1,6 +1,8 @@
-//! YAML in one pass: a serde deserializer over `saphyr-parser`'s events
-//! that counts the [`Limits`] as it goes, for documents whose every token
-//! it can prove `serde_norway` reads the same way.
+//! YAML in one pass: a serde deserializer over YAML events that counts
+//! the [`Limits`] as it goes, for documents whose every token it can prove
+//! `serde_norway` reads the same way. The events come from
+//! [`super::block_scan`] where it takes the text, else from
+//! `saphyr-parser`; the checks below apply to both.
 //!
 //! The YAML path reads a document twice (the limits' scan, then
 //! `serde_norway`, which loads every event before it builds anything);
@@ -32,6 +34,7 @@ use std::fmt;
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, StrInput};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, Visitor};
 
+use super::block_scan::BlockScan;
 use super::limits::Limits;
 use super::read;
 
@@ -40,9 +43,28 @@ pub(super) fn read<T: DeserializeOwned>(text: &str, limits: &Limits) -> Option<T
     if text.len() > limits.max_document_bytes || !plain_text(text.as_bytes()) {
         return None;
     }
+    // The block scanner first: where it steps aside, `saphyr`'s events.
+    if let Some(scan) = BlockScan::new(text, limits) {
+        if let Some(value) = read_events(text, limits, Events::Scan(scan)) {
+            return Some(value);
+        }
+    }
+    read_events(
+        text,
+        limits,
+        Events::Saphyr(Box::new(Parser::new_from_str(text))),
+    )
+}
+
+/// `text` as a `T` from `events`, the events of `text`.
+fn read_events<'a, T: DeserializeOwned>(
+    text: &'a str,
+    limits: &Limits,
+    events: Events<'a>,
+) -> Option<T> {
     let mut reader = Reader {
         text,
-        parser: Parser::new_from_str(text),
+        events,
         peeked: None,
         limits,
         depth: 0,
@@ -130,9 +152,15 @@ enum Node<'a> {
     End,
 }
 
+/// Where the reader's events come from.
+enum Events<'a> {
+    Scan(BlockScan<'a>),
+    Saphyr(Box<Parser<'a, StrInput<'a>>>),
+}
+
 struct Reader<'a, 'l> {
     text: &'a str,
-    parser: Parser<'a, StrInput<'a>>,
+    events: Events<'a>,
     peeked: Option<(Node<'a>, Span)>,
     limits: &'l Limits,
     depth: usize,
@@ -151,9 +179,12 @@ struct Reader<'a, 'l> {
 
 impl<'a> Reader<'a, '_> {
     fn raw(&mut self) -> Result<(Event<'a>, Span)> {
-        match self.parser.next() {
-            Some(Ok(event)) => Ok(event),
-            _ => Err(StepAside),
+        match &mut self.events {
+            Events::Scan(scan) => scan.next_event(),
+            Events::Saphyr(parser) => match parser.next() {
+                Some(Ok(event)) => Ok(event),
+                _ => Err(StepAside),
+            },
         }
     }
 
@@ -540,8 +571,12 @@ mod tests {
         (read(text, limits), slow)
     }
 
-    /// Where the one pass reads a value, the YAML path reads the same one.
+    /// Where the one pass reads a value, the YAML path reads the same one;
+    /// where the block scanner gives events, they are `saphyr`'s.
     fn agrees(text: &str) -> bool {
+        if plain_text(text.as_bytes()) {
+            super::super::block_scan::tests::scans_as_saphyr(text);
+        }
         match both(text, &Limits::default()) {
             (Some(fast), slow) => {
                 assert_eq!(Some(fast), slow, "{text:?}");
@@ -566,6 +601,10 @@ mod tests {
             ));
         }
         takes_the_one_pass(&text);
+        assert!(
+            super::super::block_scan::tests::scans_as_saphyr(&text),
+            "the block scanner stepped aside"
+        );
         // And as the stack's own document type.
         let limits = Limits::default();
         let fast: Option<super::super::Document> = read(&text, &limits);
@@ -758,6 +797,9 @@ mod tests {
             entries in prop::collection::vec((scalar(), node(0)), 1..5),
         ) {
             let text: String = entries.iter().map(|(k, n)| format!("{k}: {n}\n")).collect();
+            if plain_text(text.as_bytes()) {
+                super::super::block_scan::tests::scans_as_saphyr(&text);
+            }
             if let (Some(fast), slow) = both(&text, &Limits::default()) {
                 prop_assert_eq!(Some(fast), slow, "{:?}", text);
             }

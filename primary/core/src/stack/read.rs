@@ -7,8 +7,9 @@
 //! the YAML path reads it at about 15 MB/s in two passes; so a document
 //! that is plainly JSON ([`json::plain`]) is read by `serde_json` instead, in
 //! one pass, four to five times faster at that size; other YAML is read
-//! in one pass over saphyr's events ([`super::one_pass`]), in about half
-//! the time. Each fast path gives the same value the YAML path would, or
+//! in one pass ([`super::one_pass`]) over the events of a line scanner for
+//! plain block YAML ([`super::block_scan`]; a fifth of the time at that
+//! size) or, where it steps aside, over saphyr's (about half). Each fast path gives the same value the YAML path would, or
 //! steps aside: any doubt (a token the readers read otherwise, a limit
 //! possibly passed, an error) sends the text down the YAML path, which
 //! then gives the answer and the error exactly as before.
