@@ -117,6 +117,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         fmt.json()
             .with_current_span(true)
             .with_span_list(true)
+            .fmt_fields(super::json_fields::JsonFields)
             .with_filter(logs)
             .boxed()
     } else {

@@ -14,6 +14,7 @@
 
 mod config;
 mod init;
+mod json_fields;
 mod prometheus;
 mod propagation;
 mod sampling;

@@ -9,7 +9,13 @@ pub const SERVICE_NAME: &str = "orrery-satellite";
 
 /// The subject operations for `plugin` on `target` are sent to.
 pub fn operation_subject(plugin: &str, target: &str) -> String {
-    format!("{SUBJECT_PREFIX}.{plugin}.{target}")
+    // Built once per request on the caller's path: one allocation of the
+    // right size, not `format!`'s growing buffer.
+    let mut subject = String::with_capacity(SUBJECT_PREFIX.len() + plugin.len() + target.len() + 2);
+    for part in [SUBJECT_PREFIX, ".", plugin, ".", target] {
+        subject.push_str(part);
+    }
+    subject
 }
 
 /// The queue group of every satellite serving `plugin`.
