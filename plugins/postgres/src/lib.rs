@@ -207,11 +207,11 @@ impl<'a> Cx<'a> {
         what: &str,
         sql: &str,
     ) -> Result<Option<Vec<tokio_postgres::Row>>, PluginError> {
-        let queried = match self.conn(database, what).await {
-            Ok(conn) => conn.query(sql, &[]).await.map_err(self.err(what)),
-            Err(e) => Err(e),
+        let query = || async {
+            let conn = self.conn(database, what).await?;
+            conn.query(sql, &[]).await.map_err(self.err(what))
         };
-        match queried {
+        match self.relinking(database, query).await {
             Ok(rows) => Ok(Some(rows)),
             Err(e) if !self.database_exists(database, what).await? => {
                 tracing::debug!(database, error = %e.message, "database gone while listing");
@@ -231,11 +231,32 @@ impl<'a> Cx<'a> {
         what: &str,
         sql: &str,
     ) -> Result<(), PluginError> {
-        match self.exec(database, what, sql).await {
+        let exec = || self.exec(database, what, sql);
+        match self.relinking(database, exec).await {
             Err(e) if !self.database_exists(database, what).await? => {
                 tracing::debug!(database, error = %e.message, "database gone");
                 self.forget(database);
                 Ok(())
+            }
+            done => done,
+        }
+    }
+
+    /// `work` on `database`, run once more on a new connection when the
+    /// link failed. A forced drop ends the database's connections before
+    /// its catalog row goes, so the first failure can come while the
+    /// database still shows as existing; the second connection waits on
+    /// the drop's lock and is refused once the drop commits.
+    async fn relinking<T, F, W>(&self, database: &str, work: W) -> Result<T, PluginError>
+    where
+        W: Fn() -> F,
+        F: std::future::Future<Output = Result<T, PluginError>>,
+    {
+        match work().await {
+            Err(e) if is_link_loss(&e) => {
+                tracing::debug!(database, error = %e.message, "connection lost: trying again");
+                self.forget(database);
+                work().await
             }
             done => done,
         }
@@ -259,6 +280,16 @@ impl<'a> Cx<'a> {
     fn err<'w>(&self, what: &'w str) -> impl Fn(tokio_postgres::Error) -> PluginError + 'w {
         move |e| error::pg(what, &e)
     }
+}
+
+/// Whether `e` is the loss of a connection (closed, or ended by the
+/// server: SQLSTATE class 57, as a terminated backend reports), not a
+/// refusal of the statement.
+fn is_link_loss(e: &PluginError) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::NetworkFailure | ErrorCode::ServiceInternalError
+    )
 }
 
 /// Every database that takes connections (templates aside), by name.

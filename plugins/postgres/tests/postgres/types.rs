@@ -111,6 +111,64 @@ async fn a_role_owning_objects_is_a_conflict_naming_them_until_drop_owned() {
 }
 
 #[tokio::test]
+async fn drop_owned_survives_its_connection_ending_under_it() {
+    let env = env().await;
+    let (role, db) = (unique("cut"), unique("cut_db"));
+    env.create("Postgres::Role", props([("name", role.as_str().into())]))
+        .await;
+    env.create("Postgres::Database", props([("name", db.as_str().into())]))
+        .await;
+    let holder = raw(&db).await;
+    holder
+        .batch_execute(&format!(
+            "CREATE TABLE t (); ALTER TABLE t OWNER TO \"{role}\""
+        ))
+        .await
+        .unwrap();
+    holder
+        .batch_execute("BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let delete = orrery_plugin_sdk::schema::DeleteRequest {
+        request_id: "d".into(),
+        resource_type: "Postgres::Role".into(),
+        target: env.target.clone(),
+        native_id: role.clone(),
+        properties: props([("name", role.as_str().into()), ("drop_owned", true.into())]),
+    };
+    // While the plugin's DROP OWNED waits on the lock, its connection is
+    // ended (as a forced drop of another database, or an operator, would)
+    // and the database is still there: the plugin tries once more.
+    let cut = async {
+        let admin = raw("postgres").await;
+        let waiting = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = $1 AND application_name = 'orrery-plugin-postgres' \
+             AND wait_event_type = 'Lock'";
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let ended = admin.query(waiting, &[&db]).await.unwrap();
+            if !ended.is_empty() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "DROP OWNED never waited"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        holder.batch_execute("ROLLBACK").await.unwrap();
+    };
+    let (gone, ()) = tokio::join!(env.send(Request::Delete(delete)), cut);
+    assert_eq!(gone.error_code, None, "{gone:?}");
+    let left = raw(&db)
+        .await
+        .query("SELECT 1 FROM pg_class WHERE relname = 't'", &[])
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the owned table was dropped");
+}
+
+#[tokio::test]
 async fn table_grants_have_a_composite_id_that_reads_back_as_an_import() {
     let env = env().await;
     let (role, db) = (unique("reader"), unique("grants"));
