@@ -307,11 +307,7 @@ impl<'a> BlockScan<'a> {
                         _ => i += 1,
                     }
                 }
-                let mut k = i;
-                while k > at && bytes[k - 1] == b' ' {
-                    k -= 1;
-                }
-                k
+                self.trim_end(at, i)
             }
         };
         let colon = key_end + self.spaces(key_end, end);
@@ -386,6 +382,26 @@ impl<'a> BlockScan<'a> {
     }
 
     /// A value on a key's or dash's line; where it ends.
+    /// Where `at..stop` ends without its trailing spaces.
+    fn trim_end(&self, at: usize, mut stop: usize) -> usize {
+        while stop > at && self.bytes[stop - 1] == b' ' {
+            stop -= 1;
+        }
+        stop
+    }
+
+    /// The plain scalar `at..stop` less its trailing spaces; returns its end.
+    fn plain(&mut self, at: usize, stop: usize) -> usize {
+        let stop = self.trim_end(at, stop);
+        self.scalar(
+            Cow::Borrowed(&self.text[at..stop]),
+            ScalarStyle::Plain,
+            at,
+            stop,
+        );
+        stop
+    }
+
     fn value(&mut self, at: usize, end: usize) -> Result<usize> {
         match self.bytes[at] {
             b'[' | b'{' => self.flow(at, end),
@@ -410,16 +426,7 @@ impl<'a> BlockScan<'a> {
                         _ => i += 1,
                     }
                 }
-                while stop > at && bytes[stop - 1] == b' ' {
-                    stop -= 1;
-                }
-                self.scalar(
-                    Cow::Borrowed(&self.text[at..stop]),
-                    ScalarStyle::Plain,
-                    at,
-                    stop,
-                );
-                Ok(stop)
+                Ok(self.plain(at, stop))
             }
         }
     }
@@ -572,20 +579,10 @@ impl<'a> BlockScan<'a> {
                         _ => i += 1,
                     }
                 }
-                let mut stop = i;
-                while stop > at && bytes[stop - 1] == b' ' {
-                    stop -= 1;
-                }
-                if stop == at {
+                if self.trim_end(at, i) == at {
                     return Err(StepAside);
                 }
-                self.scalar(
-                    Cow::Borrowed(&self.text[at..stop]),
-                    ScalarStyle::Plain,
-                    at,
-                    stop,
-                );
-                Ok(stop)
+                Ok(self.plain(at, i))
             }
         }
     }
