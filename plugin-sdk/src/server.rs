@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use orrery_schema::{
     Announcement, Capability, EncodeError, Envelope, ErrorCode, ListRequest, ListResult,
@@ -187,12 +188,19 @@ where
     let _ = out.send(hello).await;
 
     let in_flight: InFlight = Arc::default();
+    // On one thread, requests are polled by this loop: a task of their own
+    // would cost a spawn and a scheduler hand-off per request and buy no
+    // parallelism. With workers, each request is a task, to spread them.
+    let inline = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread;
+    let mut polled = FuturesUnordered::new();
     let mut tasks = JoinSet::new();
     let mut frames = FramedRead::new(reader, FrameCodec::default());
     tokio::pin!(shutdown);
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,
+            Some(()) = polled.next(), if !polled.is_empty() => continue,
             () = &mut shutdown => break,
         };
         // Reap finished tasks so the set does not grow with the link's age.
@@ -216,10 +224,20 @@ where
                 continue;
             }
         };
-        handle(&plugin, envelope, &out, &in_flight, &mut tasks).await;
+        if let Some(request) = handle(&plugin, envelope, &out, &in_flight).await {
+            if inline {
+                polled.push(request);
+            } else {
+                tasks.spawn(request);
+            }
+        }
     }
 
-    let drain = async { while tasks.join_next().await.is_some() {} };
+    let drain = async {
+        tokio::join!(async { while polled.next().await.is_some() {} }, async {
+            while tasks.join_next().await.is_some() {}
+        },)
+    };
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
         tracing::warn!("in-flight requests still running after the grace period; abandoning them");
     }
@@ -230,13 +248,14 @@ where
     }
 }
 
+/// Answers what needs no handler; a request comes back as the future
+/// that runs it.
 async fn handle<P: ResourcePlugin>(
     plugin: &Arc<P>,
     envelope: Envelope,
     out: &mpsc::Sender<Envelope>,
     in_flight: &InFlight,
-    tasks: &mut JoinSet<()>,
-) {
+) -> Option<impl Future<Output = ()> + Send + 'static> {
     let reply_error = |code: ErrorCode, message: String| {
         tracing::warn!(kind = %envelope.kind, %code, %message, "refusing a message");
         envelope.reply(MessageKind::Error, &ProtocolError { code, message })
@@ -247,7 +266,7 @@ async fn handle<P: ResourcePlugin>(
             envelope.protocol
         );
         send(out, reply_error(ErrorCode::UnsupportedProtocol, msg)).await;
-        return;
+        return None;
     }
     match envelope.kind {
         MessageKind::Ping => send(out, envelope.reply(MessageKind::Pong, &())).await,
@@ -265,15 +284,14 @@ async fn handle<P: ResourcePlugin>(
             Ok(request) => {
                 let (cancel_tx, cancel_rx) = oneshot::channel();
                 lock(in_flight).insert(envelope.id, cancel_tx);
-                let task = run_request(
+                return Some(run_request(
                     plugin.clone(),
                     envelope,
                     request,
                     cancel_rx,
                     out.clone(),
                     in_flight.clone(),
-                );
-                tasks.spawn(task);
+                ));
             }
             Err(orrery_schema::RequestError::NotARequest(kind)) => {
                 let msg = format!("unknown message kind `{kind}`");
@@ -282,6 +300,7 @@ async fn handle<P: ResourcePlugin>(
             Err(e) => send(out, reply_error(ErrorCode::MalformedMessage, e.to_string())).await,
         },
     }
+    None
 }
 
 fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<()>>> {
