@@ -77,10 +77,7 @@ pub(super) struct Lines {
 impl Lines {
     pub fn of(text: &str) -> Rc<Lines> {
         Rc::new(Lines {
-            labels: label_lines(text)
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
+            labels: label_lines(text),
             uses: modules::use_lines(text),
         })
     }

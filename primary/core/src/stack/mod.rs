@@ -461,23 +461,37 @@ pub(super) fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
 
 /// The line declaring each label, found by its `label:` key (YAML) or
 /// `"label":` (JSON); the first declaration wins.
-pub(super) fn label_lines(text: &str) -> std::collections::HashMap<&str, usize> {
+pub(super) fn label_lines(text: &str) -> std::collections::HashMap<String, usize> {
     let mut out = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
-        let l = line.trim_start().trim_start_matches("- ").trim_start();
-        let value = l
-            .strip_prefix("label:")
-            .or_else(|| l.strip_prefix("\"label\":"))
-            .map(|v| {
-                v.trim()
-                    .trim_end_matches(',')
-                    .trim_matches(|c| c == '"' || c == '\'')
-            });
-        if let Some(label) = value {
-            out.entry(label).or_insert(i + 1);
+        if let Some(label) = declared(line, "label:", "\"label\":") {
+            if !out.contains_key(label) {
+                out.insert(label.to_owned(), i + 1);
+            }
         }
     }
     out
+}
+
+/// The value a line declares under `yaml_key` (`name:`) or `json_key`
+/// (`"name":`), list dashes, quotes and a JSON comma taken off.
+pub(super) fn declared<'t>(line: &'t str, yaml_key: &str, json_key: &str) -> Option<&'t str> {
+    // `strip_prefix` in a loop rather than `trim_start_matches("- ")`,
+    // which builds a substring searcher for every line of the document.
+    let mut l = line.trim_start();
+    while let Some(rest) = l.strip_prefix("- ") {
+        l = rest;
+    }
+    let l = l.trim_start();
+    let value = l
+        .strip_prefix(yaml_key)
+        .or_else(|| l.strip_prefix(json_key))?;
+    Some(
+        value
+            .trim()
+            .trim_end_matches(',')
+            .trim_matches(|c| c == '"' || c == '\''),
+    )
 }
 
 /// A literal property value, if the expression has no reference.

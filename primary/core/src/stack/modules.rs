@@ -139,18 +139,10 @@ pub(super) fn use_lines(text: &str) -> BTreeMap<String, usize> {
             inside = line.starts_with("modules:");
             continue;
         }
-        let l = line.trim_start().trim_start_matches("- ").trim_start();
         if !inside {
             continue;
         }
-        let name = l
-            .strip_prefix("name:")
-            .or_else(|| l.strip_prefix("\"name\":"))
-            .map(|v| {
-                v.trim()
-                    .trim_end_matches(',')
-                    .trim_matches(|c| c == '"' || c == '\'')
-            });
+        let name = super::declared(line, "name:", "\"name\":");
         if let Some(name) = name {
             out.entry(name.to_owned()).or_insert(i + 1);
         }
