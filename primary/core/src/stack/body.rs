@@ -380,7 +380,7 @@ pub(super) fn evaluate(
         )?;
         for copy in copies {
             let env = env.instance(copy.each.as_ref().map(|(k, v)| (k, v)), copy.count);
-            let label = format!("{}{}{}", place.prefix, r.label, copy.suffix);
+            let label = [place.prefix.as_str(), &r.label, &copy.suffix].concat();
             let fail = |what: String, error| {
                 at(
                     line,
