@@ -142,8 +142,7 @@ pub(super) fn use_lines(text: &str) -> BTreeMap<String, usize> {
         if !inside {
             continue;
         }
-        let name = super::declared(line, "name:", "\"name\":");
-        if let Some(name) = name {
+        if let Some(name) = super::declared(line, "name:", "\"name\":") {
             out.entry(name.to_owned()).or_insert(i + 1);
         }
     }
