@@ -294,6 +294,16 @@ fn main() -> ExitCode {
 }
 
 async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
+    // Handlers first: from here on a signal drains rather than kills. While
+    // the satellite is still starting it abandons the start instead, as
+    // nothing is in flight yet (a plugin that never finishes its handshake
+    // must not make the process unstoppable).
+    let signal = shutdown_signal();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signal.await;
+        let _ = stop_tx.send(true);
+    });
     anyhow::ensure!(
         !settings.plugins.is_empty() || !settings.installs.is_empty(),
         "no plugins configured: pass --plugin PATH or --install NAME@REQ"
@@ -309,19 +319,29 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         tracing::warn!("no --trusted-key given: every hub package will be refused as untrusted");
     }
     let held = held_targets(&settings);
-    let mut hosts = Vec::new();
-    for path in &settings.plugins {
-        let mut spec = PluginSpec::new(path);
-        spec.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
-        spec.env_allow = settings.plugin_env.clone();
-        spec.held = held.clone();
-        let host = PluginHost::start(spec)
-            .await
-            .with_context(|| format!("starting plugin {}", path.display()))?;
-        tracing::info!(plugin = %host.name(), version = %host.announcement().version, "plugin ready");
-        hosts.push(host);
-    }
-    let client = connect(&settings).await?;
+    let start = async {
+        let mut hosts = Vec::new();
+        for path in &settings.plugins {
+            let mut spec = PluginSpec::new(path);
+            spec.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
+            spec.env_allow = settings.plugin_env.clone();
+            spec.held = held.clone();
+            let host = PluginHost::start(spec)
+                .await
+                .with_context(|| format!("starting plugin {}", path.display()))?;
+            tracing::info!(plugin = %host.name(), version = %host.announcement().version, "plugin ready");
+            hosts.push(host);
+        }
+        let client = connect(&settings).await?;
+        anyhow::Ok((hosts, client))
+    };
+    let (hosts, client) = tokio::select! {
+        started = start => started?,
+        () = stopped(stop_rx.clone()) => {
+            tracing::info!("stopped while starting; exiting");
+            return Ok(());
+        }
+    };
     if let Some(port) = settings.health_port {
         let addr = std::net::SocketAddr::new(settings.health_addr, port);
         let (client, hosts) = (client.clone(), hosts.clone());
@@ -351,20 +371,27 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         ..RelayConfig::default()
     };
     if requirements.is_empty() {
-        relay::serve(client, hosts, config, shutdown_signal()).await?;
+        relay::serve(client, hosts, config, stopped(stop_rx)).await?;
         tracing::info!("drained; exiting");
         return Ok(());
     }
-    let mut installed =
-        match start_hub_plugins(&settings, &client, &config, requirements, trusted).await {
-            Ok(installed) => Some(installed),
-            // Without a reachable hub, the --plugin plugins are still served.
-            Err(e) if !hosts.is_empty() => {
-                eprintln!("error: cannot install from the hub: {e:#}");
-                None
-            }
-            Err(e) => return Err(e),
-        };
+    let hub = start_hub_plugins(&settings, &client, &config, requirements, trusted);
+    let hub = tokio::select! {
+        hub = hub => hub,
+        () = stopped(stop_rx.clone()) => {
+            tracing::info!("stopped while installing from the hub; exiting");
+            return Ok(());
+        }
+    };
+    let mut installed = match hub {
+        Ok(installed) => Some(installed),
+        // Without a reachable hub, the --plugin plugins are still served.
+        Err(e) if !hosts.is_empty() => {
+            eprintln!("error: cannot install from the hub: {e:#}");
+            None
+        }
+        Err(e) => return Err(e),
+    };
     if let Some(installed) = &installed {
         for (requirement, error) in installed.failures() {
             eprintln!("error: {requirement}: {error}");
@@ -374,10 +401,6 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         !hosts.is_empty() || installed.as_ref().is_some_and(|i| !i.running().is_empty()),
         "no plugin could be started"
     );
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let local = async {
         if hosts.is_empty() {
             return Ok(());
@@ -392,11 +415,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
             installed.shutdown().await;
         }
     };
-    let signal = async {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    };
-    let (local, (), ()) = tokio::join!(local, from_hub, signal);
+    let (local, ()) = tokio::join!(local, from_hub);
     local?;
     tracing::info!("drained; exiting");
     Ok(())
@@ -464,18 +483,29 @@ async fn connect(settings: &Settings) -> anyhow::Result<async_nats::Client> {
     )
 }
 
-async fn shutdown_signal() {
+/// Completes once the stop signal has been given.
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Installs the SIGTERM/SIGINT handlers now, not at the first poll, and
+/// returns the future that completes on the first of them: until a handler
+/// is installed, a signal kills the process undrained.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; SIGTERM will not drain");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            tracing::error!("cannot install signal handlers; SIGTERM will not drain");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
     }
 }
 

@@ -38,13 +38,18 @@ fn testbed_satellite(url: &str, id: &str) -> std::process::Child {
         .unwrap()
 }
 
-/// Waits until satellite `id` answers `$SRV.INFO`.
+/// Waits until satellite `id` answers `$SRV.INFO` with its testbed
+/// endpoint listed: the service answers before its endpoints are added.
 async fn wait_registered(client: &async_nats::Client, id: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let endpoint = relay::operation_subject("testbed", "*");
     while !client
         .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
         .await
-        .is_ok_and(|m| String::from_utf8_lossy(&m.payload).contains(id))
+        .is_ok_and(|m| {
+            let info = String::from_utf8_lossy(&m.payload);
+            info.contains(id) && info.contains(&endpoint)
+        })
     {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -149,5 +154,67 @@ async fn sigterm_exits_even_when_the_nats_server_is_gone() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+}
+
+/// Whether process `pid` has a child yet (`/proc/*/stat`, field 4).
+fn has_child(pid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .is_some_and(|ppid| ppid == pid.to_string())
+        })
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_still_starting_exits_zero_instead_of_dying() {
+    // A plugin that never announces itself: the signal lands while the
+    // satellite waits for the handshake, before it has served anything.
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("mute-plugin");
+    std::fs::write(&plugin, "#!/bin/sh\nexec /bin/sleep 60\n").unwrap();
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let server = NatsServer::start().await;
+    let mut satellite = Command::new(binary("orrery-satellite"))
+        .args(["--nats-url", &server.url, "--id", "starting"])
+        .args(["--handshake-timeout-secs", "60", "--plugin"])
+        .arg(&plugin)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = satellite.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !has_child(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the satellite started no plugin in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(exit) = satellite.try_wait().unwrap() {
+            break exit;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = satellite.kill();
+            panic!("the satellite was still running 20 s after SIGTERM while starting");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Were the handlers installed only once serving, this would be death by
+    // SIGTERM (no exit code) — and likewise in the instant between
+    // registering with NATS and awaiting the signal.
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }

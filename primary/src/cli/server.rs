@@ -191,6 +191,7 @@ fn auth_config(args: &Args, mode: Mode) -> anyhow::Result<http::auth::Auth> {
 }
 
 pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
+    let shutdown = shutdown_signal();
     let auth = std::sync::Arc::new(auth_config(&args, mode)?);
     let tls = match (&args.api_tls_cert, &args.api_tls_key) {
         (Some(cert), Some(key)) => {
@@ -257,7 +258,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
             header_read_timeout: args.header_read_timeout,
             tls,
         },
-        shutdown_signal(),
+        shutdown,
     )
     .await;
     primary
@@ -267,27 +268,40 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Installs the SIGTERM and SIGINT handlers now and returns the future
+/// that resolves on either. Installing at startup, not at the first poll,
+/// matters: "listening" is printed before the server polls this, and a
+/// signal in that window would otherwise kill the process without a
+/// graceful shutdown.
+#[cfg(unix)]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let handlers = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    async move {
+        match handlers {
+            (Ok(mut term), Ok(mut int)) => tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            },
+            _ => {
+                tracing::error!(
+                    "cannot install signal handlers; SIGTERM will not shut down gracefully"
+                );
+                std::future::pending::<()>().await;
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        tracing::info!("shutting down");
+    }
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+async fn shutdown_signal() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
     }
     tracing::info!("shutting down");
 }
