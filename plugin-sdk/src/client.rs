@@ -16,10 +16,10 @@ use orrery_schema::{
     Uuid, PROTOCOL_MAJOR,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio_util::codec::FramedRead;
 
-use crate::frame_io::{write_frames, FrameCodec, WRITE_QUEUE};
+use crate::frame_io::{FrameCodec, FrameSink};
 
 /// Why the handshake failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -98,7 +98,7 @@ type Pending = Arc<Mutex<Calls>>;
 /// A connected plugin link. Cheap to clone; all clones share the link.
 #[derive(Clone)]
 pub struct PluginClient {
-    out: mpsc::Sender<Envelope>,
+    out: FrameSink,
     pending: Pending,
     closed: watch::Receiver<Option<String>>,
     announcement: Arc<Announcement>,
@@ -159,20 +159,23 @@ impl PluginClient {
             });
         }
 
-        let (out, rx) = mpsc::channel(WRITE_QUEUE);
+        let (out, writes) = FrameSink::new(writer);
         let (closed_tx, closed) = watch::channel(None);
         let pending: Pending = Arc::default();
         let closed_tx = Arc::new(closed_tx);
         let on_close = closed_tx.clone();
         let pending_w = pending.clone();
         tokio::spawn(async move {
-            if let Err(e) = write_frames(writer, rx).await {
-                close(
-                    &on_close,
-                    &pending_w,
-                    format!("writing to the plugin failed: {e}"),
-                );
-            }
+            let failed = match writes.await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            };
+            close(
+                &on_close,
+                &pending_w,
+                format!("writing to the plugin failed: {failed}"),
+            );
         });
         tokio::spawn(read_answers(frames, pending.clone(), closed_tx));
         Ok(PluginClient {
@@ -238,22 +241,30 @@ impl PluginClient {
     ) -> Result<Answered, CallError> {
         let id = envelope.id;
         let (tx, rx) = oneshot::channel();
-        {
+        let alone = {
             let mut calls = lock(&self.pending);
             if calls.closed {
                 drop(calls);
                 return Err(self.link_closed("link closed"));
             }
             calls.waiting.insert(id, tx);
-        }
+            calls.waiting.len() == 1
+        };
         // Removes the call from the map however this future ends (answered,
         // timed out, link closed, or dropped by its caller).
         let registered = Registered {
             pending: &self.pending,
             id,
         };
-        if self.out.send(envelope).await.is_err() {
-            return Err(self.link_closed("writer stopped"));
+        // Alone on the link, the call writes its frame itself; with others
+        // in flight, frames share the background writer's next write.
+        let sent = if alone {
+            self.out.send(&envelope).await
+        } else {
+            self.out.enqueue(&envelope).await
+        };
+        if let Err(e) = sent {
+            return Err(self.link_closed(&e.to_string()));
         }
         // When the link closes, `close` drops every waiting sender: `rx`
         // then fails at once, without waiting for the deadline.
@@ -280,7 +291,7 @@ impl PluginClient {
         };
         if let Ok(mut envelope) = Envelope::new(MessageKind::Cancel, &cancel) {
             envelope.correlation = Some(id);
-            let _ = self.out.send(envelope).await;
+            let _ = self.out.send(&envelope).await;
         }
     }
 

@@ -1,10 +1,17 @@
 //! Frames over async byte streams: the stdio link between a host and a
 //! plugin process (or the in-memory pipe of the harness).
 
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
 use bytes::{Bytes, BytesMut};
 use orrery_schema::{Envelope, FrameDecoder, FrameError};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::io::AsyncWrite;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio_util::codec::Decoder;
 
 /// A `tokio_util` decoder that yields frame payloads. An oversized frame is
@@ -32,60 +39,243 @@ impl Decoder for FrameCodec {
     }
 }
 
-/// Capacity of the queue in front of a link's writer. Senders wait when it
-/// is full, which is the back-pressure of the whole link.
-pub const WRITE_QUEUE: usize = 1024;
+/// Bytes a sink holds unwritten before senders wait: the back-pressure of
+/// the whole link (a peer that stops reading stops its senders, one frame
+/// past this bound at most).
+pub const QUEUE_BYTES: usize = 1024 * 1024;
 
-/// Bytes a writer gathers before writing them out, and the buffer size it
-/// keeps between batches.
+/// The buffer size a sink keeps between bursts.
 const BATCH_BYTES: usize = 64 * 1024;
 
-/// Writes envelopes from `rx` as frames, flushing whenever the queue runs
-/// dry so that bursts share one write. Returns when every sender is gone or
-/// the stream fails.
+/// The sink's link has failed: a write returned an error, so no later
+/// frame can be delivered.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("writing to the link failed: {0}")]
+pub struct SinkClosed(pub String);
+
+/// The write half of a link, shared by any number of senders.
 ///
-/// # Errors
+/// A frame is encoded into the sink's buffer. [`FrameSink::send`] then
+/// writes it at once, by the sender itself, when the stream is idle: no
+/// task hand-off and no wake-up per message. [`FrameSink::enqueue`], and
+/// any write the stream cannot take at once (a slow peer, a file), is left
+/// to a background task, and frames sent meanwhile join its buffer and go
+/// out in one write.
 ///
-/// The first I/O error of `writer` (the link is broken). An envelope that
-/// cannot be encoded is logged and dropped, not an error: answers never
-/// get here too large, the server measures them first and answers
-/// `MessageTooLarge` instead.
-pub async fn write_frames<W: AsyncWrite + Unpin>(
-    mut writer: W,
-    mut rx: mpsc::Receiver<Envelope>,
-) -> std::io::Result<()> {
-    // Frames are encoded straight into one reused buffer (no per-frame
-    // allocation or copy) and written with one call per batch.
-    let mut batch = Vec::with_capacity(BATCH_BYTES);
-    let mut queued = Vec::with_capacity(64);
-    while rx.recv_many(&mut queued, 64).await > 0 {
+/// Sending is cancellation-safe: a frame is appended whole, without an
+/// await, or not at all, and whatever is appended is written even if its
+/// sender is dropped. When every clone is dropped, the background task
+/// writes what is left, flushes and shuts the stream down (the peer sees
+/// the end of its input).
+#[derive(Clone)]
+pub struct FrameSink {
+    senders: Arc<Senders>,
+}
+
+/// Alive while any [`FrameSink`] clone is; dropping it closes the stream.
+struct Senders(Arc<Shared>);
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the background task: a write to finish, or the end.
+    work: Notify,
+    /// Wakes senders waiting for room in the buffer.
+    room: Notify,
+}
+
+struct State {
+    writer: Box<dyn AsyncWrite + Send + Unpin>,
+    buf: Vec<u8>,
+    /// How much of `buf` has been written.
+    written: usize,
+    /// The background task owns the stream: a write did not complete at
+    /// once. Senders then only append, so that one waker at a time is
+    /// registered with the stream.
+    busy: bool,
+    failed: Option<String>,
+    closing: bool,
+}
+
+impl FrameSink {
+    /// A sink writing to `writer`, and the background task that finishes
+    /// its writes; the task ends with the stream's first I/O error, or
+    /// `Ok` once every clone of the sink is dropped and the stream is shut
+    /// down. Must be called inside a Tokio runtime.
+    pub fn new<W>(writer: W) -> (FrameSink, JoinHandle<io::Result<()>>)
+    where
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                writer: Box::new(writer),
+                buf: Vec::with_capacity(BATCH_BYTES),
+                written: 0,
+                busy: false,
+                failed: None,
+                closing: false,
+            }),
+            work: Notify::new(),
+            room: Notify::new(),
+        });
+        let task = tokio::spawn(finish_writes(shared.clone()));
+        let sink = FrameSink {
+            senders: Arc::new(Senders(shared)),
+        };
+        (sink, task)
+    }
+
+    /// Queues `envelope` as a frame and writes it now if the stream is
+    /// idle; waits only while the buffer holds [`QUEUE_BYTES`]. The path for
+    /// a frame with nothing else in flight: its latency is the link's.
+    ///
+    /// An envelope that cannot be encoded is logged and dropped, not an
+    /// error: answers never get here too large, the server measures them
+    /// first and answers `MessageTooLarge` instead.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkClosed`] once a write to the stream has failed.
+    pub async fn send(&self, envelope: &Envelope) -> Result<(), SinkClosed> {
+        self.put(envelope, true).await
+    }
+
+    /// As [`FrameSink::send`], but the frame is left to the background
+    /// task, so that frames sent by other work before it runs share one
+    /// write: the path under load, where a write per frame would cost more
+    /// than the task's wake-up.
+    ///
+    /// # Errors
+    ///
+    /// As [`FrameSink::send`].
+    pub async fn enqueue(&self, envelope: &Envelope) -> Result<(), SinkClosed> {
+        self.put(envelope, false).await
+    }
+
+    async fn put(&self, envelope: &Envelope, now: bool) -> Result<(), SinkClosed> {
+        let shared = &self.senders.0;
         loop {
-            for envelope in queued.drain(..) {
-                if let Err(e) = orrery_schema::frame::encode_frame_into(&envelope, &mut batch) {
-                    tracing::error!(kind = %envelope.kind, error = %e, "dropping a message that cannot be encoded");
+            // Created before the check, so a drain between the check and
+            // the wait is not missed.
+            let room = shared.room.notified();
+            {
+                let mut state = shared.lock();
+                if let Some(reason) = &state.failed {
+                    return Err(SinkClosed(reason.clone()));
                 }
-                if batch.len() >= BATCH_BYTES {
-                    writer.write_all(&batch).await?;
-                    batch.clear();
+                if state.buf.len() - state.written < QUEUE_BYTES {
+                    if let Err(e) =
+                        orrery_schema::frame::encode_frame_into(envelope, &mut state.buf)
+                    {
+                        tracing::error!(kind = %envelope.kind, error = %e, "dropping a message that cannot be encoded");
+                        return Ok(());
+                    }
+                    if !state.busy && !now {
+                        state.busy = true;
+                        shared.work.notify_one();
+                    } else if !state.busy {
+                        let mut cx = Context::from_waker(Waker::noop());
+                        match state.poll_out(&mut cx) {
+                            Poll::Ready(Ok(())) => {}
+                            Poll::Ready(Err(e)) => {
+                                let reason = state.fail(&e);
+                                drop(state);
+                                shared.work.notify_one();
+                                return Err(SinkClosed(reason));
+                            }
+                            Poll::Pending => {
+                                state.busy = true;
+                                shared.work.notify_one();
+                            }
+                        }
+                    }
+                    return Ok(());
                 }
             }
-            // Whatever arrived meanwhile joins this batch.
-            match rx.try_recv() {
-                Ok(envelope) => queued.push(envelope),
-                Err(_) => break,
-            }
-        }
-        if !batch.is_empty() {
-            writer.write_all(&batch).await?;
-            batch.clear();
-        }
-        writer.flush().await?;
-        if batch.capacity() > 4 * BATCH_BYTES {
-            // One huge frame (an announcement, a big list) need not pin
-            // megabytes for the link's lifetime.
-            batch = Vec::with_capacity(BATCH_BYTES);
+            room.await;
         }
     }
-    writer.flush().await?;
-    writer.shutdown().await
 }
+
+impl Drop for Senders {
+    fn drop(&mut self) {
+        self.0.lock().closing = true;
+        self.0.work.notify_one();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change to the state is complete before the lock is
+        // released, so a panic elsewhere leaves it consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    /// Writes what is buffered and flushes; `Pending` leaves the rest for
+    /// the next poll (nothing is lost, `written` says where to go on).
+    fn poll_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.buf.len() {
+            match Pin::new(&mut self.writer).poll_write(cx, &self.buf[self.written..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.buf.clear();
+        self.written = 0;
+        if self.buf.capacity() > 4 * BATCH_BYTES {
+            // One huge frame (an announcement, a big list) need not pin
+            // megabytes for the link's lifetime.
+            self.buf = Vec::with_capacity(BATCH_BYTES);
+        }
+        Pin::new(&mut self.writer).poll_flush(cx)
+    }
+
+    fn fail(&mut self, e: &io::Error) -> String {
+        let reason = e.to_string();
+        self.failed = Some(reason.clone());
+        reason
+    }
+}
+
+/// The background half of a [`FrameSink`]: finishes the writes senders
+/// could not, and shuts the stream down once they are all gone.
+async fn finish_writes(shared: Arc<Shared>) -> io::Result<()> {
+    loop {
+        shared.work.notified().await;
+        let step = poll_fn(|cx| {
+            let mut state = shared.lock();
+            if let Some(reason) = &state.failed {
+                return Poll::Ready(Err(io::Error::other(reason.clone())));
+            }
+            if state.busy {
+                match state.poll_out(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => {
+                        state.fail(&e);
+                        return Poll::Ready(Err(e));
+                    }
+                    Poll::Ready(Ok(())) => state.busy = false,
+                }
+            }
+            Poll::Ready(Ok(state.closing))
+        })
+        .await;
+        shared.room.notify_waiters();
+        if step? {
+            break;
+        }
+    }
+    poll_fn(|cx| {
+        let mut state = shared.lock();
+        std::task::ready!(state.poll_out(cx))?;
+        Pin::new(&mut state.writer).poll_shutdown(cx)
+    })
+    .await
+}
+
+#[cfg(test)]
+#[path = "frame_io_tests.rs"]
+mod tests;

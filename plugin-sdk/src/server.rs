@@ -14,12 +14,12 @@ use orrery_schema::{
     MAX_FRAME_BYTES, PROTOCOL_MAJOR,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::codec::FramedRead;
 use tracing::Instrument;
 
-use crate::frame_io::{write_frames, FrameCodec, WRITE_QUEUE};
+use crate::frame_io::{FrameCodec, FrameSink};
 use crate::plugin::ResourcePlugin;
 use crate::result::{OpResult, PluginError};
 
@@ -180,12 +180,11 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, rx) = mpsc::channel::<Envelope>(WRITE_QUEUE);
-    let writer = tokio::spawn(write_frames(writer, rx));
+    let (out, writer) = FrameSink::new(writer);
     let hello = Envelope::new(MessageKind::Announce, &announcement(plugin.as_ref()))
         .map_err(std::io::Error::other)?
         .with_max_message_bytes(Some(MAX_FRAME_BYTES as u64));
-    let _ = out.send(hello).await;
+    let _ = out.send(&hello).await;
 
     let in_flight: InFlight = Arc::default();
     // On one thread, requests are polled by this loop: a task of their own
@@ -241,7 +240,9 @@ where
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
         tracing::warn!("in-flight requests still running after the grace period; abandoning them");
     }
-    drop(out);
+    // The abandoned requests hold the sink too: the stream closes, and the
+    // host sees the end, only once they are gone.
+    drop((polled, tasks, out));
     match writer.await {
         Ok(result) => result,
         Err(e) => Err(std::io::Error::other(e)),
@@ -253,7 +254,7 @@ where
 async fn handle<P: ResourcePlugin>(
     plugin: &Arc<P>,
     envelope: Envelope,
-    out: &mpsc::Sender<Envelope>,
+    out: &FrameSink,
     in_flight: &InFlight,
 ) -> Option<impl Future<Output = ()> + Send + 'static> {
     let reply_error = |code: ErrorCode, message: String| {
@@ -265,11 +266,11 @@ async fn handle<P: ResourcePlugin>(
             "message speaks protocol {} but this plugin speaks protocol {PROTOCOL_MAJOR}",
             envelope.protocol
         );
-        send(out, reply_error(ErrorCode::UnsupportedProtocol, msg)).await;
+        send(out, reply_error(ErrorCode::UnsupportedProtocol, msg), false).await;
         return None;
     }
     match envelope.kind {
-        MessageKind::Ping => send(out, envelope.reply(MessageKind::Pong, &())).await,
+        MessageKind::Ping => send(out, envelope.reply(MessageKind::Pong, &()), false).await,
         MessageKind::Cancel => {
             let target = envelope.correlation;
             let cancel = target.and_then(|id| lock(in_flight).remove(&id));
@@ -295,9 +296,21 @@ async fn handle<P: ResourcePlugin>(
             }
             Err(orrery_schema::RequestError::NotARequest(kind)) => {
                 let msg = format!("unknown message kind `{kind}`");
-                send(out, reply_error(ErrorCode::UnsupportedOperation, msg)).await;
+                send(
+                    out,
+                    reply_error(ErrorCode::UnsupportedOperation, msg),
+                    false,
+                )
+                .await;
             }
-            Err(e) => send(out, reply_error(ErrorCode::MalformedMessage, e.to_string())).await,
+            Err(e) => {
+                send(
+                    out,
+                    reply_error(ErrorCode::MalformedMessage, e.to_string()),
+                    false,
+                )
+                .await
+            }
         },
     }
     None
@@ -309,10 +322,15 @@ fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot
     in_flight.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn send(out: &mpsc::Sender<Envelope>, reply: Result<Envelope, orrery_schema::EncodeError>) {
+/// Sends `reply`: written at once, or with `batched`, left to the sink's
+/// next batch.
+async fn send(out: &FrameSink, reply: Result<Envelope, orrery_schema::EncodeError>, batched: bool) {
     match reply {
+        Ok(envelope) if batched => {
+            let _ = out.enqueue(&envelope).await;
+        }
         Ok(envelope) => {
-            let _ = out.send(envelope).await;
+            let _ = out.send(&envelope).await;
         }
         Err(e) => tracing::error!(error = %e, "cannot encode a reply"),
     }
@@ -340,7 +358,7 @@ async fn run_request<P: ResourcePlugin>(
     envelope: Envelope,
     request: Request,
     cancel: oneshot::Receiver<()>,
-    out: mpsc::Sender<Envelope>,
+    out: FrameSink,
     in_flight: InFlight,
 ) {
     let operation = request.operation();
@@ -442,7 +460,10 @@ async fn run_request<P: ResourcePlugin>(
             ),
         ),
     };
-    send(&out, reply).await;
+    // With other requests running, the answer joins the writer's next
+    // batch; alone, it is written at once.
+    let batched = !lock(&in_flight).is_empty();
+    send(&out, reply, batched).await;
 }
 
 fn encode_reply(envelope: &Envelope, reply: Reply) -> Result<Envelope, EncodeError> {
