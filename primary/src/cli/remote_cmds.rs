@@ -172,7 +172,7 @@ pub fn encode(segment: &str) -> String {
 /// Takes Ctrl-C over from here on, before a command is submitted: from
 /// then on it cancels the command instead of ending the process. One
 /// listener for the whole wait, so a Ctrl-C between two events counts.
-fn listen_for_ctrl_c() -> anyhow::Result<Signal> {
+pub(super) fn listen_for_ctrl_c() -> anyhow::Result<Signal> {
     Ok(tokio::signal::unix::signal(
         tokio::signal::unix::SignalKind::interrupt(),
     )?)

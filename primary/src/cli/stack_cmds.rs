@@ -833,13 +833,16 @@ async fn execute(
     // second one stops waiting for them, leaving them as a crash would for
     // the next apply to settle.
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(Stop::Run);
+    // Installed here, not when the task first runs: a Ctrl-C once the
+    // command may have started must cancel it, never kill the process.
+    let mut sigint = super::remote_cmds::listen_for_ctrl_c()?;
     let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
+        if sigint.recv().await.is_none() {
             return;
         }
         eprintln!("canceling: no new operations start; in-flight ones finish (Ctrl-C again to stop waiting for them: the next apply settles them)");
         let _ = cancel_tx.send(Stop::Graceful);
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if sigint.recv().await.is_some() {
             eprintln!("canceling by force: in-flight operations are no longer waited for; they stay recorded without an outcome, and the next apply of the stack settles them by reading (the plugins are given a few seconds to finish them before orrery exits)");
             let _ = cancel_tx.send(Stop::Force);
         }
