@@ -123,3 +123,49 @@ async fn a_broken_stream_fails_its_senders_and_its_task() {
         .unwrap();
     assert!(ended.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn senders_on_several_threads_lose_and_tear_nothing() {
+    // Four tasks on two worker threads, a 1 KiB pipe read as it fills:
+    // direct writes, batches and the background task all race.
+    let (reader, writer) = tokio::io::duplex(1024);
+    let (sink, task) = FrameSink::new(writer);
+    let reading = tokio::spawn(read_all(reader));
+    let senders: Vec<_> = (0..4u64)
+        .map(|t| {
+            let sink = sink.clone();
+            tokio::spawn(async move {
+                for i in 0..500u64 {
+                    let frame = ping(t * 1_000_000 + i);
+                    if i % 2 == 0 {
+                        sink.send(&frame).await.unwrap();
+                    } else {
+                        sink.enqueue(&frame).await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(sink);
+    for sender in senders {
+        sender.await.unwrap();
+    }
+    let seen = tokio::time::timeout(Duration::from_secs(30), reading)
+        .await
+        .expect("every frame is delivered")
+        .unwrap();
+    assert_eq!(seen.len(), 2000);
+    for t in 0..4u64 {
+        let own: Vec<u64> = seen
+            .iter()
+            .filter(|n| **n / 1_000_000 == t)
+            .map(|n| n % 1_000_000)
+            .collect();
+        assert_eq!(
+            own,
+            (0..500).collect::<Vec<_>>(),
+            "sender {t}'s frames in order"
+        );
+    }
+    task.await.unwrap().unwrap();
+}
