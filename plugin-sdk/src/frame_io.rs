@@ -169,23 +169,26 @@ impl FrameSink {
                         tracing::error!(kind = %envelope.kind, error = %e, "dropping a message that cannot be encoded");
                         return Ok(());
                     }
-                    if !state.busy && !now {
-                        state.busy = true;
-                        shared.work.notify_one();
-                    } else if !state.busy {
-                        let mut cx = Context::from_waker(Waker::noop());
-                        match state.poll_out(&mut cx) {
-                            Poll::Ready(Ok(())) => {}
-                            Poll::Ready(Err(e)) => {
-                                let reason = state.fail(&e);
-                                drop(state);
-                                shared.work.notify_one();
-                                return Err(SinkClosed(reason));
-                            }
-                            Poll::Pending => {
-                                state.busy = true;
-                                shared.work.notify_one();
-                            }
+                    if state.busy {
+                        // The background task writes it with the rest.
+                        return Ok(());
+                    }
+                    let written = if now {
+                        state.poll_out(&mut Context::from_waker(Waker::noop()))
+                    } else {
+                        Poll::Pending
+                    };
+                    match written {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => {
+                            let reason = state.fail(&e);
+                            drop(state);
+                            shared.work.notify_one();
+                            return Err(SinkClosed(reason));
+                        }
+                        Poll::Pending => {
+                            state.busy = true;
+                            shared.work.notify_one();
                         }
                     }
                     return Ok(());
