@@ -304,6 +304,10 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         signal.await;
         let _ = stop_tx.send(true);
     });
+    let stopped = || {
+        let mut stop = stop_rx.clone();
+        async move { orrery_satellite::plugin_host::stopped(&mut stop).await }
+    };
     anyhow::ensure!(
         !settings.plugins.is_empty() || !settings.installs.is_empty(),
         "no plugins configured: pass --plugin PATH or --install NAME@REQ"
@@ -337,7 +341,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     };
     let (hosts, client) = tokio::select! {
         started = start => started?,
-        () = stopped(stop_rx.clone()) => {
+        () = stopped() => {
             tracing::info!("stopped while starting; exiting");
             return Ok(());
         }
@@ -371,14 +375,14 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         ..RelayConfig::default()
     };
     if requirements.is_empty() {
-        relay::serve(client, hosts, config, stopped(stop_rx)).await?;
+        relay::serve(client, hosts, config, stopped()).await?;
         tracing::info!("drained; exiting");
         return Ok(());
     }
     let hub = start_hub_plugins(&settings, &client, &config, requirements, trusted);
     let hub = tokio::select! {
         hub = hub => hub,
-        () = stopped(stop_rx.clone()) => {
+        () = stopped() => {
             tracing::info!("stopped while installing from the hub; exiting");
             return Ok(());
         }
@@ -405,11 +409,11 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         if hosts.is_empty() {
             return Ok(());
         }
-        relay::serve(client.clone(), hosts, config, stopped(stop_rx.clone())).await
+        relay::serve(client.clone(), hosts, config, stopped()).await
     };
     let from_hub = async {
         if let Some(installed) = installed.as_mut() {
-            installed.watch(stopped(stop_rx.clone())).await;
+            installed.watch(stopped()).await;
         }
         if let Some(installed) = installed.take() {
             installed.shutdown().await;
@@ -481,11 +485,6 @@ async fn connect(settings: &Settings) -> anyhow::Result<async_nats::Client> {
         })
         .await?,
     )
-}
-
-/// Completes once the stop signal has been given.
-async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Installs the SIGTERM/SIGINT handlers now, not at the first poll, and
