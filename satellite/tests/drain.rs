@@ -38,6 +38,30 @@ fn testbed_satellite(url: &str, id: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Sends SIGTERM to `child`.
+fn sigterm(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// How `child` exited, at most 20 s after a SIGTERM sent `when`.
+async fn exit_within_20s(child: &mut std::process::Child, when: &str) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            return exit;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the satellite was still running 20 s after SIGTERM {when}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until satellite `id` answers `$SRV.INFO` with its testbed
 /// endpoint listed: the service answers before its endpoints are added.
 async fn wait_registered(client: &async_nats::Client, id: &str) {
@@ -85,11 +109,7 @@ async fn sigterm_finishes_in_flight_work_takes_nothing_new_and_exits_zero() {
             .unwrap();
     }
     client.flush().await.unwrap();
-    let status = Command::new("kill")
-        .args(["-TERM", &satellite.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&satellite);
 
     let mut succeeded = std::collections::BTreeSet::new();
     while succeeded.len() < 50 {
@@ -136,24 +156,10 @@ async fn sigterm_exits_even_when_the_nats_server_is_gone() {
     wait_registered(&client, "orphan").await;
     drop(client);
     drop(server);
-    let status = Command::new("kill")
-        .args(["-TERM", &satellite.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&satellite);
     // Nothing is in flight, so only the last flush to a server that is gone
     // can hold the exit; it is bounded by a few seconds.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let exit = loop {
-        if let Some(exit) = satellite.try_wait().unwrap() {
-            break exit;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = satellite.kill();
-            panic!("the satellite was still running 20 s after SIGTERM with NATS gone");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let exit = exit_within_20s(&mut satellite, "with NATS gone").await;
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
 
@@ -188,31 +194,16 @@ async fn sigterm_while_still_starting_exits_zero_instead_of_dying() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = satellite.id();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !has_child(pid) {
+    while !has_child(satellite.id()) {
         assert!(
             std::time::Instant::now() < deadline,
             "the satellite started no plugin in 20 s"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let exit = loop {
-        if let Some(exit) = satellite.try_wait().unwrap() {
-            break exit;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = satellite.kill();
-            panic!("the satellite was still running 20 s after SIGTERM while starting");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    sigterm(&satellite);
+    let exit = exit_within_20s(&mut satellite, "while starting").await;
     // Were the handlers installed only once serving, this would be death by
     // SIGTERM (no exit code) — and likewise in the instant between
     // registering with NATS and awaiting the signal.
