@@ -30,6 +30,8 @@
 //! subtracts two such runs to get instructions per operation per process.
 
 use orrery_testing::nats as common;
+#[path = "support/hop.rs"]
+mod hop;
 mod support;
 
 use std::path::Path;
@@ -136,7 +138,7 @@ struct Procs {
     groups: [Vec<u32>; 3],
 }
 
-const GROUPS: [&str; 3] = ["bench process", "plugin", "nats-server"];
+const GROUPS: [&str; 3] = ["bench process", "plugin (or `cat`)", "nats-server"];
 
 impl Procs {
     fn cpu(&self) -> [Option<Duration>; 3] {
@@ -276,18 +278,25 @@ fn row(name: &str, f: &Figures, base: Option<&Figures>) {
     );
 }
 
-fn cpu_row(name: &str, f: &Figures) {
+fn cpu_row(name: &str, f: &Figures, base: Option<&Figures>) {
     let us =
         |d: Option<Duration>| d.map_or("?".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e6));
-    let total = f.cpu_64.iter().copied().sum::<Option<Duration>>();
+    let total = |f: &Figures| f.cpu_64.iter().copied().sum::<Option<Duration>>();
+    let ratio = match (total(f), base.map_or(total(f), total)) {
+        (Some(t), Some(b)) if !b.is_zero() => format!("{:.2}x", t.as_secs_f64() / b.as_secs_f64()),
+        _ => "?".into(),
+    };
     println!(
-        "| {name} | {} | {} | {} | {} |",
+        "| {name} | {} | {} | {} | {} | {ratio} |",
         us(f.cpu_64[0]),
         us(f.cpu_64[1]),
         us(f.cpu_64[2]),
-        us(total)
+        us(total(f))
     );
 }
+
+/// The row of [`hop`]'s path: what a process hop costs on its own.
+const FLOOR: &str = "floor: raw + a hop through `cat`";
 
 /// Rounds per phase; each round runs every path once.
 const ROUNDS: usize = 5;
@@ -338,6 +347,16 @@ async fn main() {
         }
     };
 
+    // The floor: the same, through a child process that does nothing.
+    procs.groups[1].push(hop::serve(server.client().await, "bench.hop").await);
+    let hop_call = |_: usize| {
+        let caller = caller.clone();
+        let payload = payload.clone();
+        async move {
+            caller.request("bench.hop", payload).await.unwrap();
+        }
+    };
+
     let bus = NatsBus::new(server.client().await);
     let (stop_a, pid_a) = satellite(&server, &plugin, "bench-a").await;
     procs.groups[1].push(pid_a);
@@ -353,10 +372,20 @@ async fn main() {
     };
 
     let mut raw = Samples::default();
+    let mut floor = Samples::default();
     let mut one = Samples::default();
     let mut two = Samples::default();
     warm_up(&raw_call).await;
+    warm_up(&hop_call).await;
     warm_up(&orrery_call).await;
+    alternate(
+        rounds,
+        (n_seq / rounds, n_par / rounds),
+        &procs,
+        (&mut raw, &raw_call),
+        (&mut floor, &hop_call),
+    )
+    .await;
     alternate(
         rounds,
         (n_seq / rounds, n_par / rounds),
@@ -378,7 +407,7 @@ async fn main() {
         (&mut two, &orrery_call),
     )
     .await;
-    let (raw, one, two) = (raw.figures(), one.figures(), two.figures());
+    let (raw, floor, one, two) = (raw.figures(), floor.figures(), one.figures(), two.figures());
 
     if quick {
         println!("quick mode: a smoke test, the figures are meaningless\n");
@@ -393,6 +422,7 @@ async fn main() {
     println!("| path | p50 | p99 | seq ops/s | ops/s @64 | p50 vs raw | ops/s @64 vs raw |");
     println!("|---|---|---|---|---|---|---|");
     row("raw NATS request/reply", &raw, None);
+    row(FLOOR, &floor, Some(&raw));
     row("orrery, 1 satellite", &one, Some(&raw));
     row("orrery, 2 satellites", &two, Some(&raw));
     println!(
@@ -401,13 +431,14 @@ async fn main() {
     );
     println!("\nCPU time per operation with 64 in flight, µs (user + system, all threads):\n");
     println!(
-        "| path | {} (caller + relay or responder) | {} | {} | total |",
+        "| path | {} (caller + relay or responder) | {} | {} | total | total vs raw |",
         GROUPS[0], GROUPS[1], GROUPS[2]
     );
-    println!("|---|---:|---:|---:|---:|");
-    cpu_row("raw NATS request/reply", &raw);
-    cpu_row("orrery, 1 satellite", &one);
-    cpu_row("orrery, 2 satellites", &two);
+    println!("|---|---:|---:|---:|---:|---:|");
+    cpu_row("raw NATS request/reply", &raw, None);
+    cpu_row(FLOOR, &floor, Some(&raw));
+    cpu_row("orrery, 1 satellite", &one, Some(&raw));
+    cpu_row("orrery, 2 satellites", &two, Some(&raw));
     let _ = stop_a.send(());
     let _ = stop_b.send(());
 }
