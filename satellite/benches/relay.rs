@@ -28,6 +28,8 @@
 //! (Orrery's, or raw NATS's with `--raw`) and exits, printing nothing else:
 //! run under `valgrind --tool=callgrind` by `scripts/relay-profile.sh`, which
 //! subtracts two such runs to get instructions per operation per process.
+//! `--in-flight M` keeps M of Orrery's calls in flight instead of one (for
+//! `perf record` under load).
 
 use orrery_testing::nats as common;
 #[path = "support/hop.rs"]
@@ -301,6 +303,17 @@ const FLOOR: &str = "floor: raw + a hop through `cat`";
 /// Rounds per phase; each round runs every path once.
 const ROUNDS: usize = 5;
 
+/// `--in-flight N` of the profile mode: calls kept in flight (default 1).
+fn in_flight_arg() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--in-flight")
+        .map_or(1, |at| {
+            let n = args.get(at + 1).and_then(|n| n.parse().ok());
+            n.expect("--in-flight takes a number of calls")
+        })
+}
+
 /// `--ops N` of the profile mode (see the module comment).
 fn profile_ops() -> Option<usize> {
     let args: Vec<String> = std::env::args().collect();
@@ -496,11 +509,20 @@ async fn profile(ops: usize, raw: bool) {
     ));
     let bus = NatsBus::new(server.client().await);
     wait_served(&bus).await;
-    for i in 0..50 + ops {
-        bus.send("testbed", &request(i), Duration::from_secs(60))
-            .await
-            .unwrap();
-    }
+    let call = |i: usize| {
+        let bus = bus.clone();
+        async move {
+            bus.send("testbed", &request(i), Duration::from_secs(60))
+                .await
+                .unwrap();
+        }
+    };
+    warm_up(&call).await;
+    futures::stream::iter(0..ops)
+        .map(call)
+        .buffer_unordered(in_flight_arg())
+        .for_each(|()| async {})
+        .await;
     // A plugin that exits by itself (its stdin closed) writes its profile;
     // one killed with the bench would not.
     let _ = stop.send(());
