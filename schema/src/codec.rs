@@ -127,7 +127,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
 /// does or holds a marker MessagePack does not use. One pass, no
 /// allocation: every value takes at least a byte, so a claimed count
 /// larger than what is left ends it at once.
-fn value_end(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn value_end(bytes: &[u8]) -> Option<usize> {
     let mut at = 0usize;
     // Values still to skip, children included.
     let mut pending = 1usize;

@@ -7,6 +7,8 @@ use uuid::Uuid;
 use crate::codec::{self, DecodeError, EncodeError};
 use crate::open_enum::open_enum;
 
+mod wire;
+
 /// The protocol major version this release speaks. Additive changes (new
 /// fields, new enum values, new message kinds) never bump it; a peer that
 /// sees a different major refuses the link with a message naming both.
@@ -211,7 +213,29 @@ impl Envelope {
     /// [`EncodeError::TooLarge`] when the envelope, body included, encodes to
     /// more than [`MAX_MESSAGE_BYTES`](crate::codec::MAX_MESSAGE_BYTES).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        codec::encode_with_capacity(self, self.encoded_len_bound())
+        let mut out = Vec::with_capacity(self.encoded_len_bound().min(codec::MAX_MESSAGE_BYTES));
+        self.encode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the encoded envelope to `out`: the bytes of [`Envelope::encode`].
+    /// On error `out` is left as it was.
+    ///
+    /// # Errors
+    ///
+    /// As [`Envelope::encode`].
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let start = out.len();
+        wire::encode_into(self, out);
+        let len = out.len() - start;
+        if len > codec::MAX_MESSAGE_BYTES {
+            out.truncate(start);
+            return Err(EncodeError::TooLarge {
+                len,
+                max: codec::MAX_MESSAGE_BYTES,
+            });
+        }
+        Ok(())
     }
 
     /// Decodes a whole envelope from untrusted bytes.
@@ -221,6 +245,17 @@ impl Envelope {
     /// As [`codec::decode`]: not an envelope, over the
     /// message limit, or bytes after it.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        if bytes.len() <= codec::MAX_MESSAGE_BYTES {
+            if let Some((envelope, end)) = wire::decode(bytes) {
+                if end < bytes.len() {
+                    return Err(DecodeError::TrailingBytes {
+                        trailing: bytes.len() - end,
+                    });
+                }
+                return Ok(envelope);
+            }
+        }
+        // What the direct reader does not take, serde decides, with its errors.
         codec::decode(bytes)
     }
 }

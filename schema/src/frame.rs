@@ -48,25 +48,15 @@ pub fn encode_frame(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
 /// # Errors
 ///
 /// [`EncodeError::TooLarge`] when the encoded envelope is over
-/// [`MAX_MESSAGE_BYTES`];
-/// [`EncodeError::Serialize`] when it cannot be serialized.
+/// [`MAX_MESSAGE_BYTES`].
 pub fn encode_frame_into(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let start = out.len();
     out.put_u32(0);
-    // The same serializer configuration as `codec::encode`
-    // (`rmp_serde::to_vec_named` is `write_named` into a `Vec`).
-    if let Err(e) = rmp_serde::encode::write_named(out, envelope) {
+    if let Err(e) = envelope.encode_into(out) {
         out.truncate(start);
-        return Err(e.into());
+        return Err(e);
     }
     let len = out.len() - start - FRAME_HEADER_BYTES;
-    if len > MAX_MESSAGE_BYTES {
-        out.truncate(start);
-        return Err(EncodeError::TooLarge {
-            len,
-            max: MAX_MESSAGE_BYTES,
-        });
-    }
     out[start..start + FRAME_HEADER_BYTES].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(())
 }
