@@ -28,8 +28,8 @@
 //! (Orrery's, or raw NATS's with `--raw`) and exits, printing nothing else:
 //! run under `valgrind --tool=callgrind` by `scripts/relay-profile.sh`, which
 //! subtracts two such runs to get instructions per operation per process.
-//! `--in-flight M` keeps M of Orrery's calls in flight instead of one (for
-//! `perf record` under load).
+//! `--in-flight M` keeps M calls in flight instead of one (for `perf record`
+//! under load).
 
 use orrery_testing::nats as common;
 #[path = "support/hop.rs"]
@@ -477,9 +477,19 @@ async fn profile(ops: usize, raw: bool) {
         let caller = server.client().await;
         caller.flush().await.unwrap();
         let payload: bytes::Bytes = vec![7u8; PAYLOAD].into();
-        for _ in 0..50 + ops {
-            caller.request("bench.raw", payload.clone()).await.unwrap();
-        }
+        let call = |_: usize| {
+            let caller = caller.clone();
+            let payload = payload.clone();
+            async move {
+                caller.request("bench.raw", payload).await.unwrap();
+            }
+        };
+        warm_up(&call).await;
+        futures::stream::iter(0..ops)
+            .map(call)
+            .buffer_unordered(in_flight_arg())
+            .for_each(|()| async {})
+            .await;
         return;
     }
     let plugin = std::env::var_os("ORRERY_BENCH_PLUGIN").map_or_else(
