@@ -18,6 +18,13 @@ use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
 use serde::{Deserialize, Serialize};
 
+// Every relayed request allocates in one task and is freed in another,
+// often on the other worker thread: with glibc's arenas each such free
+// takes a lock the allocating thread holds, a futex storm under load.
+// mimalloc frees across threads without one (BENCHMARKS.md, relay round 9).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Serve Orrery plugins over NATS.
 ///
 /// Settings come from, in increasing priority: defaults, the TOML file given

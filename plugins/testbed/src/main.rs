@@ -8,6 +8,12 @@
 use orrery_plugin_sdk::schema::RateLimit;
 use orrery_plugin_testbed::TestbedPlugin;
 
+// Plugins allocate for every message they decode and answer: mimalloc's
+// per-thread free lists cost a fraction of glibc's arenas (BENCHMARKS.md,
+// relay round 9).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const STORE_ENV: &str = "ORRERY_TESTBED_STORE";
 const RATE_LIMIT_ENV: &str = "ORRERY_TESTBED_RATE_LIMIT";
 

@@ -8,6 +8,11 @@ use orrery_plugin_sdk::schema::{CreateRequest, PropertyMap, Request, Target, Val
 
 use crate::common::{self, binary};
 
+// The allocator of the `orrery-satellite` binary, whose relay these benches
+// run in-process; raw NATS, measured beside it, gets it too.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub const PLUGIN: &str = "orrery-plugin-testbed";
 
 pub fn quick() -> bool {
