@@ -344,7 +344,9 @@ pub fn decode_answer(answer: &Envelope) -> Result<Answer, CallError> {
         ))
     };
     match answer.kind {
-        MessageKind::Progress => answer.body().map(Answer::Progress).map_err(bad),
+        MessageKind::Progress => ProgressEvent::decode(&answer.body)
+            .map(Answer::Progress)
+            .map_err(bad),
         MessageKind::ListResult => answer.body().map(Answer::List).map_err(bad),
         MessageKind::Error => answer.body().map(Answer::Error).map_err(bad),
         ref other => Err(CallError::UnexpectedAnswer(other.clone())),

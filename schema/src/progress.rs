@@ -89,6 +89,19 @@ pub struct ProgressEvent {
 }
 
 impl ProgressEvent {
+    /// Decodes a progress event from untrusted bytes: [`codec::decode`]'s
+    /// result for every input, read without serde when the bytes have the
+    /// shape this release writes (every answer decodes one).
+    ///
+    /// # Errors
+    ///
+    /// As [`codec::decode`].
+    ///
+    /// [`codec::decode`]: crate::codec::decode
+    pub fn decode(bytes: &[u8]) -> Result<Self, crate::DecodeError> {
+        crate::wire::decode(bytes)
+    }
+
     /// A successful result.
     pub fn success(
         operation: Operation,

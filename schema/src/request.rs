@@ -302,12 +302,22 @@ impl Request {
             kind: envelope.kind.clone(),
             source: e,
         };
+        // Read directly where the body takes it (`crate::wire`): the same
+        // request or error as serde gives.
         Ok(match envelope.kind {
-            MessageKind::Create => Request::Create(envelope.body().map_err(body)?),
-            MessageKind::Read => Request::Read(envelope.body().map_err(body)?),
-            MessageKind::Update => Request::Update(envelope.body().map_err(body)?),
-            MessageKind::Delete => Request::Delete(envelope.body().map_err(body)?),
-            MessageKind::Status => Request::Status(envelope.body().map_err(body)?),
+            MessageKind::Create => {
+                Request::Create(crate::wire::decode(&envelope.body).map_err(body)?)
+            }
+            MessageKind::Read => Request::Read(crate::wire::decode(&envelope.body).map_err(body)?),
+            MessageKind::Update => {
+                Request::Update(crate::wire::decode(&envelope.body).map_err(body)?)
+            }
+            MessageKind::Delete => {
+                Request::Delete(crate::wire::decode(&envelope.body).map_err(body)?)
+            }
+            MessageKind::Status => {
+                Request::Status(crate::wire::decode(&envelope.body).map_err(body)?)
+            }
             MessageKind::List => Request::List(envelope.body().map_err(body)?),
             ref other => return Err(RequestError::NotARequest(other.clone())),
         })

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::codec::{self, DecodeError};
+use uuid::Uuid;
 
 fn kind() -> impl Strategy<Value = MessageKind> {
     prop_oneof![

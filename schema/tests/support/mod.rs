@@ -1,0 +1,3 @@
+//! What the schema crate's test binaries share.
+
+pub mod strategies;
