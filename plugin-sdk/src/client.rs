@@ -5,7 +5,6 @@
 //! writes bytes that are not frames) every waiting call fails at once with
 //! [`CallError::LinkClosed`] instead of waiting for its deadline.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -89,7 +88,10 @@ pub struct Answered {
 /// (and then fails with it) or sees that it has closed.
 #[derive(Default)]
 struct Calls {
-    waiting: HashMap<Uuid, oneshot::Sender<Answered>>,
+    /// Hashed with foldhash, not SipHash: three lookups per message, and
+    /// ids a peer chooses can collide only as far as a seeded hash and
+    /// the bounded number of calls in flight let them.
+    waiting: foldhash::HashMap<Uuid, oneshot::Sender<Answered>>,
     closed: bool,
 }
 

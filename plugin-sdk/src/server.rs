@@ -1,6 +1,5 @@
 //! The plugin side of the link: the provided main.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -159,7 +158,7 @@ fn frames_out_writer(frames_out: std::fs::File) -> Box<dyn AsyncWrite + Unpin + 
     }
 }
 
-type InFlight = Arc<Mutex<HashMap<Uuid, oneshot::Sender<()>>>>;
+type InFlight = Arc<Mutex<foldhash::HashMap<Uuid, oneshot::Sender<()>>>>;
 
 /// Serves `plugin` over any pair of byte streams until the reader ends or
 /// `shutdown` completes; in-flight requests get [`SHUTDOWN_GRACE`] to finish.
@@ -316,7 +315,9 @@ async fn handle<P: ResourcePlugin>(
     None
 }
 
-fn lock(in_flight: &InFlight) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<()>>> {
+fn lock(
+    in_flight: &InFlight,
+) -> std::sync::MutexGuard<'_, foldhash::HashMap<Uuid, oneshot::Sender<()>>> {
     // A poisoned map only means a panic elsewhere while holding it; the map
     // itself is still consistent (single inserts and removes).
     in_flight.lock().unwrap_or_else(|p| p.into_inner())
@@ -470,14 +471,11 @@ async fn run_request<P: ResourcePlugin>(
 
 fn encode_reply(envelope: &Envelope, reply: Reply) -> Result<Envelope, EncodeError> {
     match reply {
-        Reply::Progress(p) => envelope.reply(MessageKind::Progress, &p),
+        Reply::Progress(p) => p
+            .encode()
+            .map(|body| envelope.reply_with_body(MessageKind::Progress, body)),
         Reply::List(l) => envelope.reply(MessageKind::ListResult, &l),
-        Reply::Page(body) => envelope
-            .reply(MessageKind::ListResult, &())
-            .map(|mut reply| {
-                reply.body = body;
-                reply
-            }),
+        Reply::Page(body) => Ok(envelope.reply_with_body(MessageKind::ListResult, body)),
     }
 }
 

@@ -105,7 +105,13 @@ impl Envelope {
     /// As [`codec::encode`] of `body`: it is over the
     /// message limit, or cannot be serialized.
     pub fn new<T: Serialize>(kind: MessageKind, body: &T) -> Result<Self, EncodeError> {
-        Ok(Envelope {
+        Ok(Envelope::with_body(kind, codec::encode(body)?))
+    }
+
+    /// A new message of `kind` carrying `body`, already encoded, with a
+    /// fresh UUID v7.
+    pub fn with_body(kind: MessageKind, body: Vec<u8>) -> Self {
+        Envelope {
             protocol: PROTOCOL_MAJOR,
             id: Uuid::now_v7(),
             correlation: None,
@@ -113,8 +119,8 @@ impl Envelope {
             deadline_ms: None,
             trace: None,
             max_message_bytes: None,
-            body: codec::encode(body)?,
-        })
+            body,
+        }
     }
 
     /// An answer to this message: correlated to its id, same trace.
@@ -123,10 +129,15 @@ impl Envelope {
     ///
     /// As [`Envelope::new`].
     pub fn reply<T: Serialize>(&self, kind: MessageKind, body: &T) -> Result<Self, EncodeError> {
-        let mut reply = Envelope::new(kind, body)?;
+        Ok(self.reply_with_body(kind, codec::encode(body)?))
+    }
+
+    /// An answer to this message carrying `body`, already encoded.
+    pub fn reply_with_body(&self, kind: MessageKind, body: Vec<u8>) -> Self {
+        let mut reply = Envelope::with_body(kind, body);
         reply.correlation = Some(self.id);
         reply.trace.clone_from(&self.trace);
-        Ok(reply)
+        reply
     }
 
     /// Sets the deadline.

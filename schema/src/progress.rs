@@ -102,6 +102,19 @@ impl ProgressEvent {
         crate::wire::decode(bytes)
     }
 
+    /// Encodes the event: [`codec::encode`]'s bytes, written without serde.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError::TooLarge`](crate::EncodeError::TooLarge) when the
+    /// event encodes to more than
+    /// [`MAX_MESSAGE_BYTES`](crate::MAX_MESSAGE_BYTES).
+    ///
+    /// [`codec::encode`]: crate::codec::encode
+    pub fn encode(&self) -> Result<Vec<u8>, crate::EncodeError> {
+        crate::wire::encode(self)
+    }
+
     /// A successful result.
     pub fn success(
         operation: Operation,

@@ -280,14 +280,16 @@ impl Request {
     ///
     /// As [`Envelope::new`]: the request is over the message limit.
     pub fn to_envelope(&self) -> Result<Envelope, crate::codec::EncodeError> {
-        match self {
-            Request::Create(r) => Envelope::new(self.kind(), r),
-            Request::Read(r) => Envelope::new(self.kind(), r),
-            Request::Update(r) => Envelope::new(self.kind(), r),
-            Request::Delete(r) => Envelope::new(self.kind(), r),
-            Request::Status(r) => Envelope::new(self.kind(), r),
-            Request::List(r) => Envelope::new(self.kind(), r),
-        }
+        // Written directly (`crate::wire`): serde's bytes, without serde.
+        let body = match self {
+            Request::Create(r) => crate::wire::encode(r)?,
+            Request::Read(r) => crate::wire::encode(r)?,
+            Request::Update(r) => crate::wire::encode(r)?,
+            Request::Delete(r) => crate::wire::encode(r)?,
+            Request::Status(r) => crate::wire::encode(r)?,
+            Request::List(r) => return Envelope::new(self.kind(), r),
+        };
+        Ok(Envelope::with_body(self.kind(), body))
     }
 
     /// Decodes the request an envelope carries.

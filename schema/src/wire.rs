@@ -1,4 +1,5 @@
-//! Direct MessagePack readers for the messages every operation carries.
+//! Direct MessagePack readers and writers for the messages every operation
+//! carries.
 //!
 //! serde's generic path costs a visitor per field, every key matched as a
 //! string and every value dispatched through `deserialize_any`: for a
@@ -11,18 +12,21 @@
 //! other input (integer keys, a positional array, a repeated key, a nested
 //! unknown field, a truncated message) makes them give up, and serde
 //! decides as it always did, with its errors: every input decodes to what
-//! it did before. `wire/tests.rs` checks that against serde on generated
+//! it did before. The writers write exactly serde's bytes. `wire/tests.rs`
+//! and `tests/direct_codec.rs` check both against serde on generated
 //! messages and mutated bytes.
 
 mod bodies;
 mod reader;
+mod writer;
 
 pub(crate) use bodies::Direct;
 pub(crate) use reader::Reader;
+pub(crate) use writer::DirectWrite;
 
 use serde::de::DeserializeOwned;
 
-use crate::codec::{self, DecodeError, MAX_MESSAGE_BYTES};
+use crate::codec::{self, DecodeError, EncodeError, MAX_MESSAGE_BYTES};
 
 /// How deep property values may nest for the direct reader; deeper ones
 /// are left to serde, whose limit ([`crate::MAX_DEPTH`]) is the protocol's.
@@ -44,6 +48,19 @@ pub(crate) fn decode<T: Direct + DeserializeOwned>(bytes: &[u8]) -> Result<T, De
         }
     }
     codec::decode(bytes)
+}
+
+/// [`codec::encode`] of a message with a direct writer: the same bytes.
+pub(crate) fn encode<T: DirectWrite>(message: &T) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::with_capacity(256);
+    message.write(&mut out);
+    if out.len() > MAX_MESSAGE_BYTES {
+        return Err(EncodeError::TooLarge {
+            len: out.len(),
+            max: MAX_MESSAGE_BYTES,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

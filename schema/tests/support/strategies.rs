@@ -1,5 +1,5 @@
 //! Strategies for the property tests: every message type, generated.
-//! Shared by `properties.rs` and `direct_readers.rs`; each uses some.
+//! Shared by `properties.rs` and `direct_codec.rs`; each uses some.
 #![allow(dead_code)]
 
 use orrery_schema::{

@@ -1,12 +1,14 @@
-//! The direct readers (`Request::from_envelope` for create, read, update,
-//! delete and status; `ProgressEvent::decode`) against serde's `decode`:
-//! the same message or the same error, whatever the input.
+//! The direct readers and writers against serde: `Request::from_envelope`
+//! (create, read, update, delete, status) and `ProgressEvent::decode`
+//! give `decode`'s message or error whatever the input;
+//! `Request::to_envelope` and `ProgressEvent::encode` write `encode`'s
+//! bytes.
 
 use std::fmt::Debug;
 
 use orrery_schema::{
     decode, encode, CreateRequest, DeleteRequest, Envelope, MessageKind, ProgressEvent,
-    ReadRequest, Request, RequestError, StatusRequest, UpdateRequest,
+    PropertyMap, ReadRequest, Request, RequestError, StatusRequest, UpdateRequest, Value,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -101,6 +103,38 @@ proptest! {
     }
 
     #[test]
+    fn writes_the_bytes_serde_writes(
+        create in create_request(),
+        read in read_request(),
+        update in update_request(),
+        delete in delete_request(),
+        status in status_request(),
+        event in progress_event(),
+    ) {
+        let requests = [
+            Request::Create(create),
+            Request::Read(read),
+            Request::Update(update),
+            Request::Delete(delete),
+            Request::Status(status),
+        ];
+        for request in requests {
+            let serde = match &request {
+                Request::Create(r) => encode(r),
+                Request::Read(r) => encode(r),
+                Request::Update(r) => encode(r),
+                Request::Delete(r) => encode(r),
+                Request::Status(r) => encode(r),
+                Request::List(r) => encode(r),
+            };
+            let envelope = request.to_envelope().unwrap();
+            prop_assert_eq!(envelope.kind, request.kind());
+            prop_assert_eq!(envelope.body, serde.unwrap());
+        }
+        prop_assert_eq!(event.encode().unwrap(), encode(&event).unwrap());
+    }
+
+    #[test]
     fn reads_any_mutation_as_serde_does(
         bytes in any_message(),
         edits in vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..6),
@@ -156,6 +190,36 @@ fn progress_with(value: Mp) -> Vec<u8> {
         (s("status"), s("Success")),
         (s("context"), value),
     ]))
+}
+
+#[test]
+fn values_of_every_kind_are_written_as_serde_writes_them() {
+    let values = [
+        Value::Float(f64::NAN),
+        Value::Float(f64::INFINITY),
+        Value::Float(-0.0),
+        Value::Int(-33),
+        Value::Int(-129),
+        Value::Int(i64::MIN),
+        Value::Int(127),
+        Value::Int(128),
+        Value::UInt(u64::MAX),
+        Value::Bytes(vec![0; 300]),
+        Value::String("é".repeat(40)),
+        Value::List((0..20).map(Value::Int).collect()),
+    ];
+    for value in values {
+        let event = ProgressEvent {
+            context: Some(value.clone()),
+            properties: Some(PropertyMap::from([("v".to_owned(), value)])),
+            ..ProgressEvent::default()
+        };
+        assert_eq!(
+            event.encode().unwrap(),
+            encode(&event).unwrap(),
+            "{event:?}"
+        );
+    }
 }
 
 #[test]
