@@ -32,18 +32,22 @@ impl<'writer> FormatFields<'writer> for JsonFields {
         // piece by piece grows by reallocation four or five times. It is
         // built in a buffer kept per thread instead and written in one go.
         // Should a field's formatting format fields again, the inner call
-        // finds the buffer taken and writes straight through.
+        // finds the buffer taken and builds its own.
         TEXT.with(|text| match text.try_borrow_mut() {
             Ok(mut text) => {
                 text.clear();
-                let result = object(&mut Writer::new(&mut *text), fields);
+                let result = object(&mut text, fields);
                 let written = result.and_then(|()| writer.write_str(&text));
                 if text.capacity() > TEXT_KEPT {
                     *text = String::new();
                 }
                 written
             }
-            Err(_) => object(&mut writer, fields),
+            Err(_) => {
+                let mut text = String::new();
+                object(&mut text, fields)?;
+                writer.write_str(&text)
+            }
         })
     }
 
@@ -62,8 +66,7 @@ impl<'writer> FormatFields<'writer> for JsonFields {
         }
         let first = current.fields == "{";
         let result = {
-            let mut writer = current.as_writer();
-            let mut visitor = Visitor::new(&mut writer, first);
+            let mut visitor = Visitor::new(&mut current.fields, first);
             fields.record(&mut visitor);
             visitor.result
         };
@@ -80,22 +83,25 @@ thread_local! {
 const TEXT_KEPT: usize = 4096;
 
 /// Writes `fields` as one JSON object.
-fn object<R: RecordFields>(writer: &mut Writer<'_>, fields: R) -> fmt::Result {
-    writer.write_char('{')?;
-    let mut visitor = Visitor::new(writer, true);
+fn object<R: RecordFields>(out: &mut String, fields: R) -> fmt::Result {
+    out.push('{');
+    let mut visitor = Visitor::new(out, true);
     fields.record(&mut visitor);
     visitor.result?;
-    writer.write_char('}')
+    out.push('}');
+    Ok(())
 }
 
-struct Visitor<'a, 'w> {
-    out: &'a mut Writer<'w>,
+/// Writes fields into a `String` directly: every piece is a `push_str`
+/// the compiler sees through, not a call through `dyn fmt::Write`.
+struct Visitor<'a> {
+    out: &'a mut String,
     first: bool,
     result: fmt::Result,
 }
 
-impl<'a, 'w> Visitor<'a, 'w> {
-    fn new(out: &'a mut Writer<'w>, first: bool) -> Self {
+impl<'a> Visitor<'a> {
+    fn new(out: &'a mut String, first: bool) -> Self {
         Visitor {
             out,
             first,
@@ -105,33 +111,35 @@ impl<'a, 'w> Visitor<'a, 'w> {
 
     /// Writes `"name":` and then the value `write` writes, unless the
     /// field is one the line shows elsewhere.
-    fn entry(&mut self, field: &Field, write: impl FnOnce(&mut Writer<'w>) -> fmt::Result) {
+    fn entry(&mut self, field: &Field, write: impl FnOnce(&mut String) -> fmt::Result) {
         let name = field.name();
         if self.result.is_err() || name.starts_with("log.") {
             return;
         }
         let name = name.strip_prefix("r#").unwrap_or(name);
-        let comma = if self.first { "" } else { "," };
-        self.first = false;
-        self.result = (|| {
-            self.out.write_str(comma)?;
-            string(self.out, name)?;
-            self.out.write_char(':')?;
-            write(self.out)
-        })();
+        if !std::mem::take(&mut self.first) {
+            self.out.push(',');
+        }
+        string(self.out, name);
+        self.out.push(':');
+        self.result = write(self.out);
     }
 }
 
-impl Visit for Visitor<'_, '_> {
+impl Visit for Visitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.entry(field, |out| string(out, value));
+        self.entry(field, |out| {
+            string(out, value);
+            Ok(())
+        });
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.entry(field, |out| {
-            out.write_char('"')?;
+            out.push('"');
             write!(Escaped(out), "{value:?}")?;
-            out.write_char('"')
+            out.push('"');
+            Ok(())
         });
     }
 
@@ -144,7 +152,10 @@ impl Visit for Visitor<'_, '_> {
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.entry(field, |out| write!(out, "{value}"));
+        self.entry(field, |out| {
+            out.push_str(if value { "true" } else { "false" });
+            Ok(())
+        });
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
@@ -153,59 +164,73 @@ impl Visit for Visitor<'_, '_> {
             if value.is_finite() {
                 write!(out, "{value}")
             } else {
-                out.write_str("null")
+                out.push_str("null");
+                Ok(())
             }
         });
     }
 
     fn record_bytes(&mut self, field: &Field, value: &[u8]) {
         self.entry(field, |out| {
-            out.write_char('[')?;
+            out.push('[');
             for (i, b) in value.iter().enumerate() {
                 if i > 0 {
-                    out.write_char(',')?;
+                    out.push(',');
                 }
                 write!(out, "{b}")?;
             }
-            out.write_char(']')
+            out.push(']');
+            Ok(())
         });
     }
 }
 
-fn string(out: &mut Writer<'_>, value: &str) -> fmt::Result {
-    out.write_char('"')?;
-    Escaped(out).write_str(value)?;
-    out.write_char('"')
+fn string(out: &mut String, value: &str) {
+    out.push('"');
+    escape_into(out, value);
+    out.push('"');
 }
 
-/// Writes what it is given as the inside of a JSON string, escaped as
-/// `serde_json` escapes it.
-struct Escaped<'a, 'w>(&'a mut Writer<'w>);
-
-impl Write for Escaped<'_, '_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let mut run = 0;
-        for (i, b) in s.bytes().enumerate() {
-            let escape = match b {
-                b'"' => "\\\"",
-                b'\\' => "\\\\",
-                b'\n' => "\\n",
-                b'\r' => "\\r",
-                b'\t' => "\\t",
-                0x08 => "\\b",
-                0x0c => "\\f",
-                0..=0x1f => "",
-                _ => continue,
-            };
-            self.0.write_str(&s[run..i])?;
-            if escape.is_empty() {
-                write!(self.0, "\\u{b:04x}")?;
-            } else {
-                self.0.write_str(escape)?;
-            }
-            run = i + 1;
+/// Appends `s` as the inside of a JSON string, escaped as `serde_json`
+/// escapes it.
+fn escape_into(out: &mut String, s: &str) {
+    // Most field text needs no escape: one scan, one copy.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(s);
+        return;
+    }
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if escape.is_empty() {
+            // Writing to a `String` cannot fail.
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
         }
-        self.0.write_str(&s[run..])
+        run = i + 1;
+    }
+    out.push_str(&s[run..]);
+}
+
+/// A `fmt::Write` that escapes what it is given into a `String`.
+struct Escaped<'a>(&'a mut String);
+
+impl Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        escape_into(self.0, s);
+        Ok(())
     }
 }
 
