@@ -6,7 +6,13 @@
 //!
 //! Raw NATS and Orrery are measured in alternating rounds (the order within
 //! a round alternates too), so both see the same machine load; each figure
-//! pools its path's rounds. A second table gives the CPU time per operation
+//! pools its path's rounds.
+//!
+//! Each responder runs on a thread of its own, in a current-thread runtime
+//! with its own NATS connection: the relay as the `orrery-satellite` binary
+//! runs it by default (`--worker-threads 0`), and raw NATS's echoing
+//! responder and the floor's `cat` hop the same way, so that only the work
+//! differs. The callers share a two-worker runtime. A second table gives the CPU time per operation
 //! of each process (Linux `/proc`), with 64 in flight.
 //!
 //! The plugin process is release-built, like the relay in this bench: a full
@@ -36,7 +42,6 @@ use orrery_testing::nats as common;
 mod hop;
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::NatsServer;
@@ -226,26 +231,92 @@ where
     }
 }
 
-async fn satellite(
-    server: &NatsServer,
-    plugin: &Path,
-    id: &str,
-) -> (tokio::sync::oneshot::Sender<()>, u32) {
-    let host = PluginHost::start(PluginSpec::new(plugin)).await.unwrap();
-    let pid = host.status().pid.unwrap_or(0);
-    let client = server.client().await;
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let config = RelayConfig {
-        satellite_id: id.into(),
-        ..RelayConfig::default()
-    };
-    tokio::spawn(async move {
+/// What runs on a thread of its own: stopped by sending on `stop`, over
+/// once `thread` has ended.
+struct OwnThread {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl OwnThread {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::task::spawn_blocking(move || self.thread.join()).await;
+    }
+}
+
+/// Runs `serve` on a thread of its own, in a current-thread runtime, as
+/// the `orrery-satellite` binary runs its relay (by default): what it
+/// sends on its first argument comes back once it is up; it stops when
+/// the second resolves.
+async fn on_own_thread<T, F, Fut>(serve: F) -> (T, OwnThread)
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::oneshot::Sender<T>, tokio::sync::oneshot::Receiver<()>) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (up_tx, up_rx) = tokio::sync::oneshot::channel();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel();
+    let thread = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(serve(up_tx, stop_rx));
+    });
+    let up = up_rx.await.expect("the thread came up");
+    (up, OwnThread { stop, thread })
+}
+
+/// A satellite's relay for `spec`'s plugin, on a thread of its own; and
+/// the plugin's pid.
+async fn satellite(server: &NatsServer, spec: PluginSpec, id: &str) -> (OwnThread, u32) {
+    let (url, id) = (server.url.clone(), id.to_owned());
+    let (pid, relay) = on_own_thread(move |up, stop| async move {
+        let host = PluginHost::start(spec).await.unwrap();
+        let _ = up.send(host.status().pid.unwrap_or(0));
+        let client = async_nats::connect(&url).await.unwrap();
+        let config = RelayConfig {
+            satellite_id: id,
+            ..RelayConfig::default()
+        };
         let _ = relay::serve(client, vec![host], config, async {
-            let _ = rx.await;
+            let _ = stop.await;
         })
         .await;
-    });
-    (tx, pid)
+    })
+    .await;
+    (relay, pid)
+}
+
+/// Raw NATS's responder, on a thread of its own like the relay: echoes
+/// every request on `subject`.
+async fn raw_responder(server: &NatsServer, subject: &'static str) -> OwnThread {
+    let url = server.url.clone();
+    let ((), responder) = on_own_thread(move |up, stop| async move {
+        let responder = async_nats::connect(&url).await.unwrap();
+        let mut sub = responder
+            .queue_subscribe(subject, "q".into())
+            .await
+            .unwrap();
+        responder.flush().await.unwrap();
+        let _ = up.send(());
+        let serve = async {
+            while let Some(msg) = sub.next().await {
+                if let Some(reply) = msg.reply {
+                    let _ = responder.publish(reply, msg.payload).await;
+                }
+            }
+        };
+        tokio::select! {
+            () = serve => {}
+            _ = stop => {}
+        }
+    })
+    .await;
+    responder
 }
 
 async fn wait_served(bus: &NatsBus) {
@@ -337,18 +408,7 @@ async fn main() {
     procs.groups[2] = children_named("nats-server");
 
     // Baseline: raw request/reply with a responder that echoes 256 bytes.
-    let responder = server.client().await;
-    let mut sub = responder
-        .queue_subscribe("bench.raw", "q".into())
-        .await
-        .unwrap();
-    tokio::spawn(async move {
-        while let Some(msg) = sub.next().await {
-            if let Some(reply) = msg.reply {
-                let _ = responder.publish(reply, msg.payload).await;
-            }
-        }
-    });
+    let _raw = raw_responder(&server, "bench.raw").await;
     let caller = server.client().await;
     caller.flush().await.unwrap();
     let payload: bytes::Bytes = vec![7u8; PAYLOAD].into();
@@ -361,7 +421,14 @@ async fn main() {
     };
 
     // The floor: the same, through a child process that does nothing.
-    procs.groups[1].push(hop::serve(server.client().await, "bench.hop").await);
+    let url = server.url.clone();
+    let (cat, _hop) = on_own_thread(move |up, stop| async move {
+        let client = async_nats::connect(&url).await.unwrap();
+        let _ = up.send(hop::serve(client, "bench.hop").await);
+        let _ = stop.await;
+    })
+    .await;
+    procs.groups[1].push(cat);
     let hop_call = |_: usize| {
         let caller = caller.clone();
         let payload = payload.clone();
@@ -371,7 +438,7 @@ async fn main() {
     };
 
     let bus = NatsBus::new(server.client().await);
-    let (stop_a, pid_a) = satellite(&server, &plugin, "bench-a").await;
+    let (relay_a, pid_a) = satellite(&server, PluginSpec::new(&plugin), "bench-a").await;
     procs.groups[1].push(pid_a);
     wait_served(&bus).await;
     let encoded = request(0).to_envelope().unwrap().encode().unwrap().len();
@@ -407,7 +474,7 @@ async fn main() {
         (&mut one, &orrery_call),
     )
     .await;
-    let (stop_b, pid_b) = satellite(&server, &plugin, "bench-b").await;
+    let (relay_b, pid_b) = satellite(&server, PluginSpec::new(&plugin), "bench-b").await;
     procs.groups[1].push(pid_b);
     // Let the second satellite's subscription reach the server.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -452,8 +519,8 @@ async fn main() {
     cpu_row(FLOOR, &floor, Some(&raw));
     cpu_row("orrery, 1 satellite", &one, Some(&raw));
     cpu_row("orrery, 2 satellites", &two, Some(&raw));
-    let _ = stop_a.send(());
-    let _ = stop_b.send(());
+    relay_a.stop().await;
+    relay_b.stop().await;
 }
 
 /// The profile mode: `ops` sequential calls after a warm-up, nothing else.
@@ -462,18 +529,7 @@ async fn main() {
 async fn profile(ops: usize, raw: bool) {
     let server = NatsServer::start().await;
     if raw {
-        let responder = server.client().await;
-        let mut sub = responder
-            .queue_subscribe("bench.raw", "q".into())
-            .await
-            .unwrap();
-        tokio::spawn(async move {
-            while let Some(msg) = sub.next().await {
-                if let Some(reply) = msg.reply {
-                    let _ = responder.publish(reply, msg.payload).await;
-                }
-            }
-        });
+        let _responder = raw_responder(&server, "bench.raw").await;
         let caller = server.client().await;
         caller.flush().await.unwrap();
         let payload: bytes::Bytes = vec![7u8; PAYLOAD].into();
@@ -507,16 +563,7 @@ async fn profile(ops: usize, raw: bool) {
         ping_interval: Duration::from_secs(60),
         ..PluginSpec::new(&plugin)
     };
-    let host = PluginHost::start(spec).await.unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(relay::serve(
-        server.client().await,
-        vec![host],
-        RelayConfig::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (relay, _) = satellite(&server, spec, "profile").await;
     let bus = NatsBus::new(server.client().await);
     wait_served(&bus).await;
     let call = |i: usize| {
@@ -535,6 +582,5 @@ async fn profile(ops: usize, raw: bool) {
         .await;
     // A plugin that exits by itself (its stdin closed) writes its profile;
     // one killed with the bench would not.
-    let _ = stop.send(());
-    let _ = serving.await;
+    relay.stop().await;
 }

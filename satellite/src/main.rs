@@ -97,6 +97,13 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     max_in_flight: Option<usize>,
+    /// Threads that relay: 0 (the default) runs the satellite on one
+    /// thread; N runs N worker threads. One thread relays tens of thousands
+    /// of operations a second and wakes no other thread per request
+    /// (BENCHMARKS.md, relay round 9); raise it when one core is not enough.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_threads: Option<usize>,
     /// Seconds a drain waits for in-flight requests (default 30).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,6 +205,8 @@ struct Settings {
     secret_env: Vec<String>,
     #[serde(default = "default_in_flight")]
     max_in_flight: usize,
+    #[serde(default)]
+    worker_threads: usize,
     #[serde(default = "default_grace")]
     drain_grace_secs: u64,
     #[serde(default = "default_handshake")]
@@ -260,6 +269,22 @@ fn default_lock_poll() -> u64 {
     2
 }
 
+/// One thread unless `workers` asks for more: the relay, the NATS
+/// connection and the plugin links then hand work to each other without a
+/// thread wake-up (plugin processes run on one thread by default too).
+fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    }
+}
+
 fn main() -> ExitCode {
     let flags = Flags::parse();
     let mut figment = Figment::new();
@@ -284,7 +309,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime(settings.worker_threads) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -213,6 +213,10 @@ async fn serve_endpoint(
     let metrics = RelayMetrics::new(host.name());
     let mut stopping = false;
     let mut ended = false;
+    // One stop future for the loop: a new one per turn would register
+    // with the watch, and leave it again, twice per request.
+    let stop = stopped(&mut stop);
+    tokio::pin!(stop);
     while !ended {
         // Take a permit before pulling the next request: a full plugin
         // leaves requests in NATS, where another satellite can take them.
@@ -224,7 +228,7 @@ async fn serve_endpoint(
         tokio::select! {
             biased;
             Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
-            () = stopped(&mut stop), if !stopping => {
+            () = &mut stop, if !stopping => {
                 stopping = true;
                 // Unsubscribing leaves already-delivered requests in the
                 // stream; the loop keeps serving them until it ends.
