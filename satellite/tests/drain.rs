@@ -28,8 +28,14 @@ fn slow_create(i: usize) -> Request {
 
 /// `orrery-satellite` serving the testbed plugin as `id`, drain grace 30 s.
 fn testbed_satellite(url: &str, id: &str) -> std::process::Child {
+    testbed_satellite_with(url, id, &[])
+}
+
+/// As [`testbed_satellite`], with more flags.
+fn testbed_satellite_with(url: &str, id: &str, flags: &[&str]) -> std::process::Child {
     Command::new(binary("orrery-satellite"))
         .args(["--nats-url", url, "--id", id, "--drain-grace-secs", "30"])
+        .args(flags)
         .arg("--plugin")
         .arg(binary("orrery-plugin-testbed"))
         .stdout(Stdio::null())
@@ -208,4 +214,47 @@ async fn sigterm_while_still_starting_exits_zero_instead_of_dying() {
     // SIGTERM (no exit code) — and likewise in the instant between
     // registering with NATS and awaiting the signal.
     assert_eq!(exit.code(), Some(0), "{exit:?}");
+}
+
+/// The default runtime is one thread; `--worker-threads N` gives N
+/// workers. Both relay concurrent operations and drain on SIGTERM (the
+/// other tests here run the default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_worker_threads_it_relays_concurrently_and_drains_too() {
+    let server = NatsServer::start().await;
+    let mut satellite = testbed_satellite_with(&server.url, "workers", &["--worker-threads", "2"]);
+    let client = server.client().await;
+    wait_registered(&client, "workers").await;
+    let bus = NatsBus::new(client);
+    let answers = futures::future::join_all((0..20).map(|i| {
+        let bus = bus.clone();
+        async move {
+            bus.send("testbed", &slow_create(i), Duration::from_secs(30))
+                .await
+        }
+    }))
+    .await;
+    for answer in answers {
+        match answer {
+            Ok(Answer::Progress(event)) => assert_eq!(event.status, OperationStatus::Success),
+            other => panic!("not relayed: {other:?}"),
+        }
+    }
+    sigterm(&satellite);
+    let exit = exit_within_20s(&mut satellite, "with two worker threads").await;
+    assert_eq!(exit.code(), Some(0));
+}
+
+#[test]
+fn a_worker_count_that_is_not_a_number_is_refused() {
+    let out = Command::new(binary("orrery-satellite"))
+        .args(["--worker-threads", "many"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--worker-threads"),
+        "names the flag: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
