@@ -259,13 +259,17 @@ where
 {
     let (up_tx, up_rx) = tokio::sync::oneshot::channel();
     let (stop, stop_rx) = tokio::sync::oneshot::channel();
-    let thread = std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-            .block_on(serve(up_tx, stop_rx));
-    });
+    // Named, so that profiles tell it from the callers' threads.
+    let thread = std::thread::Builder::new()
+        .name("responder".into())
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(serve(up_tx, stop_rx));
+        })
+        .expect("a thread");
     let up = up_rx.await.expect("the thread came up");
     (up, OwnThread { stop, thread })
 }
