@@ -156,12 +156,21 @@ impl NatsBus {
             return Err(too_large(payload.len()));
         }
         let subject = operation_subject(plugin, target);
-        let span = tracing::info_span!(
-            "nats.request",
-            otel.kind = "client",
-            messaging.system = "nats",
-            messaging.destination.name = %subject,
-        );
+        // The client span exists for traced requests only: it is there to
+        // be exported, and creating, entering and leaving it (and asking
+        // OpenTelemetry's filter about it) on every untraced request was
+        // 5,600 instructions per operation when exporting at 1 %
+        // (BENCHMARKS.md, relay round 9).
+        let span = if telemetry::current_trace().is_some() {
+            tracing::info_span!(
+                "nats.request",
+                otel.kind = "client",
+                messaging.system = "nats",
+                messaging.destination.name = %subject,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let mut request = async_nats::Request::new()
             .payload(payload.into())
             .timeout(Some(timeout));
