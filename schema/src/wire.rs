@@ -19,11 +19,9 @@
 
 mod bodies;
 mod reader;
-mod writer;
 
-pub(crate) use bodies::Direct;
+pub(crate) use bodies::{Direct, DirectWrite};
 pub(crate) use reader::Reader;
-pub(crate) use writer::DirectWrite;
 
 use serde::de::DeserializeOwned;
 
