@@ -527,7 +527,22 @@ async fn main() {
     relay_b.stop().await;
 }
 
-/// The profile mode: `ops` sequential calls after a warm-up, nothing else.
+/// What the profile mode measures: a warm-up, then `ops` calls of `call`,
+/// `--in-flight` of them at a time.
+async fn profiled<F, Fut>(ops: usize, call: &F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    warm_up(call).await;
+    futures::stream::iter(0..ops)
+        .map(call)
+        .buffer_unordered(in_flight_arg())
+        .for_each(|()| async {})
+        .await;
+}
+
+/// The profile mode: `ops` calls after a warm-up, nothing else.
 /// The plugin is `ORRERY_BENCH_PLUGIN` or the release build (never built
 /// here: under valgrind, cargo would be profiled too).
 async fn profile(ops: usize, raw: bool) {
@@ -544,13 +559,7 @@ async fn profile(ops: usize, raw: bool) {
                 caller.request("bench.raw", payload).await.unwrap();
             }
         };
-        warm_up(&call).await;
-        futures::stream::iter(0..ops)
-            .map(call)
-            .buffer_unordered(in_flight_arg())
-            .for_each(|()| async {})
-            .await;
-        return;
+        return profiled(ops, &call).await;
     }
     let plugin = std::env::var_os("ORRERY_BENCH_PLUGIN").map_or_else(
         || {
@@ -578,12 +587,7 @@ async fn profile(ops: usize, raw: bool) {
                 .unwrap();
         }
     };
-    warm_up(&call).await;
-    futures::stream::iter(0..ops)
-        .map(call)
-        .buffer_unordered(in_flight_arg())
-        .for_each(|()| async {})
-        .await;
+    profiled(ops, &call).await;
     // A plugin that exits by itself (its stdin closed) writes its profile;
     // one killed with the bench would not.
     relay.stop().await;
