@@ -45,6 +45,7 @@ pub mod schema_builder;
 pub mod server;
 mod stdio;
 pub mod telemetry;
+pub mod woken;
 
 pub use client::{Answer, Answered, CallError, ConnectError, PluginClient};
 pub use logging::LOG_FORMAT_ENV;

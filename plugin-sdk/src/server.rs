@@ -194,7 +194,9 @@ where
     let mut polled = FuturesUnordered::new();
     let mut tasks = JoinSet::new();
     let mut frames = FramedRead::new(reader, FrameCodec::default());
-    tokio::pin!(shutdown);
+    // Polled by every turn of the loop otherwise, a signal's receiver
+    // each time.
+    let mut shutdown = crate::woken::WhenWoken::new(shutdown);
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,

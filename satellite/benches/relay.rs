@@ -46,10 +46,12 @@ use std::time::{Duration, Instant};
 
 use common::NatsServer;
 use futures::StreamExt;
+use orrery_plugin_sdk::schema::OperationStatus;
+use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
-use support::{plugin_binary, quick, request};
+use support::{plugin_binary, populate, quick, request, Requests, THINGS};
 
 const PAYLOAD: usize = 256;
 
@@ -378,6 +380,10 @@ const FLOOR: &str = "floor: raw + a hop through `cat`";
 /// Rounds per phase; each round runs every path once.
 const ROUNDS: usize = 5;
 
+fn succeeded(answer: &Answer) -> bool {
+    matches!(answer, Answer::Progress(p) if p.status == OperationStatus::Success)
+}
+
 /// `--in-flight N` of the profile mode: calls kept in flight (default 1).
 fn in_flight_arg() -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -446,12 +452,21 @@ async fn main() {
     procs.groups[1].push(pid_a);
     wait_served(&bus).await;
     let encoded = request(0).to_envelope().unwrap().encode().unwrap().len();
-    let orrery_call = |i: usize| {
+    let requests = Requests::new(THINGS);
+    populate(&bus, &requests, 1).await;
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    let orrery_call = |_: usize| {
         let bus = bus.clone();
+        let request = requests.next();
+        let failed = &failed;
         async move {
-            bus.send("testbed", &request(i), Duration::from_secs(30))
+            let answer = bus
+                .send("testbed", request, Duration::from_secs(30))
                 .await
                 .unwrap();
+            if !succeeded(&answer) {
+                failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     };
 
@@ -482,6 +497,10 @@ async fn main() {
     procs.groups[1].push(pid_b);
     // Let the second satellite's subscription reach the server.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // Its plugin holds nothing yet, and the queue group picks a satellite
+    // per message: each create sent 20 times leaves a thing missing from a
+    // plugin with odds of 1 in a million.
+    populate(&bus, &requests, 20).await;
     warm_up(&orrery_call).await;
     alternate(
         rounds,
@@ -502,7 +521,11 @@ async fn main() {
         n_seq / 5
     );
     println!("request envelope {encoded} bytes; raw NATS payload {PAYLOAD} bytes");
-    println!("plugin binary: {}\n", plugin.display());
+    println!("plugin binary: {}", plugin.display());
+    println!(
+        "orrery calls answered other than `Success`: {} (should be 0)\n",
+        failed.load(std::sync::atomic::Ordering::Relaxed)
+    );
     println!("| path | p50 | p99 | seq ops/s | ops/s @64 | p50 vs raw | ops/s @64 vs raw |");
     println!("|---|---|---|---|---|---|---|");
     row("raw NATS request/reply", &raw, None);
@@ -579,10 +602,13 @@ async fn profile(ops: usize, raw: bool) {
     let (relay, _) = satellite(&server, spec, "profile").await;
     let bus = NatsBus::new(server.client().await);
     wait_served(&bus).await;
-    let call = |i: usize| {
+    let requests = Requests::new(THINGS);
+    populate(&bus, &requests, 1).await;
+    let call = |_: usize| {
         let bus = bus.clone();
+        let request = requests.next();
         async move {
-            bus.send("testbed", &request(i), Duration::from_secs(60))
+            bus.send("testbed", request, Duration::from_secs(60))
                 .await
                 .unwrap();
         }

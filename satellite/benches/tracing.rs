@@ -32,7 +32,7 @@ use orrery_plugin_sdk::telemetry::{self, TelemetryConfig};
 use orrery_satellite::bus::NatsBus;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
-use support::{plugin_binary, quick, request};
+use support::{plugin_binary, populate, quick, request, Requests, THINGS};
 use tracing::Instrument;
 
 const MODE_ENV: &str = "ORRERY_TRACING_BENCH_MODE";
@@ -90,10 +90,12 @@ fn worker(mode: &str) {
         });
         let bus = NatsBus::new(client);
         // Each call is a root span, as the primary's attempt span is.
-        let call = |i: usize| {
+        let requests = Requests::new(THINGS);
+        let call = |_: usize| {
             let bus = bus.clone();
+            let request = requests.next();
             async move {
-                bus.send("testbed", &request(i), Duration::from_secs(30))
+                bus.send("testbed", request, Duration::from_secs(30))
                     .instrument(orrery_plugin_sdk::entry_span!(
                         telemetry::sample_root(),
                         "bench.request",
@@ -110,6 +112,7 @@ fn worker(mode: &str) {
         {
             assert!(Instant::now() < deadline, "the relay never served");
         }
+        populate(&bus, &requests, 1).await;
         for i in 0..100 {
             call(i).await;
         }

@@ -174,12 +174,12 @@ fn key(target: &Target, resource_type: &str, name: &str) -> Key {
 
 /// Checks a thing's properties; returns its name and what is stored (no
 /// write-only `secret`).
-fn thing(kind: Kind, properties: &PropertyMap) -> Result<(String, PropertyMap), PluginError> {
+fn thing(kind: Kind, properties: PropertyMap) -> Result<(String, PropertyMap), PluginError> {
     let name = match properties.get("name") {
         Some(Value::String(name)) if !name.is_empty() => name.clone(),
         _ => return Err(PluginError::invalid("`name` must be a non-empty string")),
     };
-    let mut stored = properties.clone();
+    let mut stored = properties;
     if kind == Kind::Async {
         match stored.remove("secret") {
             None | Some(Value::String(_)) => {}
@@ -255,7 +255,7 @@ impl ResourcePlugin for TestbedPlugin {
     async fn create(&self, request: CreateRequest) -> OpResult {
         let config = self.begin(&request.target, Operation::Create).await?;
         let kind = kind(&request.resource_type)?;
-        let (name, stored) = thing(kind, &request.properties)?;
+        let (name, stored) = thing(kind, request.properties)?;
         let key = key(&request.target, &request.resource_type, &name);
         let things = self.things(&config)?;
         self.attachable(&things, &request.target, &stored)?;
@@ -285,7 +285,7 @@ impl ResourcePlugin for TestbedPlugin {
     async fn update(&self, request: UpdateRequest) -> OpResult {
         let config = self.begin(&request.target, Operation::Update).await?;
         let kind = kind(&request.resource_type)?;
-        let (name, stored) = thing(kind, &request.properties)?;
+        let (name, stored) = thing(kind, request.properties)?;
         if name != request.native_id {
             return Err(PluginError::new(
                 ErrorCode::NotUpdatable,

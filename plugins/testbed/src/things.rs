@@ -1,7 +1,7 @@
 //! Where a request's things live: the plugin's memory, or a store file
 //! ([`crate::store`]) when the target config names one.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use orrery_plugin_sdk::schema::{PropertyMap, Value};
@@ -13,8 +13,10 @@ use crate::NOOP_THING;
 /// (target name, resource type, thing name).
 pub(crate) type Key = (String, String, String);
 
-/// Things kept in memory.
-pub(crate) type Memory = Mutex<HashMap<Key, PropertyMap>>;
+/// Things kept in memory. Hashed with foldhash: the benchmarks create
+/// tens of thousands, and SipHash was a tenth of the plugin's work per
+/// request (BENCHMARKS.md, relay round 10).
+pub(crate) type Memory = Mutex<foldhash::HashMap<Key, PropertyMap>>;
 
 /// One request's view of its things.
 pub(crate) enum Things<'a> {
@@ -22,18 +24,16 @@ pub(crate) enum Things<'a> {
     Stored(Arc<Store>),
 }
 
-fn locked(memory: &Memory) -> MutexGuard<'_, HashMap<Key, PropertyMap>> {
+fn locked(memory: &Memory) -> MutexGuard<'_, foldhash::HashMap<Key, PropertyMap>> {
     // Injected panics never happen while the lock is held.
     memory.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Things<'_> {
-    pub(crate) fn get(&self, (t, ty, name): &Key) -> Result<Option<PropertyMap>, PluginError> {
+    pub(crate) fn get(&self, key: &Key) -> Result<Option<PropertyMap>, PluginError> {
         match self {
-            Things::Memory(m) => Ok(locked(m)
-                .get(&(t.clone(), ty.clone(), name.clone()))
-                .cloned()),
-            Things::Stored(s) => s.get(t, ty, name),
+            Things::Memory(m) => Ok(locked(m).get(key).cloned()),
+            Things::Stored(s) => s.get(&key.0, &key.1, &key.2),
         }
     }
 
@@ -46,14 +46,13 @@ impl Things<'_> {
         request_id: &str,
     ) -> Result<Created, PluginError> {
         match self {
-            Things::Memory(m) => {
-                let mut things = locked(m);
-                if things.contains_key(&key) {
-                    return Ok(Created::Exists);
+            Things::Memory(m) => match locked(m).entry(key) {
+                Entry::Occupied(_) => Ok(Created::Exists),
+                Entry::Vacant(vacant) => {
+                    vacant.insert(properties.clone());
+                    Ok(Created::New)
                 }
-                things.insert(key, properties.clone());
-                Ok(Created::New)
-            }
+            },
             Things::Stored(s) => s.create(&key.0, &key.1, &key.2, properties, request_id),
         }
     }

@@ -3,8 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use orrery_plugin_sdk::schema::{CreateRequest, PropertyMap, Request, Target, Value};
+use orrery_plugin_sdk::schema::{
+    CreateRequest, PropertyMap, Request, Target, UpdateRequest, Value,
+};
+
+use futures::StreamExt;
+use orrery_satellite::bus::NatsBus;
 
 use crate::common::{self, binary};
 
@@ -12,6 +18,9 @@ use crate::common::{self, binary};
 // run in-process; raw NATS, measured beside it, gets it too.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// How many things the benches' updates cycle through.
+pub const THINGS: usize = 1_024;
 
 pub const PLUGIN: &str = "orrery-plugin-testbed";
 
@@ -86,6 +95,66 @@ pub fn build_release_plugin(target: &Path) -> Result<(), String> {
     } else {
         Err(format!("cargo exited with {status}"))
     }
+}
+
+/// The requests Orrery's calls send, built before the clock starts (raw
+/// NATS's payload is built once too): updates of `n` things, handed out in
+/// turn. An update answers with the thing's properties, as a create does,
+/// but leaves the plugin holding `n` things however many calls run; a
+/// create per call would time the testbed's growing map, and a repeated
+/// create its `AlreadyExists` failure.
+pub struct Requests {
+    built: Vec<Request>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Requests {
+    /// Updates of the things `request(0..n)` creates.
+    pub fn new(n: usize) -> Self {
+        Requests {
+            built: (0..n.max(1)).map(update).collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The creates to send, untimed, before the updates.
+    pub fn creates(&self) -> impl Iterator<Item = Request> {
+        (0..self.built.len()).map(request)
+    }
+
+    /// The next request.
+    pub fn next(&self) -> &Request {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.built[i % self.built.len()]
+    }
+}
+
+/// Creates the things `requests` update, each `times` times.
+pub async fn populate(bus: &NatsBus, requests: &Requests, times: usize) {
+    let creates: Vec<_> = requests.creates().collect();
+    futures::stream::iter((0..times).flat_map(|_| creates.iter()))
+        .for_each_concurrent(64, |create| async move {
+            bus.send("testbed", create, Duration::from_secs(60))
+                .await
+                .unwrap();
+        })
+        .await;
+}
+
+/// An update of the thing `request(i)` creates, to the same properties.
+fn update(i: usize) -> Request {
+    let Request::Create(create) = request(i) else {
+        unreachable!("`request` builds creates")
+    };
+    Request::Update(UpdateRequest {
+        request_id: create.request_id,
+        resource_type: create.resource_type,
+        label: create.label,
+        target: create.target,
+        native_id: format!("thing-{i}"),
+        prior_properties: PropertyMap::new(),
+        properties: create.properties,
+    })
 }
 
 pub fn request(i: usize) -> Request {
