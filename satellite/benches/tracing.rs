@@ -165,7 +165,7 @@ async fn parent() {
     let (n_seq, n_par, rounds) = if quick {
         (100, 300, 1)
     } else {
-        (3_000, 20_000, 5)
+        (3_000, 200_000, 5)
     };
     let plugin = plugin_binary(quick);
     let server = common::NatsServer::start().await;
