@@ -5,7 +5,8 @@
 #
 #   scripts/relay-profile.sh [SMALL] [LARGE]   (default 200 and 1200 operations)
 #
-# Runs the relay bench's profile mode (`--ops N`: N sequential no-op calls
+# Runs the relay bench's profile mode (`--ops N`: N sequential no-op calls,
+# updates of things it creates first,
 # through a satellite and a release testbed plugin) under
 # `valgrind --tool=callgrind` twice, with SMALL and LARGE operations, and
 # prints (LARGE - SMALL) / (LARGE - SMALL ops) for the bench process (caller

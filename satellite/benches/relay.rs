@@ -1,5 +1,7 @@
 //! Round trip of a no-op operation caller → NATS → satellite → plugin
 //! process → back, beside raw NATS request/reply measured in the same run.
+//! The operation is an update of one of [`THINGS`] testbed things, answered
+//! at once with its properties (`support::Requests`).
 //!
 //! `cargo bench -p orrery-satellite --bench relay` (needs a nats-server, see
 //! scripts/ensure-nats.sh).
