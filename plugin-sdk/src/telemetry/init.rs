@@ -38,6 +38,8 @@ pub struct Telemetry {
     tracer: SdkTracerProvider,
     meter: SdkMeterProvider,
     reader: SharedReader,
+    #[cfg(feature = "otlp")]
+    push: Option<super::metrics_push::MetricsPush>,
 }
 
 /// Sets up logs, traces and metrics as `config` says and returns the handle
@@ -68,6 +70,8 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         .with_resource(resource)
         .with_reader(reader.clone());
     let exporting = cfg!(feature = "otlp") && config.otlp_endpoint.is_some();
+    #[cfg(feature = "otlp")]
+    let mut metrics_exporter = None;
     #[cfg(not(feature = "otlp"))]
     if config.otlp_endpoint.is_some() {
         eprintln!(
@@ -78,7 +82,6 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     #[cfg(feature = "otlp")]
     if let Some(endpoint) = &config.otlp_endpoint {
         use opentelemetry_otlp::WithExportConfig;
-        use opentelemetry_sdk::metrics::PeriodicReader;
         use opentelemetry_sdk::trace::Sampler;
         let base = endpoint.trim_end_matches('/');
         let spans = opentelemetry_otlp::SpanExporter::builder()
@@ -93,7 +96,8 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         tracer = tracer
             .with_sampler(Sampler::AlwaysOn)
             .with_batch_exporter(spans);
-        meter = meter.with_reader(PeriodicReader::builder(metrics).build());
+        // Pushed from the one reader (metrics_push.rs), not a second one.
+        metrics_exporter = Some(metrics);
     }
     super::sampling::set_root_ratio(if exporting {
         config.sampling_ratio
@@ -167,6 +171,9 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     Ok(Telemetry {
         tracer,
         meter,
+        #[cfg(feature = "otlp")]
+        push: metrics_exporter
+            .map(|exporter| super::metrics_push::MetricsPush::start(reader.clone(), exporter)),
         reader,
     })
 }
@@ -187,6 +194,9 @@ impl Drop for Telemetry {
     fn drop(&mut self) {
         // Errors here mean the collector is gone; the process is ending anyway.
         let _ = self.tracer.shutdown();
+        // The last push collects, so it goes before the meter stops.
+        #[cfg(feature = "otlp")]
+        drop(self.push.take());
         let _ = self.meter.shutdown();
     }
 }

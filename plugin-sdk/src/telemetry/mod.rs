@@ -15,6 +15,8 @@
 mod config;
 mod init;
 mod json_fields;
+#[cfg(feature = "otlp")]
+mod metrics_push;
 mod prometheus;
 mod propagation;
 mod sampling;
