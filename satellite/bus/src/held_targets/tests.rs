@@ -185,3 +185,14 @@ fn debug_output_names_fields_but_never_values() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_reference_is_found_wherever_its_two_bytes_meet() {
+    assert!(mentions_ref(b"${env:X}"));
+    assert!(mentions_ref(b"cost $5, then $${file:k}"));
+    assert!(mentions_ref(b"tail ${"));
+    assert!(!mentions_ref(b""));
+    assert!(!mentions_ref(b"$"));
+    assert!(!mentions_ref(b"price $ {not} and $5 and {x}$"));
+    assert!(!mentions_ref(b"{$}"));
+}
