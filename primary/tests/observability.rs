@@ -315,9 +315,12 @@ async fn an_unsampled_apply_records_no_spans_anywhere() {
     let server = nats::NatsServer::start().await;
     let (otlp, seen, exported_metrics) = otlp_receiver().await;
     let scratch = common::Scratch::new();
+    let log = scratch.path().join("sat-a.log");
     let mut sat = Killed(
         satellite_command(&server.url, "sat-a")
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
+            .env("RUST_LOG", "orrery_plugin_local=debug,plugin=debug")
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -355,6 +358,21 @@ async fn an_unsampled_apply_records_no_spans_anywhere() {
             .iter()
             .any(|(service, _)| service == "orrery-primary"),
         "the primary exported"
+    );
+    // Untraced, the plugin's lines from inside its handler still name
+    // their request (a log scope instead of a span, telemetry/log_scope.rs).
+    let logs = std::fs::read_to_string(&log).unwrap();
+    let creating: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("plugin=local") && l.contains("creating"))
+        .collect();
+    assert_eq!(creating.len(), 10, "one plugin line per create:\n{logs}");
+    assert!(
+        creating
+            .iter()
+            .all(|l| l.contains("request_id=") && !l.contains("request_id= ")),
+        "plugin lines carry their request id:\n{}",
+        creating.join("\n")
     );
     let spans = seen.lock().unwrap().clone();
     assert!(

@@ -122,6 +122,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             .with_current_span(true)
             .with_span_list(true)
             .fmt_fields(super::json_fields::JsonFields)
+            .map_event_format(super::log_scope::ScopedJson)
             .with_filter(logs)
             .boxed()
     } else {
@@ -163,10 +164,14 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             .with_filter(traced)
     });
     // A subscriber set earlier (a test harness) is kept.
-    let _ = tracing_subscriber::registry()
+    let installed = tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
-        .try_init();
+        .try_init()
+        .is_ok();
+    if installed && config.log_json {
+        super::log_scope::enable();
+    }
 
     Ok(Telemetry {
         tracer,

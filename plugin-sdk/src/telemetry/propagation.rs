@@ -34,17 +34,30 @@ pub fn current_trace() -> Option<TraceContext> {
 /// lines inside it. A missing or malformed context leaves `span` a root:
 /// tracing is never a reason to refuse a request.
 pub fn set_parent(span: &tracing::Span, trace: &TraceContext) {
-    let mut carrier = HashMap::with_capacity(2);
-    carrier.insert(TRACEPARENT.to_owned(), trace.traceparent.clone());
-    if !trace.tracestate.is_empty() {
-        carrier.insert(TRACESTATE.to_owned(), trace.tracestate.clone());
-    }
-    let cx = TraceContextPropagator::new().extract(&carrier);
+    let cx = remote(trace);
     let remote = cx.span().span_context().clone();
     if remote.is_valid() {
         span.record("trace_id", tracing::field::display(remote.trace_id()));
         let _ = span.set_parent(cx);
     }
+}
+
+/// The trace id `trace` names, as log lines show it; `None` when its
+/// `traceparent` is missing or malformed.
+pub(crate) fn trace_id(trace: &TraceContext) -> Option<String> {
+    let cx = remote(trace);
+    let ids = cx.span().span_context().clone();
+    ids.is_valid().then(|| ids.trace_id().to_string())
+}
+
+/// The remote context `trace` carries, invalid when it is malformed.
+fn remote(trace: &TraceContext) -> opentelemetry::Context {
+    let mut carrier = HashMap::with_capacity(2);
+    carrier.insert(TRACEPARENT.to_owned(), trace.traceparent.clone());
+    if !trace.tracestate.is_empty() {
+        carrier.insert(TRACESTATE.to_owned(), trace.tracestate.clone());
+    }
+    TraceContextPropagator::new().extract(&carrier)
 }
 
 /// Fills `span`'s `trace_id` field so every log line inside it names the
