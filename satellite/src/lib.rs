@@ -14,6 +14,7 @@ pub mod health;
 pub mod hub;
 pub mod metrics;
 pub mod relay;
+pub mod service;
 
 // The bus and the plugin host live in `orrery-bus`, which the primary uses
 // too; these paths keep the satellite's own callers short.

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use async_nats::service::ServiceExt;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use orrery_plugin_sdk::telemetry;
@@ -21,6 +20,7 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
 
 use crate::metrics::{Outcome, RelayMetrics};
+use crate::service::{EndpointStats, Service, ServiceInfo};
 pub use orrery_bus::answer::failure_answer;
 use orrery_bus::answer::protocol_error;
 use orrery_bus::bus::{message_limit, HEADER_ROOM};
@@ -85,8 +85,6 @@ pub async fn serve(
     };
     let endpoint_name =
         |host: &PluginHost, target: &str| format!("{}-{}", host.name(), target.replace('*', "all"));
-    // `$SRV.STATS` carries each plugin's live health and load, for
-    // `orrery satellites` and `orrery plugins`.
     let by_endpoint: HashMap<String, PluginHost> = hosts
         .iter()
         .flat_map(|h| {
@@ -95,12 +93,49 @@ pub async fn serve(
                 .map(move |t| (endpoint_name(h, t), h.clone()))
         })
         .collect();
-    let service = client
-        .service_builder()
-        .description("Orrery satellite: relays operations to plugin processes")
-        .stats_handler(move |endpoint, _| {
+    let mut endpoints = Vec::new();
+    for host in &hosts {
+        let permits = Arc::new(Semaphore::new(config.max_in_flight));
+        for target in &targets {
+            let stats = Arc::new(EndpointStats::new(
+                endpoint_name(host, target),
+                operation_subject(host.name(), target),
+                queue_group(host.name()),
+                HashMap::from([
+                    ("plugin".to_owned(), host.name().to_owned()),
+                    ("version".to_owned(), host.announcement().version.clone()),
+                    ("target".to_owned(), target.clone()),
+                ]),
+            ));
+            let requests = client
+                .queue_subscribe(stats.subject().to_owned(), stats.queue_group().to_owned())
+                .await
+                .map_err(|e| RelayError::Register(e.to_string()))?;
+            endpoints.push((requests, stats, host.clone(), permits.clone()));
+        }
+    }
+    let service = Service::start(
+        client.clone(),
+        ServiceInfo {
+            name: SERVICE_NAME.to_owned(),
+            description: "Orrery satellite: relays operations to plugin processes".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            metadata: HashMap::from([
+                ("satellite_id".to_owned(), config.satellite_id.clone()),
+                ("plugins".to_owned(), plugins.join(",")),
+                ("protocol".to_owned(), PROTOCOL_MAJOR.to_string()),
+            ]),
+        },
+        uuid::Uuid::now_v7().simple().to_string(),
+        endpoints
+            .iter()
+            .map(|(_, stats, _, _)| stats.clone())
+            .collect(),
+        // `$SRV.STATS` carries each plugin's live health and load, for
+        // `orrery satellites` and `orrery plugins`.
+        Box::new(move |endpoint| {
             by_endpoint
-                .get(&endpoint)
+                .get(endpoint)
                 .map_or(serde_json::Value::Null, |host| {
                     let status = host.status();
                     serde_json::json!({
@@ -110,36 +145,11 @@ pub async fn serve(
                         "in_flight": status.in_flight,
                     })
                 })
-        })
-        .metadata(HashMap::from([
-            ("satellite_id".to_owned(), config.satellite_id.clone()),
-            ("plugins".to_owned(), plugins.join(",")),
-            ("protocol".to_owned(), PROTOCOL_MAJOR.to_string()),
-        ]))
-        .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
-        .await
-        .map_err(|e| RelayError::Register(e.to_string()))?;
+        }),
+    )
+    .await
+    .map_err(|e| RelayError::Register(e.to_string()))?;
 
-    let mut endpoints = Vec::new();
-    for host in &hosts {
-        let permits = Arc::new(Semaphore::new(config.max_in_flight));
-        for target in &targets {
-            let name = endpoint_name(host, target);
-            let endpoint = service
-                .endpoint_builder()
-                .name(name)
-                .queue_group(queue_group(host.name()))
-                .metadata(HashMap::from([
-                    ("plugin".to_owned(), host.name().to_owned()),
-                    ("version".to_owned(), host.announcement().version.clone()),
-                    ("target".to_owned(), target.clone()),
-                ]))
-                .add(operation_subject(host.name(), target))
-                .await
-                .map_err(|e| RelayError::Register(e.to_string()))?;
-            endpoints.push((endpoint, host.clone(), permits.clone()));
-        }
-    }
     tracing::info!(
         satellite = %config.satellite_id,
         plugins = %plugins.join(","),
@@ -150,10 +160,11 @@ pub async fn serve(
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut loops = JoinSet::new();
-    for (endpoint, host, permits) in endpoints {
+    for (requests, stats, host, permits) in endpoints {
         loops.spawn(serve_endpoint(
             client.clone(),
-            endpoint,
+            requests,
+            stats,
             host,
             permits,
             config.clone(),
@@ -190,14 +201,15 @@ pub async fn serve(
     }
     // With the NATS server gone these would wait for a reconnection that
     // may never come; a stopping satellite must still exit.
-    let _ = tokio::time::timeout(FLUSH_GRACE, service.stop()).await;
+    service.stop();
     let _ = tokio::time::timeout(FLUSH_GRACE, client.flush()).await;
     Ok(())
 }
 
 async fn serve_endpoint(
     client: async_nats::Client,
-    mut endpoint: async_nats::service::endpoint::Endpoint,
+    mut requests: async_nats::Subscriber,
+    stats: Arc<EndpointStats>,
     host: PluginHost,
     permits: Arc<Semaphore>,
     config: RelayConfig,
@@ -223,7 +235,7 @@ async fn serve_endpoint(
         // leaves requests in NATS, where another satellite can take them.
         let next = async {
             let permit = permits.clone().acquire_owned().await.ok()?;
-            let request = endpoint.next().await?;
+            let request = requests.next().await?;
             Some((permit, request))
         };
         tokio::select! {
@@ -233,7 +245,7 @@ async fn serve_endpoint(
                 stopping = true;
                 // Unsubscribing leaves already-delivered requests in the
                 // stream; the loop keeps serving them until it ends.
-                let _ = endpoint.stop().await;
+                let _ = requests.unsubscribe().await;
             }
             next = next => match next {
                 Some((permit, request)) => {
@@ -241,16 +253,20 @@ async fn serve_endpoint(
                     let default_timeout = config.default_timeout;
                     let span = relay_span(&request, &host, satellite_id);
                     let metrics = metrics.clone();
+                    let stats = &stats;
+                    let client = &client;
                     // Read per request: a reconnection may reach a server
                     // with another `max_payload`.
-                    let limit = message_limit(&client);
+                    let limit = message_limit(client);
                     in_flight.push(async move {
                         let started = Instant::now();
                         let (operation, outcome) =
-                            handle(request, &host, satellite_id, default_timeout, limit)
+                            handle(client, request, &host, satellite_id, default_timeout, limit)
                                 .instrument(span)
                                 .await;
-                        metrics.record(&operation, &outcome, started.elapsed());
+                        let took = started.elapsed();
+                        stats.record(took, matches!(outcome, Outcome::Refused(_)));
+                        metrics.record(&operation, &outcome, took);
                         drop(permit);
                     });
                 }
@@ -263,7 +279,7 @@ async fn serve_endpoint(
 
 /// The span of one relayed request, a child of the primary's attempt span
 /// when the request carries a `traceparent` header.
-fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satellite: &str) -> Span {
+fn relay_span(request: &async_nats::Message, host: &PluginHost, satellite: &str) -> Span {
     let trace = incoming_trace(request);
     let span = orrery_plugin_sdk::entry_span!(
         telemetry::is_sampled(trace.as_ref()),
@@ -283,8 +299,8 @@ fn relay_span(request: &async_nats::service::Request, host: &PluginHost, satelli
 }
 
 /// The W3C context in a request's headers, if any.
-fn incoming_trace(request: &async_nats::service::Request) -> Option<TraceContext> {
-    let headers = request.message.headers.as_ref()?;
+fn incoming_trace(request: &async_nats::Message) -> Option<TraceContext> {
+    let headers = request.headers.as_ref()?;
     Some(TraceContext {
         traceparent: headers.get(telemetry::TRACEPARENT)?.as_str().to_owned(),
         tracestate: headers
@@ -302,23 +318,24 @@ fn incoming_trace(request: &async_nats::service::Request) -> Option<TraceContext
 /// be given on the plugin's behalf; the plugin's answer is forwarded as the
 /// bytes it wrote, not decoded again and re-encoded.
 async fn handle(
-    request: async_nats::service::Request,
+    client: &async_nats::Client,
+    request: async_nats::Message,
     host: &PluginHost,
     satellite_id: &str,
     default_timeout: Duration,
     limit: usize,
 ) -> (MessageKind, Outcome) {
-    let payload = &request.message.payload;
+    let payload = &request.payload;
     let mut envelope = match Envelope::decode(payload) {
         Err(e) => {
-            if request.message.reply.is_none() {
-                tracing::warn!(subject = %request.message.subject, error = %e, "dropping undecodable bytes without a reply subject");
+            if request.reply.is_none() {
+                tracing::warn!(subject = %request.subject, error = %e, "dropping undecodable bytes without a reply subject");
                 return (unknown(), Outcome::Refused(ErrorCode::MalformedMessage));
             }
-            tracing::warn!(subject = %request.message.subject, error = %e, "answering undecodable bytes with an error");
+            tracing::warn!(subject = %request.subject, error = %e, "answering undecodable bytes with an error");
             let code = ErrorCode::MalformedMessage;
             let answer = protocol_error(None, code.clone(), format!("not an Orrery envelope: {e}"));
-            respond(&request, &answer, None, limit).await;
+            respond(client, &request, &answer, None, limit).await;
             return (unknown(), Outcome::Refused(code));
         }
         Ok(envelope) => envelope,
@@ -330,7 +347,7 @@ async fn handle(
             envelope.protocol
         );
         let answer = protocol_error(Some(&envelope), code.clone(), message);
-        respond(&request, &answer, None, limit).await;
+        respond(client, &request, &answer, None, limit).await;
         return (envelope.kind, Outcome::Refused(code));
     }
     let span = Span::current();
@@ -366,7 +383,7 @@ async fn handle(
         Ok(answered) => {
             if answered.bytes.len() <= limit {
                 Span::current().record("outcome", "answered");
-                send(&request, answered.bytes).await;
+                send(client, &request, answered.bytes).await;
                 return (kind, Outcome::Answered);
             }
             // An answer NATS cannot carry would be dropped and its caller
@@ -381,7 +398,7 @@ async fn handle(
             );
             tracing::warn!(%message, "answering with an error instead");
             let answer = failure_answer(&relayed(), code.clone(), message);
-            respond(&request, &answer, None, limit).await;
+            respond(client, &request, &answer, None, limit).await;
             Outcome::Refused(code)
         }
         Err(e) => {
@@ -389,7 +406,7 @@ async fn handle(
             tracing::warn!(error = %e, "the plugin could not answer");
             let relayed = relayed();
             let answer = failure_answer(&relayed, code.clone(), e.to_string());
-            respond(&request, &answer, Some(&relayed), limit).await;
+            respond(client, &request, &answer, Some(&relayed), limit).await;
             Outcome::Refused(code)
         }
     };
@@ -400,7 +417,8 @@ async fn handle(
 /// Answers with `answer`, encoded: replaced by `MessageTooLarge` when it is
 /// over `limit` and answers `relayed`.
 async fn respond(
-    request: &async_nats::service::Request,
+    client: &async_nats::Client,
+    request: &async_nats::Message,
     answer: &Envelope,
     relayed: Option<&Envelope>,
     limit: usize,
@@ -427,11 +445,14 @@ async fn respond(
             }
         }
     }
-    send(request, bytes.into()).await;
+    send(client, request, bytes.into()).await;
 }
 
-async fn send(request: &async_nats::service::Request, bytes: bytes::Bytes) {
-    if let Err(e) = request.respond(Ok(bytes)).await {
+async fn send(client: &async_nats::Client, request: &async_nats::Message, bytes: bytes::Bytes) {
+    let Some(reply) = &request.reply else {
+        return;
+    };
+    if let Err(e) = client.publish(reply.clone(), bytes).await {
         tracing::warn!(error = %e, "cannot send an answer");
     }
 }

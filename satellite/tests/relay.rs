@@ -237,6 +237,65 @@ async fn garbage_on_the_subject_is_answered_and_the_satellite_keeps_serving() {
     sat.stop().await;
 }
 
+#[tokio::test]
+async fn the_service_protocol_describes_the_endpoints_and_counts_requests_and_errors() {
+    use async_nats::service::{Info, PingResponse, Stats};
+    let server = NatsServer::start().await;
+    let sat = Satellite::start(&server, "sat-s", testbed_spec()).await;
+    let client = server.client().await;
+    let bus = NatsBus::new(client.clone());
+    for i in 0..3 {
+        let answer = bus
+            .send(
+                "testbed",
+                &noop_create(i, "t1", PropertyMap::new()),
+                Duration::from_secs(10),
+            )
+            .await;
+        assert_eq!(progress(answer).status, OperationStatus::Success);
+    }
+    let answer = client
+        .request(operation_subject("testbed", "t1"), "junk".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        Envelope::decode(&answer.payload).unwrap().kind,
+        MessageKind::Error
+    );
+
+    let ask = |subject: String| {
+        let client = client.clone();
+        async move { client.request(subject, "".into()).await.unwrap().payload }
+    };
+    let name = relay::SERVICE_NAME;
+    // The reference client's own types read every answer.
+    let ping: PingResponse = serde_json::from_slice(&ask("$SRV.PING".into()).await).unwrap();
+    assert_eq!(ping.kind, "io.nats.micro.v1.ping_response");
+    assert_eq!(ping.name, name);
+    assert_eq!(ping.metadata["satellite_id"], "sat-s");
+    let by_id: PingResponse =
+        serde_json::from_slice(&ask(format!("$SRV.PING.{name}.{}", ping.id)).await).unwrap();
+    assert_eq!(by_id.id, ping.id);
+    let info: Info = serde_json::from_slice(&ask(format!("$SRV.INFO.{name}")).await).unwrap();
+    assert_eq!(info.kind, "io.nats.micro.v1.info_response");
+    assert_eq!(info.endpoints.len(), 1);
+    let endpoint = &info.endpoints[0];
+    assert_eq!(endpoint.name, "testbed-all");
+    assert_eq!(endpoint.subject, operation_subject("testbed", "*"));
+    assert_eq!(endpoint.queue_group, relay::queue_group("testbed"));
+    assert_eq!(endpoint.metadata["plugin"], "testbed");
+    let stats: Stats = serde_json::from_slice(&ask(format!("$SRV.STATS.{name}")).await).unwrap();
+    assert_eq!(stats.kind, "io.nats.micro.v1.stats_response");
+    let endpoint = &stats.endpoints[0];
+    assert_eq!(endpoint.requests, 4);
+    assert_eq!(endpoint.errors, 1, "the answer the satellite gave itself");
+    assert!(endpoint.processing_time > Duration::ZERO);
+    let data = endpoint.data.as_ref().unwrap();
+    assert_eq!(data["plugin"], "testbed");
+    assert_eq!(data["state"], "running");
+    sat.stop().await;
+}
+
 fn config(pairs: &[(&str, Value)]) -> PropertyMap {
     pairs
         .iter()
