@@ -93,6 +93,7 @@ impl From<LeaseError> for ApiError {
                 .with("command_id", json!(command_id))
                 .with("lease_owner", json!(owner))
                 .with("lease_expires_ms", json!(expires_ms)),
+            LeaseError::Contended { .. } => ApiError::conflict(e.to_string()),
         }
     }
 }

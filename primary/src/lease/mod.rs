@@ -66,6 +66,12 @@ pub enum LeaseError {
         /// When the holder's lease expires unless renewed.
         expires_ms: i64,
     },
+    /// The stack's commands kept changing while this primary claimed one.
+    #[error("the commands of stack `{stack}` kept changing while this primary claimed one (other primaries run it); try again")]
+    Contended {
+        /// The stack.
+        stack: String,
+    },
 }
 
 /// Takes the lease of `command_id` for `config.owner`, replacing a holder
@@ -121,6 +127,10 @@ impl Claim {
     }
 }
 
+/// How often a claim looks again when the stack's commands changed under
+/// it before it gives up (each time means another primary made progress).
+const CLAIM_ATTEMPTS: usize = 8;
+
 /// Decides which command a run on `stack` goes on with and takes its
 /// lease: the stack's latest command when it is still `running`, else a new
 /// command (`new_id`). Fails when another primary holds the running
@@ -131,17 +141,58 @@ pub fn claim(
     new_id: &str,
     config: &LeaseConfig,
 ) -> Result<Claim, LeaseError> {
+    let listed = running_command(store, stack)?;
+    claim_listed(store, stack, listed, new_id, config)
+}
+
+/// [`claim`] from a listing already made: `listed` is the stack's running
+/// command as it was seen, which may have changed since.
+fn claim_listed(
+    store: &dyn StateStore,
+    stack: &str,
+    mut listed: Option<String>,
+    new_id: &str,
+    config: &LeaseConfig,
+) -> Result<Claim, LeaseError> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        let claim = match listed {
+            Some(id) => Claim::Interrupted(id),
+            None => Claim::New(new_id.to_owned()),
+        };
+        acquire(store, claim.command_id(), config)?;
+        // Between the listing and the lease, another primary may have
+        // finished the listed command and let its lease go (resuming it
+        // again would run a finished command), or begun one (a new command
+        // beside it would run the stack twice). Under the lease, the
+        // listing cannot change: look again.
+        let now = running_command(store, stack)?;
+        let expected = match &claim {
+            Claim::Interrupted(id) => Some(id.as_str()),
+            Claim::New(_) => None,
+        };
+        if now.as_deref() == expected {
+            return Ok(claim);
+        }
+        store.release_lease(claim.command_id(), &config.owner.to_string())?;
+        listed = now;
+    }
+    Err(LeaseError::Contended {
+        stack: stack.to_owned(),
+    })
+}
+
+/// The id of `stack`'s latest command when it is still `running`.
+fn running_command(store: &dyn StateStore, stack: &str) -> Result<Option<String>, LeaseError> {
     let latest = store.commands(&CommandFilter {
         stack: Some(stack.to_owned()),
         status: None,
         limit: 1,
     })?;
-    let claim = match latest.into_iter().next() {
-        Some(head) if head.status == CommandStatus::Running => Claim::Interrupted(head.id),
-        _ => Claim::New(new_id.to_owned()),
-    };
-    acquire(store, claim.command_id(), config)?;
-    Ok(claim)
+    Ok(latest
+        .into_iter()
+        .next()
+        .filter(|head| head.status == CommandStatus::Running)
+        .map(|head| head.id))
 }
 
 /// A held lease, renewed in the background until released (or dropped,

@@ -75,6 +75,53 @@ fn an_interrupted_command_is_claimed_unless_a_live_primary_holds_it() {
     assert!(err.to_string().contains("another primary"), "{err}");
 }
 
+/// The race a server start meets: it listed `c1` running, then another
+/// primary finished `c1` and let its lease go before this one took it.
+#[test]
+fn a_command_finished_after_the_listing_is_not_claimed_again() {
+    let (_dir, store) = store();
+    store.begin_command("c1", "web", "apply").unwrap();
+    let listed = running_command(store.as_ref(), "web").unwrap();
+    assert_eq!(listed.as_deref(), Some("c1"));
+    store
+        .finish_command("c1", &CommandStatus::Completed)
+        .unwrap();
+    let me = config(OwnerId::current());
+    let claim = claim_listed(store.as_ref(), "web", listed, "new-1", &me).unwrap();
+    assert_eq!(claim, Claim::New("new-1".into()));
+    assert!(holder(store.as_ref(), "c1").is_none(), "c1's lease let go");
+    assert_eq!(
+        holder(store.as_ref(), "new-1").unwrap().owner,
+        me.owner.to_string()
+    );
+}
+
+/// The other side of it: nothing was running when listed, but a live
+/// primary began a command since; a second command beside it would run the
+/// stack twice.
+#[test]
+fn a_command_begun_after_the_listing_is_not_run_beside() {
+    let (_dir, store) = store();
+    let elsewhere = config(OwnerId::new("other-host", "other-boot:1", 42, "r"));
+    let listed = running_command(store.as_ref(), "web").unwrap();
+    assert_eq!(listed, None);
+    assert_eq!(
+        claim(store.as_ref(), "web", "c1", &elsewhere).unwrap(),
+        Claim::New("c1".into())
+    );
+    store.begin_command("c1", "web", "apply").unwrap();
+    let me = config(OwnerId::current());
+    let err = claim_listed(store.as_ref(), "web", listed, "new-1", &me).unwrap_err();
+    assert!(
+        matches!(&err, LeaseError::Held { command_id, .. } if command_id == "c1"),
+        "{err}"
+    );
+    assert!(
+        holder(store.as_ref(), "new-1").is_none(),
+        "new-1's lease let go"
+    );
+}
+
 #[test]
 fn a_dead_holder_on_this_machine_is_not_waited_for() {
     let (_dir, store) = store();

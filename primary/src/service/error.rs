@@ -69,7 +69,9 @@ impl From<LeaseError> for ServiceError {
     fn from(e: LeaseError) -> Self {
         match e {
             LeaseError::Store(e) => ServiceError::Store(e),
-            held @ LeaseError::Held { .. } => ServiceError::LeaseHeld(held),
+            held @ (LeaseError::Held { .. } | LeaseError::Contended { .. }) => {
+                ServiceError::LeaseHeld(held)
+            }
         }
     }
 }
