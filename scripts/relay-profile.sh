@@ -13,6 +13,8 @@
 # and relay) and the plugin, then the same for raw NATS request/reply.
 # nats-server (Go) is not run under valgrind. The callgrind files stay in
 # target/relay-profile/ for `callgrind_annotate --inclusive=yes`.
+# ORRERY_PROFILE_IN_FLIGHT=64 keeps that many calls in flight (the
+# profile under load; default 1, sequential).
 # ORRERY_PROFILE_BENCH and ORRERY_BENCH_PLUGIN name other binaries (an older
 # build kept aside, to compare); then nothing is built.
 set -euo pipefail
@@ -46,7 +48,7 @@ run() { # name ops [--raw]
   valgrind --tool=callgrind --trace-children=yes \
     --trace-children-skip='*nats-server*' \
     --callgrind-out-file="$dir/callgrind.out.%p" -q \
-    "$bench" --ops "$2" ${3:-} >/dev/null
+    "$bench" --ops "$2" --in-flight "${ORRERY_PROFILE_IN_FLIGHT:-1}" ${3:-} >/dev/null
 }
 
 # Instructions of every process of a run, by command name: "name Ir".

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -225,10 +226,11 @@ where
                 continue;
             }
         };
-        if let Some(request) = handle(&plugin, envelope, &out, &in_flight).await {
-            if inline {
-                polled.push(request);
-            } else {
+        match handle(&plugin, envelope, &out, &in_flight) {
+            Next::Done => {}
+            Next::Reply(reply) => send(&out, reply, false).await,
+            Next::Run(request) if inline => polled.push(request),
+            Next::Run(request) => {
                 tasks.spawn(request);
             }
         }
@@ -251,28 +253,41 @@ where
     }
 }
 
+/// What a frame from the host asks of the serving loop.
+enum Next<F> {
+    /// Nothing more (a cancel, handled).
+    Done,
+    /// Answer at once: a pong or a refusal.
+    Reply(Result<Envelope, orrery_schema::EncodeError>),
+    /// Run a request: the future that runs and answers it, boxed: it is
+    /// kilobytes (the handler's own future is in it), and unboxed each move
+    /// on its way to the poller (out of here, into the poller's task) is a
+    /// copy of all of it, a fifth of the plugin's instructions per request.
+    Run(Pin<Box<F>>),
+}
+
 /// Answers what needs no handler; a request comes back as the future
-/// that runs it.
-async fn handle<P: ResourcePlugin>(
+/// that runs it. Not async: a future of its own per frame would be built
+/// and moved for the few frames that need a write here.
+fn handle<P: ResourcePlugin>(
     plugin: &Arc<P>,
     envelope: Envelope,
     out: &FrameSink,
     in_flight: &InFlight,
-) -> Option<impl Future<Output = ()> + Send + 'static> {
+) -> Next<impl Future<Output = ()> + Send + 'static> {
     let reply_error = |code: ErrorCode, message: String| {
         tracing::warn!(kind = %envelope.kind, %code, %message, "refusing a message");
-        envelope.reply(MessageKind::Error, &ProtocolError { code, message })
+        Next::Reply(envelope.reply(MessageKind::Error, &ProtocolError { code, message }))
     };
     if envelope.protocol != PROTOCOL_MAJOR {
         let msg = format!(
             "message speaks protocol {} but this plugin speaks protocol {PROTOCOL_MAJOR}",
             envelope.protocol
         );
-        send(out, reply_error(ErrorCode::UnsupportedProtocol, msg), false).await;
-        return None;
+        return reply_error(ErrorCode::UnsupportedProtocol, msg);
     }
     match envelope.kind {
-        MessageKind::Ping => send(out, envelope.reply(MessageKind::Pong, &()), false).await,
+        MessageKind::Ping => Next::Reply(envelope.reply(MessageKind::Pong, &())),
         MessageKind::Cancel => {
             let target = envelope.correlation;
             let cancel = target.and_then(|id| lock(in_flight).remove(&id));
@@ -282,40 +297,28 @@ async fn handle<P: ResourcePlugin>(
                 }
                 None => tracing::debug!(?target, "cancel for a request that is not in flight"),
             }
+            Next::Done
         }
         _ => match Request::from_envelope(&envelope) {
             Ok(request) => {
                 let (cancel_tx, cancel_rx) = oneshot::channel();
                 lock(in_flight).insert(envelope.id, cancel_tx);
-                return Some(run_request(
+                Next::Run(Box::pin(run_request(
                     plugin.clone(),
                     envelope,
                     request,
                     cancel_rx,
                     out.clone(),
                     in_flight.clone(),
-                ));
+                )))
             }
             Err(orrery_schema::RequestError::NotARequest(kind)) => {
                 let msg = format!("unknown message kind `{kind}`");
-                send(
-                    out,
-                    reply_error(ErrorCode::UnsupportedOperation, msg),
-                    false,
-                )
-                .await;
+                reply_error(ErrorCode::UnsupportedOperation, msg)
             }
-            Err(e) => {
-                send(
-                    out,
-                    reply_error(ErrorCode::MalformedMessage, e.to_string()),
-                    false,
-                )
-                .await
-            }
+            Err(e) => reply_error(ErrorCode::MalformedMessage, e.to_string()),
         },
     }
-    None
 }
 
 fn lock(
@@ -415,7 +418,10 @@ async fn run_request<P: ResourcePlugin>(
     }
     .encoded_len_bound();
     let body_budget = budget.saturating_sub(overhead);
-    let work = AssertUnwindSafe(dispatch(plugin.as_ref(), request, body_budget)).catch_unwind();
+    // Pinned where it is made: the wrappers below then move a pointer, not
+    // the handler's future (each move of that is a copy of all of it).
+    let work = std::pin::pin!(dispatch(plugin.as_ref(), request, body_budget));
+    let work = AssertUnwindSafe(work).catch_unwind();
     // The handler is polled first: an answer that is ready wins over a
     // cancel or deadline that arrives at the same moment, and a handler that
     // answers at once never arms the deadline timer (arming the earliest

@@ -258,7 +258,9 @@ async fn serve_endpoint(
                     // Read per request: a reconnection may reach a server
                     // with another `max_payload`.
                     let limit = message_limit(client);
-                    in_flight.push(async move {
+                    // Boxed: the future is kilobytes, and pushed unboxed it
+                    // is copied whole on its way into the set's task.
+                    in_flight.push(Box::pin(async move {
                         let started = Instant::now();
                         let (operation, outcome) =
                             handle(client, request, &host, satellite_id, default_timeout, limit)
@@ -268,7 +270,7 @@ async fn serve_endpoint(
                         stats.record(took, matches!(outcome, Outcome::Refused(_)));
                         metrics.record(&operation, &outcome, took);
                         drop(permit);
-                    });
+                    }));
                 }
                 None => ended = true,
             },
