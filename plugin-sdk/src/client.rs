@@ -4,6 +4,14 @@
 //! by the conformance suite. When the link breaks (the process exits, or
 //! writes bytes that are not frames) every waiting call fails at once with
 //! [`CallError::LinkClosed`] instead of waiting for its deadline.
+//!
+//! Deadlines are kept by one task per link, not a timer per call: a call
+//! records its deadline beside its answer's sender, and the sweeper sleeps
+//! until the earliest one it was told of, then fails every call past its
+//! deadline and sleeps until the next. Arming and cancelling a tokio timer
+//! per call was a fifth of the relay's own instructions per request; a call
+//! now tells the sweeper only when its deadline is earlier than the one
+//! it sleeps until (calls with one timeout arrive in deadline order).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +23,8 @@ use orrery_schema::{
     Uuid, PROTOCOL_MAJOR,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, Notify};
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 
 use crate::frame_io::{FrameCodec, FrameSink};
@@ -91,8 +100,50 @@ struct Calls {
     /// Hashed with foldhash, not SipHash: three lookups per message, and
     /// ids a peer chooses can collide only as far as a seeded hash and
     /// the bounded number of calls in flight let them.
-    waiting: foldhash::HashMap<Uuid, oneshot::Sender<Answered>>,
+    waiting: foldhash::HashMap<Uuid, Waiting>,
     closed: bool,
+    /// When the deadline sweeper wakes next; `None` while it waits to be
+    /// told of a call.
+    armed: Option<Instant>,
+}
+
+/// A call waiting for its answer.
+struct Waiting {
+    /// Where its answer goes; [`CallError::DeadlineExceeded`] from the
+    /// sweeper. Dropped when the link closes.
+    tx: oneshot::Sender<Result<Answered, CallError>>,
+    deadline: Instant,
+}
+
+impl Calls {
+    /// Registers a call; `true` when the sweeper must be told, the call's
+    /// deadline being earlier than the one it sleeps until.
+    fn register(&mut self, id: Uuid, waiting: Waiting) -> bool {
+        let deadline = waiting.deadline;
+        self.waiting.insert(id, waiting);
+        let earlier = self.armed.is_none_or(|at| deadline < at);
+        if earlier {
+            self.armed = Some(deadline);
+        }
+        earlier
+    }
+
+    /// Takes out the calls whose deadline is `now` or earlier, and arms
+    /// the sweeper for the earliest deadline left.
+    fn expire(&mut self, now: Instant) -> Vec<Waiting> {
+        let expired: Vec<Uuid> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        let gone = expired
+            .iter()
+            .filter_map(|id| self.waiting.remove(id))
+            .collect();
+        self.armed = self.waiting.values().map(|w| w.deadline).min();
+        gone
+    }
 }
 
 type Pending = Arc<Mutex<Calls>>;
@@ -102,6 +153,8 @@ type Pending = Arc<Mutex<Calls>>;
 pub struct PluginClient {
     out: FrameSink,
     pending: Pending,
+    /// Wakes the deadline sweeper for a call earlier than its next wake.
+    sweeper: Arc<Notify>,
     closed: watch::Receiver<Option<String>>,
     announcement: Arc<Announcement>,
 }
@@ -180,9 +233,16 @@ impl PluginClient {
             );
         });
         tokio::spawn(read_answers(frames, pending.clone(), closed_tx));
+        let sweeper = Arc::new(Notify::new());
+        tokio::spawn(sweep_deadlines(
+            pending.clone(),
+            sweeper.clone(),
+            closed.clone(),
+        ));
         Ok(PluginClient {
             out,
             pending,
+            sweeper,
             closed,
             announcement: Arc::new(announcement),
         })
@@ -243,15 +303,21 @@ impl PluginClient {
     ) -> Result<Answered, CallError> {
         let id = envelope.id;
         let (tx, rx) = oneshot::channel();
-        let alone = {
+        let now = Instant::now();
+        // A timeout too long to add is a deadline that never comes.
+        let deadline = now.checked_add(timeout).unwrap_or(now + NEVER);
+        let (alone, earlier) = {
             let mut calls = lock(&self.pending);
             if calls.closed {
                 drop(calls);
                 return Err(self.link_closed("link closed"));
             }
-            calls.waiting.insert(id, tx);
-            calls.waiting.len() == 1
+            let earlier = calls.register(id, Waiting { tx, deadline });
+            (calls.waiting.len() == 1, earlier)
         };
+        if earlier {
+            self.sweeper.notify_one();
+        }
         // Removes the call from the map however this future ends (answered,
         // timed out, link closed, or dropped by its caller).
         let registered = Registered {
@@ -270,15 +336,15 @@ impl PluginClient {
         }
         // When the link closes, `close` drops every waiting sender: `rx`
         // then fails at once, without waiting for the deadline.
-        let answer = tokio::time::timeout(timeout, rx).await;
+        let answer = rx.await;
         drop(registered);
         match answer {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(self.link_closed("link closed")),
-            Err(_) => {
+            Ok(Err(e)) => {
                 self.cancel(id, "deadline passed").await;
-                Err(CallError::DeadlineExceeded)
+                Err(e)
             }
+            Err(_) => Err(self.link_closed("link closed")),
         }
     }
 
@@ -379,6 +445,43 @@ impl Drop for Registered<'_> {
     }
 }
 
+/// A deadline far enough away to mean none (about 30 years; tokio's own).
+const NEVER: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// Fails each call of the link at its deadline (see the module comment),
+/// until the link closes.
+async fn sweep_deadlines(
+    pending: Pending,
+    told: Arc<Notify>,
+    mut closed: watch::Receiver<Option<String>>,
+) {
+    loop {
+        if closed.borrow_and_update().is_some() {
+            return;
+        }
+        let armed = lock(&pending).armed;
+        let due = async {
+            match armed {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = due => {}
+            // An earlier deadline: look again at when to wake.
+            () = told.notified() => continue,
+            changed = closed.changed() => match changed {
+                Ok(()) => continue,
+                Err(_) => return,
+            },
+        }
+        let expired = lock(&pending).expire(Instant::now());
+        for call in expired {
+            let _ = call.tx.send(Err(CallError::DeadlineExceeded));
+        }
+    }
+}
+
 fn close(closed: &watch::Sender<Option<String>>, pending: &Pending, reason: String) {
     // The reason first: a call that finds its sender dropped reads it.
     closed.send_if_modified(|current| {
@@ -428,8 +531,8 @@ async fn read_answers<R: AsyncRead + Unpin>(
         };
         let waiting = lock(&pending).waiting.remove(&id);
         match waiting {
-            Some(tx) => {
-                let _ = tx.send(Answered { envelope, bytes });
+            Some(call) => {
+                let _ = call.tx.send(Ok(Answered { envelope, bytes }));
             }
             None => tracing::debug!(%id, "answer for a call no longer waiting"),
         }
@@ -513,6 +616,62 @@ mod tests {
         let ping = Envelope::new(MessageKind::Ping, &()).unwrap();
         let later = client.call(ping, Duration::from_secs(60)).await;
         assert!(matches!(later, Err(CallError::LinkClosed(_))), "{later:?}");
+    }
+
+    /// A call with a short timeout sent while one with a long timeout
+    /// waits: the sweeper, asleep until the long one's deadline, wakes for
+    /// the short one's.
+    #[tokio::test]
+    async fn an_earlier_deadline_is_kept_while_a_later_call_waits() {
+        let (client, _plugin_read, _plugin_write) = silent_plugin().await;
+        let long = Envelope::new(MessageKind::Ping, &()).unwrap();
+        let waiting = tokio::spawn({
+            let client = client.clone();
+            async move { client.call(long, Duration::from_secs(60)).await }
+        });
+        wait_for("the long call registered", || client.in_flight() == 1).await;
+        let started = std::time::Instant::now();
+        let short = Envelope::new(MessageKind::Ping, &()).unwrap();
+        let result = client.call(short, Duration::from_millis(100)).await;
+        assert_eq!(result, Err(CallError::DeadlineExceeded));
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "failed at its own deadline, not the long call's"
+        );
+        assert_eq!(client.in_flight(), 1, "the long call still waits");
+        waiting.abort();
+    }
+
+    fn waiting(deadline: Instant) -> (Waiting, oneshot::Receiver<Result<Answered, CallError>>) {
+        let (tx, rx) = oneshot::channel();
+        (Waiting { tx, deadline }, rx)
+    }
+
+    #[test]
+    fn the_sweeper_is_told_only_of_an_earlier_deadline_and_expires_what_is_due() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut calls = Calls::default();
+        let ids: Vec<Uuid> = (0..4).map(|_| Uuid::now_v7()).collect();
+        let (w, _r0) = waiting(at(100));
+        assert!(calls.register(ids[0], w), "nothing armed: told");
+        let (w, _r1) = waiting(at(200));
+        assert!(!calls.register(ids[1], w), "later: not told");
+        let (w, _r2) = waiting(at(50));
+        assert!(calls.register(ids[2], w), "earlier: told");
+        assert_eq!(calls.armed, Some(at(50)));
+        let (w, _r3) = waiting(at(300));
+        calls.register(ids[3], w);
+
+        assert!(calls.expire(at(49)).is_empty());
+        assert_eq!(calls.armed, Some(at(50)));
+        let due: Vec<Instant> = calls.expire(at(100)).iter().map(|w| w.deadline).collect();
+        assert_eq!(due.len(), 2, "the 50 and 100 ms calls: {due:?}");
+        assert_eq!(calls.armed, Some(at(200)));
+        assert_eq!(calls.waiting.len(), 2);
+        calls.waiting.clear();
+        assert!(calls.expire(at(1_000)).is_empty());
+        assert_eq!(calls.armed, None, "nothing left: asleep until told");
     }
 
     #[tokio::test]
