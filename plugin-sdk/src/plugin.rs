@@ -88,7 +88,7 @@ pub trait ResourcePlugin: Send + Sync + 'static {
     }
 
     /// Lists one page of the resources of a type on a target. Use
-    /// [`crate::paginate`] to cut pages.
+    /// [`paginate`](fn@crate::paginate) to cut pages.
     fn list(
         &self,
         request: ListRequest,

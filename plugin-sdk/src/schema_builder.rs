@@ -91,7 +91,7 @@ impl ResourceBuilder {
     }
 }
 
-/// Builds a [`FieldSchema`]; start with one of the functions in [`field`](crate::field).
+/// Builds a [`FieldSchema`]; start with one of the functions in [`field`].
 #[derive(Clone, Debug)]
 pub struct FieldBuilder(FieldSchema);
 
