@@ -155,8 +155,8 @@ fn claim_listed(
     config: &LeaseConfig,
 ) -> Result<Claim, LeaseError> {
     for _ in 0..CLAIM_ATTEMPTS {
-        let claim = match listed {
-            Some(id) => Claim::Interrupted(id),
+        let claim = match &listed {
+            Some(id) => Claim::Interrupted(id.clone()),
             None => Claim::New(new_id.to_owned()),
         };
         acquire(store, claim.command_id(), config)?;
@@ -166,11 +166,7 @@ fn claim_listed(
         // beside it would run the stack twice). Under the lease, the
         // listing cannot change: look again.
         let now = running_command(store, stack)?;
-        let expected = match &claim {
-            Claim::Interrupted(id) => Some(id.as_str()),
-            Claim::New(_) => None,
-        };
-        if now.as_deref() == expected {
+        if now == listed {
             return Ok(claim);
         }
         store.release_lease(claim.command_id(), &config.owner.to_string())?;
