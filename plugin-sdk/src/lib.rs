@@ -16,10 +16,13 @@
 //! - [`harness`]: run a plugin in-process.
 //! - `process` (feature `host`): start a plugin binary as a child process.
 //! - `conformance` (feature `conformance`): the conformance suite.
+//! - `Allocator` (feature `mimalloc`): the global allocator Orrery's own
+//!   plugins use.
 //!
 //! Features: a plugin's default build has what a plugin needs; `host`,
-//! `conformance` and `otlp` (OTLP export of traces and metrics) are for
-//! Orrery's own crates.
+//! `conformance`, `otlp` (OTLP export of traces and metrics) and
+//! `mimalloc` are for Orrery's own crates (a plugin may take `mimalloc`
+//! too).
 //!
 //! The SDK knows nothing of NATS: it speaks only the stdio link.
 
@@ -29,6 +32,8 @@
 #![deny(missing_docs, unreachable_pub)]
 #![deny(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
+#[cfg(feature = "mimalloc")]
+mod allocator;
 pub mod client;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -47,6 +52,8 @@ mod stdio;
 pub mod telemetry;
 pub mod woken;
 
+#[cfg(feature = "mimalloc")]
+pub use allocator::Allocator;
 pub use client::{Answer, Answered, CallError, ConnectError, PluginClient};
 pub use logging::LOG_FORMAT_ENV;
 pub use orrery_schema as schema;

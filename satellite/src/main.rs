@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 // takes a lock the allocating thread holds, a futex storm under load.
 // mimalloc frees across threads without one (BENCHMARKS.md, relay round 9).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: orrery_plugin_sdk::Allocator = orrery_plugin_sdk::Allocator;
 
 /// Serve Orrery plugins over NATS.
 ///

@@ -6,7 +6,7 @@ use orrery_plugin_local::LocalPlugin;
 // per-thread free lists cost a fraction of glibc's arenas (BENCHMARKS.md,
 // relay round 9).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: orrery_plugin_sdk::Allocator = orrery_plugin_sdk::Allocator;
 
 fn main() {
     orrery_plugin_sdk::serve(LocalPlugin)

@@ -12,7 +12,7 @@ use orrery_plugin_testbed::TestbedPlugin;
 // per-thread free lists cost a fraction of glibc's arenas (BENCHMARKS.md,
 // relay round 9).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: orrery_plugin_sdk::Allocator = orrery_plugin_sdk::Allocator;
 
 const STORE_ENV: &str = "ORRERY_TESTBED_STORE";
 const RATE_LIMIT_ENV: &str = "ORRERY_TESTBED_RATE_LIMIT";

@@ -17,7 +17,7 @@ use crate::common::{self, binary};
 // The allocator of the `orrery-satellite` binary, whose relay these benches
 // run in-process; raw NATS, measured beside it, gets it too.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: orrery_plugin_sdk::Allocator = orrery_plugin_sdk::Allocator;
 
 /// How many things the benches' updates cycle through.
 pub const THINGS: usize = 1_024;
