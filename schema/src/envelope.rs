@@ -7,6 +7,7 @@ use uuid::Uuid;
 use crate::codec::{self, DecodeError, EncodeError};
 use crate::open_enum::open_enum;
 
+mod message_id;
 mod wire;
 
 /// The protocol major version this release speaks. Additive changes (new
@@ -113,7 +114,7 @@ impl Envelope {
     pub fn with_body(kind: MessageKind, body: Vec<u8>) -> Self {
         Envelope {
             protocol: PROTOCOL_MAJOR,
-            id: Uuid::now_v7(),
+            id: message_id::new_id(),
             correlation: None,
             kind,
             deadline_ms: None,
