@@ -304,13 +304,18 @@ fn handle<P: ResourcePlugin>(
             Ok(request) => {
                 let (cancel_tx, cancel_rx) = oneshot::channel();
                 lock(in_flight).insert(envelope.id, cancel_tx);
-                Next::Run(Box::pin(run_request(
-                    plugin.clone(),
-                    envelope,
-                    request,
-                    cancel_rx,
-                    out.clone(),
-                    in_flight.clone(),
+                // Made in its box (`Box::write` into an uninitialised one),
+                // not on the stack and then copied into it.
+                Next::Run(Box::into_pin(Box::write(
+                    Box::new_uninit(),
+                    run_request(
+                        plugin.clone(),
+                        envelope,
+                        request,
+                        cancel_rx,
+                        out.clone(),
+                        in_flight.clone(),
+                    ),
                 )))
             }
             Err(orrery_schema::RequestError::NotARequest(kind)) => {

@@ -259,8 +259,10 @@ async fn serve_endpoint(
                     // with another `max_payload`.
                     let limit = message_limit(client);
                     // Boxed: the future is kilobytes, and pushed unboxed it
-                    // is copied whole on its way into the set's task.
-                    in_flight.push(Box::pin(async move {
+                    // is copied whole on its way into the set's task. Made
+                    // in its box (`Box::write` into an uninitialised one)
+                    // rather than on the stack and copied there.
+                    in_flight.push(Box::into_pin(Box::write(Box::new_uninit(), async move {
                         let started = Instant::now();
                         let (operation, outcome) =
                             handle(client, request, &host, satellite_id, default_timeout, limit)
@@ -270,7 +272,7 @@ async fn serve_endpoint(
                         stats.record(took, matches!(outcome, Outcome::Refused(_)));
                         metrics.record(&operation, &outcome, took);
                         drop(permit);
-                    }));
+                    })));
                 }
                 None => ended = true,
             },
