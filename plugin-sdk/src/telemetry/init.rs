@@ -161,6 +161,12 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            // Parents come from the tracing span tree, not OpenTelemetry's
+            // thread-local context: attaching and detaching that on every
+            // poll of a traced future was a third of a traced request's
+            // cost in the layer (BENCHMARKS.md, relay round 12), and
+            // nothing here reads `opentelemetry::Context::current()`.
+            .with_context_activation(false)
             .with_filter(traced)
     });
     // A subscriber set earlier (a test harness) is kept.
