@@ -53,7 +53,9 @@ use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
-use support::{plugin_binary, populate, quick, request, Requests, THINGS};
+use support::{
+    children_named, cpu_time, plugin_binary, populate, quick, request, Requests, THINGS,
+};
 
 const PAYLOAD: usize = 256;
 
@@ -159,41 +161,6 @@ impl Procs {
                 .sum::<Option<Duration>>()
         })
     }
-}
-
-/// CPU time (user + system) a process has used so far: the run time of each
-/// of its threads, from Linux's `/proc/<pid>/task/*/schedstat` (threads that
-/// exited during the run are missed; the runtimes here keep theirs).
-fn cpu_time(pid: u32) -> Option<Duration> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let path = task.ok()?.path().join("schedstat");
-        if let Ok(stat) = std::fs::read_to_string(path) {
-            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
-        }
-    }
-    Some(Duration::from_nanos(total))
-}
-
-/// Children of this process with the command name `name`.
-fn children_named(name: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // `pid (comm) state ppid ...`; comm may hold spaces and parens.
-            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-                return false;
-            };
-            let ppid = stat[close + 1..].split_whitespace().nth(1);
-            &stat[open + 1..close] == name && ppid == Some(me.to_string().as_str())
-        })
-        .collect()
 }
 
 /// Measures `path` and the raw baseline in alternating rounds, so that both

@@ -15,6 +15,11 @@
 //! - `sampled 1%` and `sampled 100%`: OTLP/HTTP export to a sink in this
 //!   process, at that sampling ratio.
 //!
+//! Besides latency and throughput, each worker reports the CPU time per
+//! operation with 64 in flight of every process an operation runs through
+//! (itself, its plugin, the NATS server; Linux `/proc`), which a
+//! neighbour's load on a shared machine moves far less than throughput.
+//!
 //! Settings alternate in rounds, the order reversed every other round, so
 //! they share the machine's load; figures pool the rounds. Ratios are
 //! against `export off`. `export off` and `sampled 1%` always run side by
@@ -37,7 +42,9 @@ use orrery_plugin_sdk::telemetry::{self, TelemetryConfig};
 use orrery_satellite::bus::NatsBus;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
-use support::{plugin_binary, populate, quick, request, Requests, THINGS};
+use support::{
+    children_named, cpu_time, plugin_binary, populate, quick, request, Requests, THINGS,
+};
 use tracing::Instrument;
 
 const MODE_ENV: &str = "ORRERY_TRACING_BENCH_MODE";
@@ -81,6 +88,14 @@ fn worker(mode: &str) {
         let host = PluginHost::start(PluginSpec::new(var("BENCH_PLUGIN")))
             .await
             .unwrap();
+        // The processes whose CPU an operation costs: this one (caller,
+        // relay, exporter threads), its plugin, the NATS server.
+        let pids = [
+            Some(std::process::id()),
+            host.status().pid,
+            var("BENCH_NATS_PID").parse().ok(),
+        ];
+        let cpu = || -> Option<Duration> { pids.iter().map(|pid| cpu_time((*pid)?)).sum() };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let relay_client = client.clone();
         let relay = tokio::spawn(async move {
@@ -127,6 +142,7 @@ fn worker(mode: &str) {
             call(i).await;
             latencies.push(t.elapsed());
         }
+        let cpu_before = cpu();
         let start = Instant::now();
         futures::stream::iter(0..n_par)
             .map(call)
@@ -134,6 +150,9 @@ fn worker(mode: &str) {
             .for_each(|()| async {})
             .await;
         let rate_64 = n_par as f64 / start.elapsed().as_secs_f64();
+        let cpu_us = cpu()
+            .zip(cpu_before)
+            .map(|(after, before)| (after - before).as_secs_f64() * 1e6 / n_par as f64);
         let _ = stop.send(());
         let _ = relay.await;
         latencies.sort();
@@ -141,6 +160,7 @@ fn worker(mode: &str) {
             "p50_us": latencies[latencies.len() / 2].as_secs_f64() * 1e6,
             "p99_us": latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e6,
             "rate_64": rate_64,
+            "cpu_us": cpu_us,
         })
     });
     drop(runtime);
@@ -154,6 +174,8 @@ struct Pooled {
     p50: Vec<f64>,
     p99: Vec<f64>,
     rate: Vec<f64>,
+    /// CPU time per operation with 64 in flight (all processes), µs.
+    cpu: Vec<f64>,
     exports: u64,
     bytes: u64,
 }
@@ -179,6 +201,9 @@ async fn parent() {
     };
     let plugin = plugin_binary(quick);
     let server = common::NatsServer::start().await;
+    let nats_pid = children_named("nats-server")
+        .first()
+        .map_or_else(String::new, u32::to_string);
 
     // The OTLP sink: accepts every export and counts it.
     let exports = Arc::new(AtomicU64::new(0));
@@ -214,6 +239,7 @@ async fn parent() {
                 .env("BENCH_N_PAR", n_par.to_string())
                 .env("BENCH_NATS_URL", &server.url)
                 .env("BENCH_PLUGIN", &plugin)
+                .env("BENCH_NATS_PID", &nats_pid)
                 .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
                 .env("RUST_LOG", "warn");
             if mode == "export" {
@@ -239,6 +265,7 @@ async fn parent() {
             p.p50.push(v["p50_us"].as_f64().unwrap());
             p.p99.push(v["p99_us"].as_f64().unwrap());
             p.rate.push(v["rate_64"].as_f64().unwrap());
+            p.cpu.push(v["cpu_us"].as_f64().unwrap_or(f64::NAN));
             // Plugin processes may still be exporting as they exit; what
             // arrived by now is a lower bound, enough to show export ran.
             p.exports += exports.load(Ordering::Relaxed) - e0;
@@ -254,29 +281,32 @@ async fn parent() {
          {n_par} calls with 64 in flight (mean of {rounds} rounds); one worker process per setting and round"
     );
     println!("plugin binary: {}\n", plugin.display());
-    println!("| setting | p50 | p99 | ops/s @64 | p50 vs export off | ops/s @64 vs export off | OTLP requests | OTLP bytes |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| setting | p50 | p99 | ops/s @64 | CPU/op @64 | p50 vs export off | ops/s @64 vs export off | CPU/op vs export off | OTLP requests | OTLP bytes |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let base = &pooled[1];
-    let (base_p50, base_rate) = (median(&base.p50), mean(&base.rate));
+    let (base_p50, base_rate, base_cpu) = (median(&base.p50), mean(&base.rate), mean(&base.cpu));
     for (i, (name, _, _)) in MODES.iter().enumerate() {
         let p = &pooled[i];
         println!(
-            "| {name} | {:.0} µs | {:.0} µs | {:.0} | {:.3}x | {:.1}% | {} | {} |",
+            "| {name} | {:.0} µs | {:.0} µs | {:.0} | {:.1} µs | {:.3}x | {:.1}% | {:.3}x | {} | {} |",
             median(&p.p50),
             median(&p.p99),
             mean(&p.rate),
+            mean(&p.cpu),
             median(&p.p50) / base_p50,
             100.0 * mean(&p.rate) / base_rate,
+            mean(&p.cpu) / base_cpu,
             p.exports,
             p.bytes
         );
     }
     let one = &pooled[2];
     println!(
-        "\noverhead at 1% sampling, pooled: p50 {:+.1}%, throughput {:+.1}% (target: at most 5%)",
+        "\noverhead at 1% sampling, pooled: p50 {:+.1}%, throughput {:+.1}%, CPU per operation {:+.1}% (target: at most 5%)",
         100.0 * (median(&one.p50) / base_p50 - 1.0),
-        100.0 * (mean(&one.rate) / base_rate - 1.0)
+        100.0 * (mean(&one.rate) / base_rate - 1.0),
+        100.0 * (mean(&one.cpu) / base_cpu - 1.0)
     );
     // The two settings ran side by side in each round.
     let per_round = |of: fn(&Pooled) -> &Vec<f64>| -> Vec<f64> {
@@ -286,7 +316,11 @@ async fn parent() {
             .map(|(one, off)| 100.0 * (one / off - 1.0))
             .collect()
     };
-    let (p50s, rates) = (per_round(|p| &p.p50), per_round(|p| &p.rate));
+    let (p50s, rates, cpus) = (
+        per_round(|p| &p.p50),
+        per_round(|p| &p.rate),
+        per_round(|p| &p.cpu),
+    );
     let show = |v: &[f64]| {
         v.iter()
             .map(|x| format!("{x:+.1}%"))
@@ -294,9 +328,11 @@ async fn parent() {
             .join(", ")
     };
     println!(
-        "overhead at 1% sampling, per round: throughput {} (median {:+.1}%); p50 {} (median {:+.1}%)",
+        "overhead at 1% sampling, per round: throughput {} (median {:+.1}%); CPU per operation {} (median {:+.1}%); p50 {} (median {:+.1}%)",
         show(&rates),
         median(&rates),
+        show(&cpus),
+        median(&cpus),
         show(&p50s),
         median(&p50s)
     );

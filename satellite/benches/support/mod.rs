@@ -172,3 +172,38 @@ pub fn request(i: usize) -> Request {
         ]),
     })
 }
+
+/// CPU time (user + system) a process has used so far: the run time of each
+/// of its threads, from Linux's `/proc/<pid>/task/*/schedstat` (threads that
+/// exited during the run are missed; the runtimes here keep theirs).
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let path = task.ok()?.path().join("schedstat");
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(Duration::from_nanos(total))
+}
+
+/// Children of this process with the command name `name`.
+pub fn children_named(name: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // `pid (comm) state ppid ...`; comm may hold spaces and parens.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                return false;
+            };
+            let ppid = stat[close + 1..].split_whitespace().nth(1);
+            &stat[open + 1..close] == name && ppid == Some(me.to_string().as_str())
+        })
+        .collect()
+}
