@@ -95,7 +95,8 @@ fn worker(mode: &str) {
             host.status().pid,
             var("BENCH_NATS_PID").parse().ok(),
         ];
-        let cpu = || -> Option<Duration> { pids.iter().map(|pid| cpu_time((*pid)?)).sum() };
+        let cpu_of = || pids.map(|pid| cpu_time(pid?));
+        let cpu = || -> Option<Duration> { cpu_of().into_iter().sum() };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let relay_client = client.clone();
         let relay = tokio::spawn(async move {
@@ -143,6 +144,7 @@ fn worker(mode: &str) {
             latencies.push(t.elapsed());
         }
         let cpu_before = cpu();
+        let each_before = cpu_of();
         let start = Instant::now();
         futures::stream::iter(0..n_par)
             .map(call)
@@ -150,9 +152,14 @@ fn worker(mode: &str) {
             .for_each(|()| async {})
             .await;
         let rate_64 = n_par as f64 / start.elapsed().as_secs_f64();
-        let cpu_us = cpu()
-            .zip(cpu_before)
-            .map(|(after, before)| (after - before).as_secs_f64() * 1e6 / n_par as f64);
+        let per_op =
+            |after: Duration, before: Duration| (after - before).as_secs_f64() * 1e6 / n_par as f64;
+        let cpu_us = cpu().zip(cpu_before).map(|(a, b)| per_op(a, b));
+        let cpu_each: Vec<Option<f64>> = cpu_of()
+            .iter()
+            .zip(each_before)
+            .map(|(a, b)| Some(per_op((*a)?, b?)))
+            .collect();
         let _ = stop.send(());
         let _ = relay.await;
         latencies.sort();
@@ -161,6 +168,8 @@ fn worker(mode: &str) {
             "p99_us": latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e6,
             "rate_64": rate_64,
             "cpu_us": cpu_us,
+            // Worker, plugin, nats-server.
+            "cpu_us_each": cpu_each,
         })
     });
     drop(runtime);
