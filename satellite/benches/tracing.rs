@@ -93,7 +93,9 @@ fn worker(mode: &str) {
         let pids = [
             Some(std::process::id()),
             host.status().pid,
-            var("BENCH_NATS_PID").parse().ok(),
+            std::env::var("BENCH_NATS_PID")
+                .ok()
+                .and_then(|pid| pid.parse().ok()),
         ];
         let cpu_of = || pids.map(|pid| cpu_time(pid?));
         let cpu = || -> Option<Duration> { cpu_of().into_iter().sum() };
