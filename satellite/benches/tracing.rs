@@ -98,7 +98,6 @@ fn worker(mode: &str) {
                 .and_then(|pid| pid.parse().ok()),
         ];
         let cpu_of = || pids.map(|pid| cpu_time(pid?));
-        let cpu = || -> Option<Duration> { cpu_of().into_iter().sum() };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let relay_client = client.clone();
         let relay = tokio::spawn(async move {
@@ -145,8 +144,7 @@ fn worker(mode: &str) {
             call(i).await;
             latencies.push(t.elapsed());
         }
-        let cpu_before = cpu();
-        let each_before = cpu_of();
+        let before = cpu_of();
         let start = Instant::now();
         futures::stream::iter(0..n_par)
             .map(call)
@@ -156,12 +154,12 @@ fn worker(mode: &str) {
         let rate_64 = n_par as f64 / start.elapsed().as_secs_f64();
         let per_op =
             |after: Duration, before: Duration| (after - before).as_secs_f64() * 1e6 / n_par as f64;
-        let cpu_us = cpu().zip(cpu_before).map(|(a, b)| per_op(a, b));
         let cpu_each: Vec<Option<f64>> = cpu_of()
             .iter()
-            .zip(each_before)
+            .zip(before)
             .map(|(a, b)| Some(per_op((*a)?, b?)))
             .collect();
+        let cpu_us: Option<f64> = cpu_each.iter().copied().sum();
         let _ = stop.send(());
         let _ = relay.await;
         latencies.sort();
