@@ -17,12 +17,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::codec::FramedRead;
-use tracing::Instrument;
 
 use crate::frame_io::{FrameCodec, FrameSink};
 use crate::plugin::ResourcePlugin;
 use crate::result::{OpResult, PluginError};
-use crate::telemetry::LogScope;
+use crate::telemetry::{LogScope, RequestContext};
 
 /// How long in-flight requests may run after the link closes or SIGTERM arrives.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -499,27 +498,6 @@ async fn run_request<P: ResourcePlugin>(
 
 /// Where a request's log lines find its fields: a span when it is traced
 /// or scopes are not shown, a [`LogScope`] otherwise.
-enum RequestContext {
-    Span(tracing::Span),
-    Scope(Arc<LogScope>),
-}
-
-impl RequestContext {
-    async fn run<F: std::future::Future>(&self, work: F) -> F::Output {
-        match self {
-            RequestContext::Span(span) => work.instrument(span.clone()).await,
-            RequestContext::Scope(scope) => scope.clone().scope(work).await,
-        }
-    }
-
-    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        match self {
-            RequestContext::Span(span) => span.in_scope(f),
-            RequestContext::Scope(scope) => scope.in_scope(f),
-        }
-    }
-}
-
 fn encode_reply(envelope: &Envelope, reply: Reply) -> Result<Envelope, EncodeError> {
     match reply {
         Reply::Progress(p) => p

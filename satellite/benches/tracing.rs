@@ -74,7 +74,12 @@ fn worker(mode: &str) {
     let telemetry = match mode {
         "none" => None,
         _ => {
-            let config = TelemetryConfig::from_env("orrery-bench").unwrap();
+            // Logs as a deployed satellite writes them (JSON lines at
+            // `info`, deploy/ and helm/): nothing per request at that
+            // level, but spans are formatted for the lines that could be.
+            let config = TelemetryConfig::from_env("orrery-bench")
+                .unwrap()
+                .with_overrides(None, None, true);
             Some(telemetry::init(&config).unwrap())
         }
     };
@@ -250,7 +255,7 @@ async fn parent() {
                 .env("BENCH_PLUGIN", &plugin)
                 .env("BENCH_NATS_PID", &nats_pid)
                 .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .env("RUST_LOG", "warn");
+                .env("RUST_LOG", "info");
             if mode == "export" {
                 worker
                     .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)

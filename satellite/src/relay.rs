@@ -12,12 +12,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use orrery_plugin_sdk::telemetry;
+use orrery_plugin_sdk::telemetry::{self, LogScope, RequestContext};
 use orrery_plugin_sdk::woken::WhenWoken;
 use orrery_schema::{Envelope, ErrorCode, MessageKind, Request, TraceContext, PROTOCOL_MAJOR};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tracing::{Instrument, Span};
 
 use crate::metrics::{Outcome, RelayMetrics};
 use crate::service::{EndpointStats, Service, ServiceInfo};
@@ -251,7 +250,6 @@ async fn serve_endpoint(
                 Some((permit, request)) => {
                     let host = host.clone();
                     let default_timeout = config.default_timeout;
-                    let span = relay_span(&request, &host, satellite_id);
                     let metrics = metrics.clone();
                     let stats = &stats;
                     let client = &client;
@@ -266,7 +264,6 @@ async fn serve_endpoint(
                         let started = Instant::now();
                         let (operation, outcome) =
                             handle(client, request, &host, satellite_id, default_timeout, limit)
-                                .instrument(span)
                                 .await;
                         let took = started.elapsed();
                         stats.record(took, matches!(outcome, Outcome::Refused(_)));
@@ -281,25 +278,46 @@ async fn serve_endpoint(
     while in_flight.next().await.is_some() {}
 }
 
-/// The span of one relayed request, a child of the primary's attempt span
-/// when the request carries a `traceparent` header.
-fn relay_span(request: &async_nats::Message, host: &PluginHost, satellite: &str) -> Span {
+/// The context of one relayed request's log lines, made once its envelope
+/// is read, and whether its trace is sampled. A sampled request gets the
+/// `satellite.relay` span, a child of the primary's `nats.request` span
+/// through the `traceparent` header; an unsampled one a [`LogScope`] with
+/// the same fields where log lines show scopes (JSON logs), since a span's
+/// fields are formatted when it is made and again on every `record`
+/// whether or not a line is ever written: 12,000 to 19,000 instructions a
+/// request with logs at `info` (BENCHMARKS.md, relay round 12).
+fn relay_context(
+    request: &async_nats::Message,
+    envelope: &Envelope,
+    host: &PluginHost,
+    satellite: &str,
+) -> (RequestContext, bool) {
     let trace = incoming_trace(request);
+    let sampled = telemetry::is_sampled(trace.as_ref());
+    if !sampled && LogScope::enabled() {
+        let scope = LogScope::new("satellite.relay", 4)
+            .field("plugin", host.name())
+            .field("satellite", satellite)
+            .field("operation", envelope.kind.as_str())
+            .field("message_id", envelope.id.to_string())
+            .trace(trace.as_ref());
+        return (RequestContext::Scope(Arc::new(scope)), false);
+    }
     let span = orrery_plugin_sdk::entry_span!(
-        telemetry::is_sampled(trace.as_ref()),
+        sampled,
         "satellite.relay",
         otel.kind = "server",
         plugin = host.name(),
         satellite,
-        operation = tracing::field::Empty,
-        message_id = tracing::field::Empty,
+        operation = envelope.kind.as_str(),
+        message_id = %envelope.id,
         trace_id = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
     if let Some(trace) = &trace {
         telemetry::set_parent(&span, trace);
     }
-    span
+    (RequestContext::Span(span), sampled)
 }
 
 /// The W3C context in a request's headers, if any.
@@ -330,13 +348,13 @@ async fn handle(
     limit: usize,
 ) -> (MessageKind, Outcome) {
     let payload = &request.payload;
-    let mut envelope = match Envelope::decode(payload) {
+    let envelope = match Envelope::decode(payload) {
         Err(e) => {
             if request.reply.is_none() {
-                tracing::warn!(subject = %request.subject, error = %e, "dropping undecodable bytes without a reply subject");
+                tracing::warn!(plugin = host.name(), subject = %request.subject, error = %e, "dropping undecodable bytes without a reply subject");
                 return (unknown(), Outcome::Refused(ErrorCode::MalformedMessage));
             }
-            tracing::warn!(subject = %request.subject, error = %e, "answering undecodable bytes with an error");
+            tracing::warn!(plugin = host.name(), subject = %request.subject, error = %e, "answering undecodable bytes with an error");
             let code = ErrorCode::MalformedMessage;
             let answer = protocol_error(None, code.clone(), format!("not an Orrery envelope: {e}"));
             respond(client, &request, &answer, None, limit).await;
@@ -354,9 +372,39 @@ async fn handle(
         respond(client, &request, &answer, None, limit).await;
         return (envelope.kind, Outcome::Refused(code));
     }
-    let span = Span::current();
-    span.record("operation", envelope.kind.as_str());
-    span.record("message_id", tracing::field::display(envelope.id));
+    let (context, sampled) = relay_context(&request, &envelope, host, satellite_id);
+    let kind = envelope.kind.clone();
+    let outcome = context
+        .run(forward(
+            client,
+            &request,
+            envelope,
+            host,
+            satellite_id,
+            default_timeout,
+            limit,
+        ))
+        .await;
+    // Only an exported span carries its outcome: no log line is written
+    // inside the request after it is known.
+    if let (true, RequestContext::Span(span)) = (sampled, &context) {
+        span.record("outcome", outcome.label().as_str());
+    }
+    (kind, outcome)
+}
+
+/// Hands a decoded request to the plugin and sends its answer (or one on
+/// its behalf); runs inside the request's [`relay_context`].
+async fn forward(
+    client: &async_nats::Client,
+    request: &async_nats::Message,
+    mut envelope: Envelope,
+    host: &PluginHost,
+    satellite_id: &str,
+    default_timeout: Duration,
+    limit: usize,
+) -> Outcome {
+    let payload = &request.payload;
     // Which satellite served what (the multi-host test counts these);
     // the body is decoded for its request id only when enabled.
     tracing::debug!(
@@ -369,13 +417,12 @@ async fn handle(
     );
     // The plugin's handler span becomes a child of this relay span;
     // without telemetry here, the primary's context passes through.
-    if let Some(trace) = telemetry::current_trace().or_else(|| incoming_trace(&request)) {
+    if let Some(trace) = telemetry::current_trace().or_else(|| incoming_trace(request)) {
         envelope.trace = Some(trace);
     }
     // The plugin answers within what the way back carries.
     envelope.max_message_bytes = Some(envelope.accepts_bytes().min(limit) as u64);
     let timeout = envelope.deadline_ms.map_or(default_timeout, until);
-    let kind = envelope.kind.clone();
     let trace = envelope.trace.clone();
     // The request goes to the plugin without a copy; an answer given on
     // its behalf decodes it again from the NATS payload.
@@ -383,12 +430,11 @@ async fn handle(
         trace: trace.clone(),
         ..Envelope::decode(payload).unwrap_or_default()
     };
-    let outcome = match host.call_answered(envelope, timeout).await {
+    match host.call_answered(envelope, timeout).await {
         Ok(answered) => {
             if answered.bytes.len() <= limit {
-                Span::current().record("outcome", "answered");
-                send(client, &request, answered.bytes).await;
-                return (kind, Outcome::Answered);
+                send(client, request, answered.bytes).await;
+                return Outcome::Answered;
             }
             // An answer NATS cannot carry would be dropped and its caller
             // would wait for the deadline: it learns why at once instead.
@@ -402,7 +448,7 @@ async fn handle(
             );
             tracing::warn!(%message, "answering with an error instead");
             let answer = failure_answer(&relayed(), code.clone(), message);
-            respond(client, &request, &answer, None, limit).await;
+            respond(client, request, &answer, None, limit).await;
             Outcome::Refused(code)
         }
         Err(e) => {
@@ -410,12 +456,10 @@ async fn handle(
             tracing::warn!(error = %e, "the plugin could not answer");
             let relayed = relayed();
             let answer = failure_answer(&relayed, code.clone(), e.to_string());
-            respond(client, &request, &answer, Some(&relayed), limit).await;
+            respond(client, request, &answer, Some(&relayed), limit).await;
             Outcome::Refused(code)
         }
-    };
-    Span::current().record("outcome", outcome.label().as_str());
-    (kind, outcome)
+    }
 }
 
 /// Answers with `answer`, encoded: replaced by `MessageTooLarge` when it is

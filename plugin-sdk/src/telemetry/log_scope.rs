@@ -105,6 +105,34 @@ impl LogScope {
     }
 }
 
+/// Where a request's log lines find its fields: a tracing span (a traced
+/// request, or where log lines do not show scopes) or a [`LogScope`].
+#[derive(Debug)]
+pub enum RequestContext {
+    /// A span: exported when its trace is sampled.
+    Span(tracing::Span),
+    /// A scope: fields for log lines, nothing exported.
+    Scope(Arc<LogScope>),
+}
+
+impl RequestContext {
+    /// Runs `work` inside this context at every poll.
+    pub async fn run<F: Future>(&self, work: F) -> F::Output {
+        match self {
+            RequestContext::Span(span) => tracing::Instrument::instrument(work, span.clone()).await,
+            RequestContext::Scope(scope) => scope.clone().scope(work).await,
+        }
+    }
+
+    /// Runs `f` inside this context.
+    pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self {
+            RequestContext::Span(span) => span.in_scope(f),
+            RequestContext::Scope(scope) => scope.in_scope(f),
+        }
+    }
+}
+
 fn current() -> Option<Arc<LogScope>> {
     CURRENT.with(|c| c.borrow().clone())
 }
