@@ -28,13 +28,7 @@ export ORRERY_NATS_SERVER
 if [ -n "${ORRERY_PROFILE_BENCH:-}" ]; then
   bench="$ORRERY_PROFILE_BENCH"
 else
-  cargo build --release --quiet -p orrery-plugin-testbed --bin orrery-plugin-testbed
-  bench="$(cargo bench -p orrery-satellite --bench relay --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "relay" and m.get("executable"):
-        print(m["executable"])')"
+  bench="$(scripts/bench-binary.sh relay)"
 fi
 target="$root/target"
 export ORRERY_BENCH_PLUGIN="${ORRERY_BENCH_PLUGIN:-$target/release/orrery-plugin-testbed}"

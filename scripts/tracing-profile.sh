@@ -26,13 +26,7 @@ small="${1:-2000}"
 large="${2:-10000}"
 export CARGO_INCREMENTAL=0
 nats="${ORRERY_NATS_SERVER:-$(scripts/ensure-nats.sh)}"
-cargo build --release --quiet -p orrery-plugin-testbed --bin orrery-plugin-testbed
-bench="$(cargo bench -p orrery-satellite --bench tracing --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "tracing" and m.get("executable"):
-        print(m["executable"])')"
+bench="$(scripts/bench-binary.sh tracing)"
 out="$root/target/tracing-profile"
 rm -rf "$out"
 mkdir -p "$out"
