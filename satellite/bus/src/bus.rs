@@ -160,8 +160,11 @@ impl NatsBus {
         // be exported, and creating, entering and leaving it (and asking
         // OpenTelemetry's filter about it) on every untraced request was
         // 5,600 instructions per operation when exporting at 1 %
-        // (BENCHMARKS.md, relay round 9).
-        let span = if telemetry::current_trace().is_some() {
+        // (BENCHMARKS.md, relay round 9). The caller's context is read once
+        // for an untraced request: each read clones and drops a span handle
+        // (relay round 14).
+        let caller_trace = telemetry::current_trace();
+        let span = if caller_trace.is_some() {
             tracing::info_span!(
                 "nats.request",
                 otel.kind = "client",
@@ -175,7 +178,8 @@ impl NatsBus {
             .payload(payload.into())
             .timeout(Some(timeout));
         // The satellite's relay span becomes a child of this one.
-        if let Some(trace) = span.in_scope(telemetry::current_trace) {
+        let trace = caller_trace.and_then(|_| span.in_scope(telemetry::current_trace));
+        if let Some(trace) = trace {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert(telemetry::TRACEPARENT, trace.traceparent.as_str());
             if !trace.tracestate.is_empty() {
