@@ -14,9 +14,6 @@ use opentelemetry_sdk::metrics::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
-use tracing::subscriber::Interest;
-use tracing::Level;
-use tracing_subscriber::filter::dynamic_filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -116,6 +113,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     // `orrery_satellite`, `orrery_primary` at `info` for trace ids in lines.
     let logs = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter));
+    let logs_hint = logs.max_level_hint();
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()
@@ -128,33 +126,10 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     } else {
         fmt.with_ansi(false).with_filter(logs).boxed()
     };
-    // Only sampled traces reach OpenTelemetry: an entry span marked sampled
-    // and whatever runs inside one this layer took (the filter's context
-    // sees only those). Without export there is no layer at all.
-    // Callsites above INFO are never traced, so the libraries' debug and
-    // trace events in hot loops stay statically off rather than asking the
-    // filter on every call.
-    // Only the current span is looked at, not its ancestors: spans of a
-    // traced request nest directly, and walking the whole stack of every
-    // untraced request is what would make tracing cost at low sampling.
-    let traced = dynamic_filter_fn(|meta, cx| {
-        meta.fields().field(super::SAMPLED_FIELD).is_some()
-            || cx
-                .current_span()
-                .id()
-                .is_some_and(|id| cx.span(id).is_some())
-    })
-    .with_callsite_filter(|meta| {
-        // An untraced entry span and everything under it stay out of
-        // OpenTelemetry without a per-call check.
-        if *meta.level() <= Level::INFO && meta.fields().field(super::UNTRACED_FIELD).is_none() {
-            Interest::sometimes()
-        } else {
-            Interest::never()
-        }
-    });
+    // Only sampled traces reach OpenTelemetry (sampled_only.rs); without
+    // export there is no layer at all.
     let otel = exporting.then(|| {
-        tracing_opentelemetry::layer()
+        let otel = tracing_opentelemetry::layer()
             .with_tracer(tracer.tracer("orrery"))
             // Source locations and thread names would be attributes on
             // every span: a cost on each request for little.
@@ -166,8 +141,8 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             // poll of a traced future was a third of a traced request's
             // cost in the layer (BENCHMARKS.md, relay round 12), and
             // nothing here reads `opentelemetry::Context::current()`.
-            .with_context_activation(false)
-            .with_filter(traced)
+            .with_context_activation(false);
+        super::sampled_only::SampledOnly::new(otel, logs_hint)
     });
     // A subscriber set earlier (a test harness) is kept.
     let installed = tracing_subscriber::registry()
