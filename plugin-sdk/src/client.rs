@@ -320,7 +320,8 @@ impl PluginClient {
             id,
         };
         // Alone on the link, the call writes its frame itself; with others
-        // in flight, frames share the background writer's next write.
+        // in flight, frames share the background writer's next write (and
+        // on a one-thread runtime always do: see `FrameSink`).
         let sent = if alone {
             self.out.send(&envelope).await
         } else {

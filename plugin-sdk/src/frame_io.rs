@@ -56,11 +56,19 @@ pub struct SinkClosed(pub String);
 /// The write half of a link, shared by any number of senders.
 ///
 /// A frame is encoded into the sink's buffer. [`FrameSink::send`] then
-/// writes it at once, by the sender itself, when the stream is idle: no
-/// task hand-off and no wake-up per message. [`FrameSink::enqueue`], and
-/// any write the stream cannot take at once (a slow peer, a file), is left
-/// to a background task, and frames sent meanwhile join its buffer and go
-/// out in one write.
+/// writes it at once, by the sender itself, when the stream is idle and
+/// the runtime has worker threads: no hand-off to a task another thread
+/// may have to be woken for. [`FrameSink::enqueue`], any write the stream
+/// cannot take at once (a slow peer, a file), and every frame on a
+/// one-thread runtime are left to a background task, and frames sent
+/// meanwhile join its buffer and go out in one write.
+///
+/// On one thread that task is a task poll away, not a thread wake-up, and
+/// it runs once the sender's task yields: the frames of a burst that
+/// arrived together (a batch of requests read from NATS, the answers to
+/// them) share one write instead of the first going alone, which split
+/// every burst in two at each end of the link (a write, a read and a
+/// wake-up more per burst; BENCHMARKS.md relay round 14).
 ///
 /// Sending is cancellation-safe: a frame is appended whole, without an
 /// await, or not at all, and whatever is appended is written even if its
@@ -77,6 +85,9 @@ struct Senders(Arc<Shared>);
 
 struct Shared {
     state: Mutex<State>,
+    /// Made on a one-thread runtime: every frame goes to the background
+    /// task (see [`FrameSink`]).
+    one_thread: bool,
     /// Wakes the background task: a write to finish, or the end.
     work: Notify,
     /// Wakes senders waiting for room in the buffer.
@@ -105,7 +116,10 @@ impl FrameSink {
     where
         W: AsyncWrite + Send + Unpin + 'static,
     {
+        let one_thread = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread;
         let shared = Arc::new(Shared {
+            one_thread,
             state: Mutex::new(State {
                 writer: Box::new(writer),
                 buf: Vec::with_capacity(BATCH_BYTES),
@@ -125,8 +139,9 @@ impl FrameSink {
     }
 
     /// Queues `envelope` as a frame and writes it now if the stream is
-    /// idle; waits only while the buffer holds [`QUEUE_BYTES`]. The path for
-    /// a frame with nothing else in flight: its latency is the link's.
+    /// idle (on a one-thread runtime, once this task yields); waits only
+    /// while the buffer holds [`QUEUE_BYTES`]. The path for a frame with
+    /// nothing else in flight: its latency is the link's.
     ///
     /// An envelope that cannot be encoded is logged and dropped, not an
     /// error: answers never get here too large, the server measures them
@@ -173,7 +188,7 @@ impl FrameSink {
                         // The background task writes it with the rest.
                         return Ok(());
                     }
-                    let written = if now {
+                    let written = if now && !shared.one_thread {
                         state.poll_out(&mut Context::from_waker(Waker::noop()))
                     } else {
                         Poll::Pending

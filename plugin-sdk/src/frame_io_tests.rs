@@ -169,3 +169,66 @@ async fn senders_on_several_threads_lose_and_tear_nothing() {
     }
     task.await.unwrap().unwrap();
 }
+
+/// A stream that takes every write whole and counts the writes.
+#[derive(Clone, Default)]
+struct CountingWriter(std::sync::Arc<std::sync::Mutex<Vec<usize>>>);
+
+impl tokio::io::AsyncWrite for CountingWriter {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.0.lock().unwrap().push(buf.len());
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Sends three frames in one turn of the sending task, and returns how
+/// many writes carried them.
+async fn writes_for_a_burst() -> usize {
+    let writer = CountingWriter::default();
+    let (sink, task) = FrameSink::new(writer.clone());
+    for n in 0..3 {
+        sink.send(&ping(n)).await.unwrap();
+    }
+    drop(sink);
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the writer finishes")
+        .unwrap()
+        .unwrap();
+    let writes = writer.0.lock().unwrap().clone();
+    let frame = orrery_schema::frame::encode_frame(&ping(0)).unwrap().len();
+    assert_eq!(
+        writes.iter().sum::<usize>(),
+        3 * frame,
+        "every byte written"
+    );
+    writes.len()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn on_one_thread_a_burst_of_frames_shares_one_write() {
+    assert_eq!(writes_for_a_burst().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_workers_a_frame_alone_is_written_by_its_sender_at_once() {
+    // The first frame finds the stream idle and is written by `send`
+    // itself, before the second is queued.
+    assert!(writes_for_a_burst().await >= 2);
+}

@@ -491,7 +491,8 @@ async fn run_request<P: ResourcePlugin>(
         ),
     };
     // With other requests running, the answer joins the writer's next
-    // batch; alone, it is written at once.
+    // batch; alone, it is written at once (on a one-thread runtime, once
+    // this task yields: see `FrameSink`).
     let batched = !lock(&in_flight).is_empty();
     send(&out, reply, batched).await;
 }
