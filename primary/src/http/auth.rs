@@ -585,14 +585,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> R
         Ok(req) => next.run(req).await,
         // The request's body was not read: the connection cannot carry
         // another request, and says so.
-        Err(refused) => {
-            let mut refused = *refused;
-            refused.headers_mut().insert(
-                axum::http::header::CONNECTION,
-                axum::http::HeaderValue::from_static("close"),
-            );
-            refused
-        }
+        Err(refused) => super::error::closing(*refused),
     }
 }
 

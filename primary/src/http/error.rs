@@ -74,6 +74,19 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// `response` with `Connection: close`: for an answer given before the
+/// request's body was read (or read whole). The rest of the body may still
+/// be on its way, so the connection cannot carry another request; without
+/// the header the server closes it anyway and a client that pooled it
+/// fails its next request on it.
+pub fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "state store failed");

@@ -7,7 +7,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
-use super::error::ApiError;
+use axum::response::{IntoResponse, Response};
+
+use super::error::{closing, ApiError};
 
 /// Whether the request says its body is JSON. Every `POST` must: browsers
 /// cannot send `application/json` across sites without a CORS preflight,
@@ -28,26 +30,49 @@ fn is_json(headers: &HeaderMap) -> bool {
         })
 }
 
-async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+/// Why a body was refused. [`BodyRejection::Unread`] answers before the
+/// body was read whole, so its answer closes the connection.
+#[derive(Debug)]
+pub enum BodyRejection {
+    /// Not JSON, too large, or not readable: refused before (or while)
+    /// reading it.
+    Unread(ApiError),
+    /// Read whole, and not what the endpoint takes.
+    Invalid(ApiError),
+}
+
+impl IntoResponse for BodyRejection {
+    fn into_response(self) -> Response {
+        match self {
+            BodyRejection::Unread(e) => closing(e.into_response()),
+            BodyRejection::Invalid(e) => e.into_response(),
+        }
+    }
+}
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, BodyRejection> {
     if !is_json(req.headers()) {
-        return Err(ApiError::new(
+        return Err(BodyRejection::Unread(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "requests with a body must say `Content-Type: application/json`",
-        ));
+        )));
     }
     Bytes::from_request(req, state).await.map_err(|e| {
         let status = e.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
+        BodyRejection::Unread(if status == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(status, "the request body is too large")
         } else {
             ApiError::new(status, format!("cannot read the request body: {e}"))
-        }
+        })
     })
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(format!("malformed request body: {e}")))
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyRejection> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        BodyRejection::Invalid(ApiError::bad_request(format!(
+            "malformed request body: {e}"
+        )))
+    })
 }
 
 /// A JSON body, decoded into `T`. Unknown fields are ignored, as everywhere
@@ -55,7 +80,7 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
+    type Rejection = BodyRejection;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body_bytes(req, state).await?;
@@ -68,7 +93,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 pub struct OptionalJsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
-    type Rejection = ApiError;
+    type Rejection = BodyRejection;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body_bytes(req, state).await?;

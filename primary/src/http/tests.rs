@@ -156,6 +156,47 @@ async fn posts_must_be_json() {
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 }
 
+/// An answer given before the body was read whole says `Connection: close`:
+/// the rest of the body may still be on its way, so the server closes the
+/// connection, and a client that pooled it would fail its next request on
+/// it (`tests/http_api.rs` once did, after a 415, on a loaded machine). A
+/// body read whole and refused leaves the connection open.
+#[tokio::test]
+async fn a_body_refused_unread_closes_the_connection_and_one_read_whole_does_not() {
+    let f = fixture();
+    let connection = |content_type: &'static str, body: String| {
+        let router = f.primary.router();
+        async move {
+            let req = Request::builder()
+                .method(Method::POST)
+                .uri("/v1/stacks/plan")
+                .header("host", "127.0.0.1")
+                .header("content-type", content_type)
+                .body(Body::from(body))
+                .unwrap();
+            let resp = router.oneshot(req).await.unwrap();
+            let connection = resp
+                .headers()
+                .get("connection")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (resp.status(), connection)
+        }
+    };
+    let not_json = connection("text/plain", "{}".into()).await;
+    assert_eq!(
+        not_json,
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, Some("close".into()))
+    );
+    let huge = json!({"document": "x".repeat(10_000)}).to_string();
+    let too_large = connection("application/json", huge).await;
+    assert_eq!(
+        too_large,
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("close".into()))
+    );
+    let malformed = connection("application/json", "{\"document\": ".into()).await;
+    assert_eq!(malformed, (StatusCode::BAD_REQUEST, None));
+}
+
 #[tokio::test]
 async fn huge_bodies_are_refused() {
     let f = fixture();
