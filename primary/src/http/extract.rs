@@ -5,9 +5,8 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
-use serde::de::DeserializeOwned;
-
 use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 
 use super::error::{closing, ApiError};
 
