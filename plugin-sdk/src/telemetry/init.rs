@@ -27,6 +27,10 @@ pub enum TelemetryError {
     #[cfg(feature = "otlp")]
     #[error(transparent)]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// The HTTP client of the OTLP span exporter could not be built.
+    #[cfg(feature = "otlp")]
+    #[error("the OTLP span exporter's HTTP client could not be built: {0}")]
+    SpanClient(#[from] reqwest::Error),
 }
 
 /// The telemetry of a running process. Keep it alive for the process's
@@ -81,10 +85,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         use opentelemetry_otlp::WithExportConfig;
         use opentelemetry_sdk::trace::Sampler;
         let base = endpoint.trim_end_matches('/');
-        let spans = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_endpoint(format!("{base}/v1/traces"))
-            .build()?;
+        let spans = super::span_export::OtlpSpanExporter::from_env(format!("{base}/v1/traces"))?;
         let metrics = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
             .with_endpoint(format!("{base}/v1/metrics"))
