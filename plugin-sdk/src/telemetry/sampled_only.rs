@@ -71,6 +71,19 @@ where
     bucket(id).load(Ordering::Relaxed) > 0 && is_marked(id, ctx)
 }
 
+/// Whether the current span may be one this layer passed on: `false`
+/// means it certainly is not (there is no current span, or no marked span
+/// shares its bucket), so OpenTelemetry has no context for it. Without
+/// the layer (no export) nothing is marked and this is always `false`.
+pub(super) fn current_may_be_traced() -> bool {
+    tracing::dispatcher::get_default(|dispatch| {
+        dispatch
+            .current_span()
+            .id()
+            .is_some_and(|id| bucket(id).load(Ordering::Relaxed) > 0)
+    })
+}
+
 #[inline(never)]
 fn is_marked<S>(id: &Id, ctx: &Context<'_, S>) -> bool
 where
