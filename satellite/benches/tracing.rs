@@ -27,6 +27,14 @@
 //! per round and as the median of those: on a shared machine a neighbour's
 //! load moves the pooled figures by more than the 5 % measured, while two
 //! runs a few seconds apart see the same load.
+//!
+//! Then, side by side: in each of 8 rounds an `export off` worker and a
+//! `sampled 1%` worker run at once, started and stopped together by this
+//! process over the same 5 s, and their CPU per operation (worker and
+//! plugin; the NATS server is shared) is compared. Whatever the machine
+//! does to one falls on the other in the same moment, which rounds one
+//! after the other cannot promise.
+//!
 //! Quick mode (`-- --quick`, `ORRERY_BENCH_QUICK=1`, or no `--bench`
 //! argument) is a smoke test with tiny counts.
 
@@ -45,9 +53,12 @@ use orrery_satellite::relay::{self, RelayConfig};
 use support::{
     children_named, cpu_time, plugin_binary, populate, quick, request, Requests, THINGS,
 };
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tracing::Instrument;
 
 const MODE_ENV: &str = "ORRERY_TRACING_BENCH_MODE";
+/// Set for a worker that runs side by side with another (`paired`).
+const WINDOW_ENV: &str = "BENCH_WINDOW";
 
 /// (name, mode, sampling ratio when exporting).
 const MODES: [(&str, &str, &str); 4] = [
@@ -143,6 +154,39 @@ fn worker(mode: &str) {
         for i in 0..100 {
             call(i).await;
         }
+        if std::env::var_os(WINDOW_ENV).is_some() {
+            // Side by side with another setting's worker, measured over the
+            // same stretch of time: the parent says when it starts and ends.
+            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            println!("ready");
+            let _ = lines.next_line().await;
+            let before = cpu_of();
+            let mut ops = 0u64;
+            futures::stream::iter(0..)
+                .map(call)
+                .buffer_unordered(64)
+                .take_until(async {
+                    let _ = lines.next_line().await;
+                })
+                .for_each(|()| {
+                    ops += 1;
+                    async {}
+                })
+                .await;
+            // The worker and its plugin; the NATS server is shared.
+            let cpu: Option<Duration> = cpu_of()
+                .iter()
+                .zip(before)
+                .take(2)
+                .map(|(a, b)| Some((*a)? - b?))
+                .sum();
+            let _ = stop.send(());
+            let _ = relay.await;
+            return serde_json::json!({
+                "ops": ops,
+                "cpu_us": cpu.map(|c| c.as_secs_f64() * 1e6 / ops.max(1) as f64),
+            });
+        }
         let mut latencies = Vec::with_capacity(n_seq);
         for i in 0..n_seq {
             let t = Instant::now();
@@ -235,6 +279,27 @@ async fn parent() {
     let otlp = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, sink).await.unwrap() });
 
+    // A worker process of one setting.
+    let command = |mode: &str, ratio: &str| {
+        let mut worker = tokio::process::Command::new(std::env::current_exe().unwrap());
+        worker
+            .env(MODE_ENV, mode)
+            .env("BENCH_N_SEQ", n_seq.to_string())
+            .env("BENCH_N_PAR", n_par.to_string())
+            .env("BENCH_NATS_URL", &server.url)
+            .env("BENCH_PLUGIN", &plugin)
+            .env("BENCH_NATS_PID", &nats_pid)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env("RUST_LOG", "info");
+        if mode == "export" {
+            worker
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
+                .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+                .env("OTEL_TRACES_SAMPLER_ARG", ratio);
+        }
+        worker
+    };
+
     let mut pooled = vec![Pooled::default(); MODES.len()];
     for round in 0..rounds {
         for k in 0..MODES.len() {
@@ -246,22 +311,7 @@ async fn parent() {
                 MODES.len() - 1 - k
             };
             let (_, mode, ratio) = MODES[m];
-            let mut worker = tokio::process::Command::new(std::env::current_exe().unwrap());
-            worker
-                .env(MODE_ENV, mode)
-                .env("BENCH_N_SEQ", n_seq.to_string())
-                .env("BENCH_N_PAR", n_par.to_string())
-                .env("BENCH_NATS_URL", &server.url)
-                .env("BENCH_PLUGIN", &plugin)
-                .env("BENCH_NATS_PID", &nats_pid)
-                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .env("RUST_LOG", "info");
-            if mode == "export" {
-                worker
-                    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
-                    .env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-                    .env("OTEL_TRACES_SAMPLER_ARG", ratio);
-            }
+            let mut worker = command(mode, ratio);
             let (e0, b0) = (
                 exports.load(Ordering::Relaxed),
                 bytes.load(Ordering::Relaxed),
@@ -349,5 +399,85 @@ async fn parent() {
         median(&cpus),
         show(&p50s),
         median(&p50s)
+    );
+
+    // Side by side: rounds of the two settings one after the other still
+    // see different moments of a shared machine (a round's export-off
+    // baseline moves by up to 15 % from the next one's). Here an export-off
+    // worker and a 1 % worker run at once, started and stopped together,
+    // so whatever the machine does falls on both alike.
+    let (window, paired_rounds) = if quick {
+        (Duration::from_millis(300), 1)
+    } else {
+        (Duration::from_secs(5), 8)
+    };
+    let mut overheads = Vec::new();
+    let (mut cpu_off, mut cpu_one) = (Vec::new(), Vec::new());
+    for round in 0..paired_rounds {
+        let mut pair = [command("off", ""), command("export", "0.01")].map(|mut c| {
+            c.env(WINDOW_ENV, "1")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        });
+        let mut outs: Vec<_> = pair
+            .iter_mut()
+            .map(|w| tokio::io::BufReader::new(w.stdout.take().unwrap()).lines())
+            .collect();
+        for out in &mut outs {
+            let ready = tokio::time::timeout(Duration::from_secs(120), out.next_line()).await;
+            assert!(
+                matches!(ready, Ok(Ok(Some(ref l))) if l == "ready"),
+                "a paired worker did not get ready: {ready:?}"
+            );
+        }
+        // Who is told first alternates.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for say in ["go", "stop"] {
+            if say == "stop" {
+                tokio::time::sleep(window).await;
+            }
+            for i in order {
+                let stdin = pair[i].stdin.as_mut().unwrap();
+                stdin
+                    .write_all(format!("{say}\n").as_bytes())
+                    .await
+                    .unwrap();
+                stdin.flush().await.unwrap();
+            }
+        }
+        let mut cpu = [0.0; 2];
+        for (i, out) in outs.iter_mut().enumerate() {
+            let mut last = String::new();
+            while let Some(line) = out.next_line().await.unwrap() {
+                last = line;
+            }
+            let v: serde_json::Value = serde_json::from_str(&last)
+                .unwrap_or_else(|e| panic!("paired worker output {last:?}: {e}"));
+            cpu[i] = v["cpu_us"].as_f64().unwrap_or(f64::NAN);
+        }
+        for worker in pair {
+            let out = worker.wait_with_output().await.unwrap();
+            assert!(
+                out.status.success(),
+                "a paired worker failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        cpu_off.push(cpu[0]);
+        cpu_one.push(cpu[1]);
+        overheads.push(100.0 * (cpu[1] / cpu[0] - 1.0));
+    }
+    println!(
+        "\nside by side ({paired_rounds} rounds, an export-off and a 1% worker at once over the same {window:?}): \
+         CPU per operation (worker + plugin) {:.1} µs and {:.1} µs; overhead at 1% pooled {:+.1}%, per round {} (median {:+.1}%)",
+        mean(&cpu_off),
+        mean(&cpu_one),
+        100.0 * (mean(&cpu_one) / mean(&cpu_off) - 1.0),
+        show(&overheads),
+        median(&overheads)
     );
 }
