@@ -28,12 +28,9 @@ impl Proto {
         }
     }
 
-    pub(super) fn varint(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.buf.push(value as u8 | 0x80);
-            value >>= 7;
-        }
-        self.buf.push(value as u8);
+    pub(super) fn varint(&mut self, value: u64) {
+        let (bytes, n) = varint(value);
+        self.buf.extend_from_slice(&bytes[..n]);
     }
 
     pub(super) fn key(&mut self, field: u32, wire: Wire) {
@@ -93,14 +90,26 @@ impl Proto {
             self.buf[at] = len as u8;
             return;
         }
-        let mut prefix = Proto::with_capacity(10);
-        prefix.varint(len as u64);
-        let extra = prefix.buf.len() - 1;
+        let (prefix, n) = varint(len as u64);
         let end = self.buf.len();
-        self.buf.resize(end + extra, 0);
-        self.buf.copy_within(at + 1..end, at + 1 + extra);
-        self.buf[at..=at + extra].copy_from_slice(&prefix.buf);
+        self.buf.resize(end + n - 1, 0);
+        self.buf.copy_within(at + 1..end, at + n);
+        self.buf[at..at + n].copy_from_slice(&prefix[..n]);
     }
+}
+
+/// `value` as a varint: seven bits a byte, low first, the high bit set on
+/// all but the last; the bytes and how many of them.
+fn varint(mut value: u64) -> ([u8; 10], usize) {
+    let mut bytes = [0; 10];
+    let mut n = 0;
+    while value >= 0x80 {
+        bytes[n] = value as u8 | 0x80;
+        value >>= 7;
+        n += 1;
+    }
+    bytes[n] = value as u8;
+    (bytes, n + 1)
 }
 
 #[cfg(test)]
