@@ -8,8 +8,9 @@
 //! `key=value` pairs separated by commas, values percent-decoded; and
 //! `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` (else `OTEL_EXPORTER_OTLP_TIMEOUT`),
 //! in milliseconds, 10 s by default. A batch the collector refuses for load
-//! (429, 502, 503, 504) or that never reached it is sent again, at most four
-//! times within the timeout; the batch processor drops it after that.
+//! (429, 502, 503, 504) or that never reached it is sent again, four times
+//! in all at most and none starting after the timeout; the batch processor
+//! drops it after that.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
