@@ -109,23 +109,14 @@ pub fn inherited(name: &str, extra: &[String]) -> bool {
         })
 }
 
-/// Starts the plugin and completes the handshake.
-///
-/// The plugin starts with a cleared environment: only the host's variables
-/// that [`inherited`] allows (the standard ones and `env_allow`), then
-/// `env`. Secrets in the host's environment (a database URL, cloud
-/// credentials) reach no plugin unless the operator names them.
-///
-/// The child runs in its own process group, is killed when its handle is
-/// dropped, and receives SIGKILL if the host dies (`PR_SET_PDEATHSIG`), so no
-/// plugin process outlives its host.
-///
-/// # Errors
-///
-/// [`SpawnError::Exec`] when the binary cannot be started;
-/// [`SpawnError::Handshake`] when it starts but does not announce itself
-/// correctly within `handshake_timeout` (see [`PluginClient::connect`]).
-pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnError> {
+/// The command that starts the plugin of `config`, not yet spawned: a
+/// cleared environment but the host's variables that [`inherited`] allows
+/// (the standard ones and `env_allow`), then `env`; piped stdio; its own
+/// process group; killed when its handle is dropped and sent SIGKILL if the
+/// host dies (`PR_SET_PDEATHSIG`). Every host that starts a plugin (the
+/// satellite, the embedded primary, `orrery plugin test`) starts it this
+/// way, so none hands a plugin the host's secrets.
+pub fn plugin_command(config: &SpawnConfig) -> Command {
     let mut command = Command::new(&config.path);
     command
         .args(&config.args)
@@ -149,6 +140,27 @@ pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnEr
             Ok(())
         });
     }
+    command
+}
+
+/// Starts the plugin and completes the handshake.
+///
+/// The plugin starts with a cleared environment: only the host's variables
+/// that [`inherited`] allows (the standard ones and `env_allow`), then
+/// `env`. Secrets in the host's environment (a database URL, cloud
+/// credentials) reach no plugin unless the operator names them.
+///
+/// The child runs in its own process group, is killed when its handle is
+/// dropped, and receives SIGKILL if the host dies (`PR_SET_PDEATHSIG`), so no
+/// plugin process outlives its host.
+///
+/// # Errors
+///
+/// [`SpawnError::Exec`] when the binary cannot be started;
+/// [`SpawnError::Handshake`] when it starts but does not announce itself
+/// correctly within `handshake_timeout` (see [`PluginClient::connect`]).
+pub async fn spawn_plugin(config: &SpawnConfig) -> Result<PluginProcess, SpawnError> {
+    let mut command = plugin_command(config);
     let mut child = command.spawn().map_err(|source| SpawnError::Exec {
         path: config.path.clone(),
         source,

@@ -6,6 +6,8 @@
 //!   or NATS client: the cores do no I/O.
 //! - nothing depends on the satellite daemon (`orrery-satellite`).
 //! - `orrery-plugin-sdk` knows nothing of NATS.
+//! - `orrery-testing` (every crate's test support) reaches no satellite or
+//!   primary crate.
 //! - `orrery-schema` depends on no other Orrery crate, nor does
 //!   `orrery-pg-tls` (the TLS setup the postgres plugin and the PostgreSQL
 //!   state store share, which must pull neither side into the other).
@@ -34,6 +36,18 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         ],
     ),
     ("orrery-plugin-sdk", &["async-nats"]),
+    // Test support sits beside the SDK: every crate's tests take it, so it
+    // must not pull the satellite's or the primary's crates into them.
+    (
+        "orrery-testing",
+        &[
+            "orrery-hub",
+            "orrery-bus",
+            "orrery-core",
+            "orrery-state",
+            "orrery-primary",
+        ],
+    ),
 ];
 
 /// Crates that depend on no other Orrery crate.

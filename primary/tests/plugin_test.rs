@@ -39,7 +39,10 @@ fn orrery_plugin_test(binary: &Path, fixtures: &Path, defect: Option<&str>, extr
         .arg(fixtures)
         .args(extra)
         // Panics in the broken plugin print a short message, not pages of frames.
-        .env_remove("RUST_BACKTRACE");
+        .env_remove("RUST_BACKTRACE")
+        // The plugin starts with a cleared environment; its defect is named
+        // in one the host passes on, as an operator would with --plugin-env.
+        .env("ORRERY_PLUGIN_ENV", "ORRERY_BROKEN_DEFECT");
     match defect {
         Some(defect) => cmd.env("ORRERY_BROKEN_DEFECT", defect),
         None => cmd.env_remove("ORRERY_BROKEN_DEFECT"),
@@ -419,4 +422,34 @@ fn an_answer_that_fits_a_message_but_not_a_frame_fails_by_name() {
         out.stdout
     );
     assert!(out.stdout.contains("ok   link_healthy"), "{}", out.stdout);
+}
+
+/// `orrery plugin test` starts the plugin as a satellite does: with a
+/// cleared environment, so a secret in the tester's environment does not
+/// reach the plugin under test unless named with `--plugin-env`.
+#[test]
+fn the_plugin_under_test_does_not_get_the_hosts_secrets() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orrery"));
+    cmd.args(["plugin", "test"])
+        .arg(binary("orrery-plugin-broken"))
+        .arg("--fixtures")
+        .arg(local_fixtures())
+        .arg("--show-logs")
+        .env("ORRERY_PLUGIN_ENV", "ORRERY_BROKEN_DEFECT")
+        .env("ORRERY_BROKEN_DEFECT", "unknown-enum-values")
+        .env("ORRERY_TEST_DATABASE_PASSWORD", "hunter2-not-for-plugins");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let environment = stderr
+        .lines()
+        .find_map(|l| l.split_once("orrery-plugin-broken: environment "))
+        .map(|(_, names)| names.to_owned())
+        .unwrap_or_else(|| panic!("the plugin's environment line is missing: {stderr}"));
+    let names: Vec<&str> = environment.split(',').collect();
+    assert!(names.contains(&"ORRERY_BROKEN_DEFECT"), "{environment}");
+    assert!(
+        !names.contains(&"ORRERY_TEST_DATABASE_PASSWORD"),
+        "{environment}"
+    );
+    assert!(!stderr.contains("hunter2-not-for-plugins"), "{stderr}");
 }

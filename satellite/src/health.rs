@@ -5,7 +5,6 @@
 //!   503 with the reasons otherwise.
 //! - `GET /metrics`: Prometheus text format.
 
-use std::fmt::Write;
 use std::net::SocketAddr;
 
 use axum::extract::State;
@@ -13,7 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 
-use orrery_plugin_sdk::telemetry::MetricsReader;
+use orrery_plugin_sdk::telemetry::{write_prometheus_family, MetricsReader};
 
 use orrery_bus::plugin_host::PluginHost;
 
@@ -74,46 +73,47 @@ async fn readyz(State(h): State<Health>) -> (StatusCode, String) {
 
 async fn metrics(State(h): State<Health>) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# HELP orrery_plugin_up Whether the plugin process is running and answering (1) or not (0).");
-    let _ = writeln!(out, "# TYPE orrery_plugin_up gauge");
-    for host in &h.hosts {
-        let up = u8::from(host.status().state == "running");
-        let _ = writeln!(out, "orrery_plugin_up{{plugin=\"{}\"}} {up}", host.name());
-    }
-    let _ = writeln!(
-        out,
-        "# HELP orrery_plugin_restarts_total Plugin processes restarted after a failure."
+    let statuses: Vec<_> = h
+        .hosts
+        .iter()
+        .map(|host| (host.name(), host.status()))
+        .collect();
+    let per_plugin = |value: &dyn Fn(&orrery_bus::plugin_host::PluginStatus) -> u64| {
+        statuses
+            .iter()
+            .map(|(name, status)| (vec![("plugin".to_owned(), name.to_string())], value(status)))
+            .collect::<Vec<_>>()
+    };
+    write_prometheus_family(
+        &mut out,
+        "orrery_plugin_up",
+        "Whether the plugin process is running and answering (1) or not (0).",
+        "gauge",
+        per_plugin(&|s| u64::from(s.state == "running")),
     );
-    let _ = writeln!(out, "# TYPE orrery_plugin_restarts_total counter");
-    for host in &h.hosts {
-        let _ = writeln!(
-            out,
-            "orrery_plugin_restarts_total{{plugin=\"{}\"}} {}",
-            host.name(),
-            host.status().restarts
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP orrery_plugin_requests_in_flight Requests waiting for the plugin's answer."
+    write_prometheus_family(
+        &mut out,
+        "orrery_plugin_restarts_total",
+        "Plugin processes restarted after a failure.",
+        "counter",
+        per_plugin(&|s| s.restarts),
     );
-    let _ = writeln!(out, "# TYPE orrery_plugin_requests_in_flight gauge");
-    for host in &h.hosts {
-        let _ = writeln!(
-            out,
-            "orrery_plugin_requests_in_flight{{plugin=\"{}\"}} {}",
-            host.name(),
-            host.status().in_flight
-        );
-    }
+    write_prometheus_family(
+        &mut out,
+        "orrery_plugin_requests_in_flight",
+        "Requests waiting for the plugin's answer.",
+        "gauge",
+        per_plugin(&|s| s.in_flight as u64),
+    );
     let connected =
-        u8::from(h.client.connection_state() == async_nats::connection::State::Connected);
-    let _ = writeln!(
-        out,
-        "# HELP orrery_nats_connected Whether the satellite is connected to NATS."
+        u64::from(h.client.connection_state() == async_nats::connection::State::Connected);
+    write_prometheus_family(
+        &mut out,
+        "orrery_nats_connected",
+        "Whether the satellite is connected to NATS.",
+        "gauge",
+        [(Vec::new(), connected)],
     );
-    let _ = writeln!(out, "# TYPE orrery_nats_connected gauge");
-    let _ = writeln!(out, "orrery_nats_connected {connected}");
     if let Some(recorded) = &h.recorded {
         out.push_str(&recorded.prometheus_text());
     }

@@ -17,6 +17,7 @@ use common::{binary, NatsServer};
 use orrery_hub::manifest::Manifest;
 use orrery_hub::package::Package;
 use orrery_hub::store::index_key;
+use orrery_hub::testing::{build, requirement};
 use orrery_hub::{
     host_platform, Hub, HubError, Installer, LockEntry, LockFile, PublishOutcome, PublisherKey,
     TrustedKeys,
@@ -28,7 +29,7 @@ use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::{BusError, NatsBus};
 use orrery_satellite::hub::serve::{HubPlugins, RollOutcome, ServeConfig};
 use orrery_satellite::relay::RelayConfig;
-use orrery_testing::hub::{build, plugin_copy, requirement};
+use orrery_testing::plugin_copy;
 
 fn serve_config(id: &str, requirements: &[&str], lock: Option<PathBuf>) -> ServeConfig {
     let mut config = ServeConfig::new(requirements.iter().map(|r| requirement(r)).collect());

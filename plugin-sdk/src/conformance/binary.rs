@@ -2,11 +2,12 @@
 //! end of the plugin's stderr so that a failure can be explained.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
+
+use crate::process::{plugin_command, SpawnConfig};
 
 use super::report::{CheckResult, Report};
 use super::{load_fixtures, run, FixtureError, Options};
@@ -97,7 +98,7 @@ pub async fn run_binary(binary: &Path, fixtures_dir: &Path, options: &Options) -
         binary: binary.to_owned(),
         source,
     };
-    let mut child = match command(binary).spawn() {
+    let mut child = match command(binary, &options.env_allow).spawn() {
         Ok(child) => child,
         Err(e) => return not_run(start_error(e)),
     };
@@ -162,28 +163,15 @@ pub async fn run_binary(binary: &Path, fixtures_dir: &Path, options: &Options) -
     BinaryRun { result, stderr }
 }
 
-/// The plugin's command, as `process::spawn_plugin` builds it (own process
-/// group, killed with its handle and with its host), except that the log
-/// format is left to the environment: these logs are for a person.
-fn command(binary: &Path) -> Command {
-    let mut command = Command::new(binary);
-    command
-        .env_remove("OTEL_SERVICE_NAME")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe and touches only the child.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    command
+/// The plugin's command, as `process::spawn_plugin` builds it (the same
+/// environment allow-list, own process group, killed with its handle and
+/// with its host), except that the log format is left to the environment:
+/// these logs are for a person.
+fn command(binary: &Path, env_allow: &[String]) -> Command {
+    let mut config = SpawnConfig::new(binary);
+    config.env.clear();
+    config.env_allow = env_allow.to_vec();
+    plugin_command(&config)
 }
 
 /// Waits for the plugin to exit after its stdin closed, killing it when it

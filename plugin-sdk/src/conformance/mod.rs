@@ -34,6 +34,10 @@ pub struct Options {
     pub concurrency: usize,
     /// Most `status` polls before an `InProgress` operation counts as stuck.
     pub max_polls: u32,
+    /// Variables of the host's environment passed on to a plugin binary
+    /// besides the standard ones ([`crate::process::inherited`]), as a
+    /// satellite's `--plugin-env` does.
+    pub env_allow: Vec<String>,
 }
 
 impl Default for Options {
@@ -43,6 +47,7 @@ impl Default for Options {
             page_size: 2,
             concurrency: 8,
             max_polls: 200,
+            env_allow: Vec::new(),
         }
     }
 }

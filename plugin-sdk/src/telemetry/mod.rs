@@ -34,5 +34,6 @@ mod span_export;
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry, TelemetryError};
 pub use log_scope::{LogScope, RequestContext};
+pub use prometheus::write_family as write_prometheus_family;
 pub use propagation::{current_trace, record_trace_id, set_parent, TRACEPARENT, TRACESTATE};
 pub use sampling::{is_sampled, sample_root, sampled_flag, SAMPLED_FIELD, UNTRACED_FIELD};

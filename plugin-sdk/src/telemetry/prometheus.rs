@@ -135,7 +135,6 @@ fn sample<'a>(
     le: Option<&str>,
     value: Number,
 ) {
-    out.push_str(name);
     let mut labels: Vec<(String, String)> = attributes
         .map(|kv| (sanitize(kv.key.as_str()), kv.value.as_str().into_owned()))
         .collect();
@@ -143,6 +142,14 @@ fn sample<'a>(
     if let Some(le) = le {
         labels.push(("le".into(), le.into()));
     }
+    write_sample(out, name, &labels, value);
+}
+
+/// One sample line: `name{label="value",...} value`, label values escaped
+/// as the format requires (backslash, double quote, newline), so a value
+/// from outside (a plugin's name, a bucket) cannot forge lines.
+fn write_sample(out: &mut String, name: &str, labels: &[(String, String)], value: Number) {
+    out.push_str(name);
     if !labels.is_empty() {
         out.push('{');
         for (i, (k, v)) in labels.iter().enumerate() {
@@ -163,6 +170,31 @@ fn sample<'a>(
         Number::F(v) if v.is_nan() => writeln!(out, " NaN"),
         Number::F(v) => writeln!(out, " {v}"),
     };
+}
+
+/// Writes one metric family kept outside OpenTelemetry (a satellite's
+/// plugin states) in the Prometheus text format, through the same writer
+/// and escaping as the process's recorded metrics: `# HELP`, `# TYPE`
+/// (`kind`: `gauge`, `counter`), then one sample per `(labels, value)`.
+pub fn write_family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    samples: impl IntoIterator<Item = (Vec<(String, String)>, u64)>,
+) {
+    let name = sanitize(name);
+    header(
+        out,
+        &name,
+        &help.replace('\\', "\\\\").replace('\n', "\\n"),
+        kind,
+    );
+    for (labels, value) in samples {
+        let labels: Vec<(String, String)> =
+            labels.into_iter().map(|(k, v)| (sanitize(&k), v)).collect();
+        write_sample(out, &name, &labels, Number::U(value));
+    }
 }
 
 fn prometheus_name(name: &str, unit: &str) -> String {
@@ -204,6 +236,26 @@ mod tests {
     use opentelemetry_sdk::metrics::reader::MetricReader;
     use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
     use std::sync::Arc;
+
+    #[test]
+    fn families_written_by_hand_escape_their_labels() {
+        let mut out = String::new();
+        super::write_family(
+            &mut out,
+            "orrery_plugin_up",
+            "Whether the plugin runs.",
+            "gauge",
+            [(
+                vec![("plugin".into(), "evil\"} 1\norrery_nats_connected 0".into())],
+                1,
+            )],
+        );
+        assert_eq!(
+            out,
+            "# HELP orrery_plugin_up Whether the plugin runs.\n# TYPE orrery_plugin_up gauge\n\
+             orrery_plugin_up{plugin=\"evil\\\"} 1\\norrery_nats_connected 0\"} 1\n"
+        );
+    }
 
     #[test]
     fn counters_histograms_and_gauges_render_with_conventional_names() {

@@ -1,6 +1,8 @@
 //! The workspace's binaries, where cargo put them.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// The workspace root (this crate lives in `plugin-sdk/testing`).
 pub fn workspace_root() -> PathBuf {
@@ -45,4 +47,26 @@ pub fn binary(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// A copy of a workspace plugin binary, stripped of debug info, with
+/// `marker` appended so each copy has its own bytes. An ELF binary ignores
+/// trailing bytes, so the copy still runs.
+///
+/// # Panics
+///
+/// When the binary cannot be copied or appended to.
+pub fn plugin_copy(dir: &Path, name: &str, marker: &str) -> PathBuf {
+    let dest = dir.join(format!("{name}-{marker}"));
+    std::fs::copy(binary(name), &dest).expect("copy the plugin binary");
+    let _ = Command::new("strip")
+        .arg(&dest)
+        .stderr(Stdio::null())
+        .status();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&dest)
+        .expect("open the copy");
+    file.write_all(marker.as_bytes()).expect("mark the copy");
+    dest
 }

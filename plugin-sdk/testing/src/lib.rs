@@ -4,21 +4,18 @@
 //!
 //! - [`binaries`]: the workspace's built binaries, found where cargo put
 //!   them (`CARGO_TARGET_DIR` honoured), with a failure that says how to
-//!   build them.
+//!   build them, and copies of plugin binaries with bytes of their own.
 //! - [`wait`]: waiting on a condition with a deadline (never a bare sleep).
 //! - [`plugin_env`]: a plugin served in-process with request builders and
 //!   answer checks, for plugin crates' tests.
-//! - `hub` (feature `hub`): hub packages of the workspace's plugins.
 //! - `nats` (feature `nats`): a real nats-server per test on a free port.
 
 pub mod binaries;
-#[cfg(feature = "hub")]
-pub mod hub;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod plugin_env;
 pub mod wait;
 
-pub use binaries::{binary, target_debug, workspace_root};
+pub use binaries::{binary, plugin_copy, target_debug, workspace_root};
 pub use plugin_env::{failed, ok, props, PluginEnv};
 pub use wait::{wait_until, wait_until_async};

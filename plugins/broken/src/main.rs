@@ -276,6 +276,13 @@ fn main() {
     };
     // A line on the log channel, so tests can tell whether it was shown.
     eprintln!("orrery-plugin-broken: defect {name}");
+    // The names (never the values) of the environment it was given, so a
+    // test can show which of its host's variables reach a plugin.
+    let mut names: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    eprintln!("orrery-plugin-broken: environment {}", names.join(","));
     let mut broken = Broken {
         defect,
         deleted: Mutex::new(Vec::new()),

@@ -56,6 +56,30 @@ pub struct Options {
     pub rate_overrides: HashMap<String, BucketLimit>,
     /// Seed of the scheduler's jitter.
     pub seed: u64,
+    /// Where a run stops for good, for crash-resume tests that kill the
+    /// process exactly there; `None` but in those tests. Only the `orrery`
+    /// binary sets it (from `ORRERY_TEST_HANG_AT`, `cli::stop_point`).
+    pub stop_at: Option<StopPoint>,
+}
+
+/// A point of a run at which a crash-resume test kills the primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopPoint {
+    /// The command and its operations are recorded; nothing is sent.
+    BeforeFirstOperation,
+    /// Every operation is recorded; the command is not yet finished.
+    BeforeFinish,
+}
+
+impl StopPoint {
+    /// The point named `name` (`before_first_operation`, `before_finish`).
+    pub fn parse(name: &str) -> Option<StopPoint> {
+        match name {
+            "before_first_operation" => Some(StopPoint::BeforeFirstOperation),
+            "before_finish" => Some(StopPoint::BeforeFinish),
+            _ => None,
+        }
+    }
 }
 
 impl Options {
@@ -84,6 +108,7 @@ impl Default for Options {
                 throttle_factor: 4,
                 jitter: 0.5,
             },
+            stop_at: None,
             poll_timeout: Duration::from_secs(30 * 60),
             rate_overrides: HashMap::new(),
             seed: 0x5eed,
@@ -152,6 +177,14 @@ struct Running {
 }
 
 impl Executor {
+    /// Stops here for good when the options name this point.
+    async fn stop_if_asked(&self, point: StopPoint) {
+        if self.options.stop_at == Some(point) {
+            tracing::warn!(?point, "stopping here for good, as asked");
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// An executor over a transport and a store.
     pub fn new(
         transport: Arc<dyn Transport>,
@@ -381,7 +414,7 @@ impl Executor {
             command_id: command_id.to_owned(),
             ..Default::default()
         };
-        hang_at("before_first_operation").await;
+        self.stop_if_asked(StopPoint::BeforeFirstOperation).await;
         let mut in_flight = FuturesUnordered::new();
         let mut cancel = self.cancel.clone();
         // A cancel asked before the run began counts as well.
@@ -713,7 +746,7 @@ impl Executor {
         for (bucket, wait) in scheduler.rate_limit_waits() {
             crate::metrics::metrics().rate_limit_wait(bucket, wait);
         }
-        hang_at("before_finish").await;
+        self.stop_if_asked(StopPoint::BeforeFinish).await;
         self.store.finish_command(command_id, &status)?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         self.emit_finished(&status, &report);
@@ -1087,18 +1120,6 @@ fn operation_of(kind: &OpKind) -> Operation {
         OpKind::Create => Operation::Create,
         OpKind::Update => Operation::Update,
         OpKind::Delete { .. } => Operation::Delete,
-    }
-}
-
-/// A test seam: with `ORRERY_TEST_HANG_AT=<point>` in the environment the
-/// executor stops at that point for good, so a crash-resume test can kill
-/// the primary exactly there (`before_first_operation`: the command is
-/// recorded, nothing sent; `before_finish`: every operation recorded, the
-/// command not yet finished).
-async fn hang_at(point: &str) {
-    if std::env::var_os("ORRERY_TEST_HANG_AT").is_some_and(|p| p == point) {
-        tracing::warn!(point, "ORRERY_TEST_HANG_AT: stopping here for good");
-        std::future::pending::<()>().await;
     }
 }
 

@@ -190,6 +190,15 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
 
 /// Who runs this process, as recorded in the audit of the commands the
 /// CLI runs: `$USER` (else `$LOGNAME`, else the uid).
+/// The crash-resume tests' kill point: with `ORRERY_TEST_HANG_AT=<point>`
+/// in the environment (`before_first_operation`, `before_finish`) a run
+/// stops there for good, so a test can kill the process exactly there.
+/// Read here, by the binary, so that no library reads it.
+pub fn stop_point() -> Option<orrery_primary::apply::StopPoint> {
+    let name = std::env::var("ORRERY_TEST_HANG_AT").ok()?;
+    orrery_primary::apply::StopPoint::parse(&name)
+}
+
 pub fn local_user() -> String {
     ["USER", "LOGNAME"]
         .iter()

@@ -41,11 +41,23 @@ pub struct Args {
     /// passes; it is always printed when the run does not pass.
     #[arg(long)]
     show_logs: bool,
+    /// Pass this variable of the environment on to the plugin (which starts
+    /// with a cleared environment but for PATH, HOME, USER, LANG, LC_*, TZ,
+    /// TMPDIR, RUST_LOG, OTEL_* and ORRERY_PLUGIN_*), as a satellite's
+    /// `--plugin-env` does; repeat for several.
+    #[arg(
+        long = "plugin-env",
+        value_name = "NAME",
+        env = "ORRERY_PLUGIN_ENV",
+        value_delimiter = ','
+    )]
+    plugin_env: Vec<String>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = Options {
         call_timeout: Duration::from_secs(args.timeout),
+        env_allow: args.plugin_env.clone(),
         ..Options::default()
     };
     let run = run_binary(&args.binary, &args.fixtures, &options).await;

@@ -221,6 +221,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         options: Options {
             max_concurrency: args.concurrency.max(1),
             request_timeout: args.request_timeout,
+            stop_at: super::stop_point(),
             ..Options::default()
         },
         nats: match &args.nats_url {

@@ -589,6 +589,10 @@ where
     F: FnOnce(Service) -> Fut,
     Fut: std::future::Future<Output = (Service, anyhow::Result<ExitCode>)>,
 {
+    let options = Options {
+        stop_at: super::stop_point(),
+        ..options
+    };
     let service = common.service(options).await?;
     let (service, result) = f(service).await;
     // What the plugins announced, for `orrery validate` and `orrery schema`.

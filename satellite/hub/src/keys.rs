@@ -183,29 +183,10 @@ fn valid_pattern(pattern: &str) -> bool {
 }
 
 /// Whether `name` matches `pattern` (`*` matches any run of characters,
-/// the empty one included; everything else matches itself).
+/// the empty one included; everything else matches itself: `valid_pattern`
+/// admits no `?`).
 pub fn pattern_matches(pattern: &str, name: &str) -> bool {
-    let (p, n) = (pattern.as_bytes(), name.as_bytes());
-    // Iterative glob matching with one backtrack point: linear in practice,
-    // never recursive, so no input can make it blow the stack.
-    let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, ni));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == n[ni] {
-            pi += 1;
-            ni += 1;
-        } else if let Some((sp, sn)) = star {
-            pi = sp + 1;
-            ni = sn + 1;
-            star = Some((sp, sn + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&b| b == b'*')
+    wildmatch::WildMatch::new(pattern).matches(name)
 }
 
 /// One trusted key as configured: a public key file, optionally bound to

@@ -33,6 +33,8 @@ pub mod lock;
 pub mod manifest;
 pub mod package;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod yank;
 
 pub use client::{Hub, IndexEntry, PublishOutcome};

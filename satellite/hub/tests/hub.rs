@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::NatsServer;
 use orrery_hub::package;
+use orrery_hub::testing::{build, requirement};
 use orrery_hub::{host_platform, Hub, Installer, LockEntry, PublisherKey, TrustedKeys};
-use orrery_testing::hub::{build, plugin_copy, requirement};
+use orrery_testing::plugin_copy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_20_mib_artifact_publishes_and_installs_on_two_satellites_at_once() {
