@@ -5,7 +5,8 @@
 //! - [`binaries`]: the workspace's built binaries, found where cargo put
 //!   them (`CARGO_TARGET_DIR` honoured), with a failure that says how to
 //!   build them.
-//! - [`wait`]: waiting on a condition with a deadline (never a bare sleep).
+//! - [`wait`]: waiting on a condition with a deadline (never a bare sleep),
+//!   for a value too, at another interval, or handing the timeout back.
 //! - [`plugin_env`]: a plugin served in-process with request builders and
 //!   answer checks, for plugin crates' tests.
 //! - `hub` (feature `hub`): hub packages of the workspace's plugins.
@@ -21,4 +22,4 @@ pub mod wait;
 
 pub use binaries::{binary, target_debug, workspace_root};
 pub use plugin_env::{failed, ok, props, PluginEnv};
-pub use wait::{wait_until, wait_until_async};
+pub use wait::{wait_for, wait_for_async, wait_until, wait_until_async, Wait};
