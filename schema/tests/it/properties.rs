@@ -20,8 +20,7 @@ use proptest::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-mod support;
-use support::strategies::*;
+use crate::support::strategies::*;
 
 /// Decodes bytes as one message type, keeping only the outcome.
 type Decoder = fn(&[u8]) -> Result<(), DecodeError>;

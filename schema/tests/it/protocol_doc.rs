@@ -15,7 +15,7 @@ use orrery_schema::docs::{protocol_tables, BEGIN_MARKER, END_MARKER};
 use orrery_schema::*;
 use serde::Serialize;
 
-const BLESS_HINT: &str = "ORRERY_BLESS=1 cargo test -p orrery-schema --test protocol_doc";
+const BLESS_HINT: &str = "ORRERY_BLESS=1 cargo test -p orrery-schema --test it protocol_doc";
 
 fn doc_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/protocol.md")
@@ -272,7 +272,7 @@ fn every_wire_struct_is_documented_with_its_fields() {
     for name in serialized_types_in_source() {
         if !known.contains(name.as_str()) {
             problems.push(format!(
-                "`{name}` is serialized but neither listed in tests/protocol_doc.rs nor checked \
+                "`{name}` is serialized but neither listed in tests/it/protocol_doc.rs nor checked \
                  against docs/protocol.md: add it to `wire_structs()` and document it"
             ));
         }

@@ -16,8 +16,7 @@ use proptest::prelude::*;
 use rmpv::Value as Mp;
 use serde::de::DeserializeOwned;
 
-mod support;
-use support::strategies::*;
+use crate::support::strategies::*;
 
 /// What serde makes of `bytes`: the message's debug text, or the error's.
 fn serde_reads<T: DeserializeOwned + Debug>(bytes: &[u8], wrap: fn(T) -> Request) -> String {

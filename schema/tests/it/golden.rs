@@ -8,7 +8,7 @@
 //! written only when `ORRERY_BLESS=1` is set:
 //!
 //! ```text
-//! ORRERY_BLESS=1 cargo test -p orrery-schema --test golden
+//! ORRERY_BLESS=1 cargo test -p orrery-schema --test it golden
 //! ```
 //!
 //! Most fixtures are this release's own encoding of a value. Some are built by
@@ -109,7 +109,7 @@ fn blessing() -> bool {
     std::env::var("ORRERY_BLESS").is_ok_and(|v| v == "1")
 }
 
-const HOW_TO_BLESS: &str = "ORRERY_BLESS=1 cargo test -p orrery-schema --test golden";
+const HOW_TO_BLESS: &str = "ORRERY_BLESS=1 cargo test -p orrery-schema --test it golden";
 
 /// Checks one case, writing its fixture first if it is missing and blessing
 /// is on. Never overwrites an existing file.
@@ -215,7 +215,7 @@ fn every_fixture_file_has_a_case() {
     let orphans: Vec<_> = on_disk.difference(&known).collect();
     assert!(
         orphans.is_empty(),
-        "fixture files with no case in tests/golden.rs (a fixture is never deleted; \
+        "fixture files with no case in tests/it/golden.rs (a fixture is never deleted; \
          restore its case): {orphans:?}"
     );
 }
