@@ -821,7 +821,7 @@ fn many_seeds_of_lost_duplicated_late_replies_and_crashes_create_everything_exac
         match simulate(seed) {
             Ok(faults) => total.add(&faults),
             Err(problem) => panic!(
-                "seed {seed}: {problem}\nreplay: ORRERY_SIM_SEED={seed} cargo test -p orrery-core --test simulation -- --nocapture"
+                "seed {seed}: {problem}\nreplay: ORRERY_SIM_SEED={seed} cargo test -p orrery-core --test it simulation -- --nocapture"
             ),
         }
     }
