@@ -8,7 +8,7 @@
 //! throwaway server:
 //!
 //! ```text
-//! ./scripts/with-postgres.sh cargo test -p orrery-state --test store_conformance
+//! ./scripts/with-postgres.sh cargo test -p orrery-state --test it store_conformance
 //! ```
 //!
 //! After the shared cases come each backend's own: format upgrades of
@@ -79,7 +79,7 @@ fn sqlite_fixture() -> Fixture {
 const NO_SERVER: &str = "ORRERY_TEST_DATABASE_URL is not set: the PostgreSQL half of the store \
 conformance suite needs a server. Run the tests through scripts/with-postgres.sh, which starts a \
 throwaway PostgreSQL and sets the variable, e.g. \
-`./scripts/with-postgres.sh cargo test -p orrery-state --test store_conformance`";
+`./scripts/with-postgres.sh cargo test -p orrery-state --test it store_conformance`";
 
 /// The server's URL (a superuser on a throwaway server).
 fn server_url() -> String {
@@ -1814,7 +1814,7 @@ fn open_picks_the_backend_by_location() {
 // ---------------------------------------------------------------------------
 // SQLite: record format upgrades
 
-const FORMAT0_SQL: &str = include_str!("fixtures/state/sqlite_format0.sql");
+const FORMAT0_SQL: &str = include_str!("../fixtures/state/sqlite_format0.sql");
 
 /// A data directory holding a `state.db` built by `sql`.
 fn sqlite_dir_from(sql: &str) -> (tempfile::TempDir, PathBuf) {
@@ -2159,7 +2159,7 @@ fn sqlite_records_carry_their_format() {
 // ---------------------------------------------------------------------------
 // PostgreSQL: migrations and connections
 
-const PG_V1_DATA: &str = include_str!("fixtures/state/postgres_v1_data.sql");
+const PG_V1_DATA: &str = include_str!("../fixtures/state/postgres_v1_data.sql");
 
 fn pg_client(url: &str) -> postgres::Client {
     pg_connect(url).unwrap()
@@ -2339,36 +2339,32 @@ fn hold_resources_lock(tx: &mut postgres::Transaction<'_>) {
 /// Polls (bounded: 10 s) until `n` of the store's connections to `db` wait
 /// for a lock; returns their pids.
 fn wait_for_blocked(admin: &mut postgres::Client, db: &str, n: usize) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, waiting) = store_backends(admin, db);
-        if waiting.len() >= n {
-            return waiting;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} store connections should be waiting for the lock, {} are",
-            waiting.len()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    orrery_testing::wait_for(
+        &format!("{n} store connections waiting for the lock"),
+        Duration::from_secs(10),
+        || {
+            let (_, waiting) = store_backends(admin, db);
+            if waiting.len() >= n {
+                Ok(waiting)
+            } else {
+                Err(format!("{} waiting", waiting.len()))
+            }
+        },
+    )
 }
 
 /// Polls (bounded: 10 s) until none of `pids` is a backend any more.
 fn wait_until_gone(admin: &mut postgres::Client, pids: &[i32]) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while admin
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
-            &[&pids],
-        )
-        .unwrap()
-        .get::<_, i64>(0)
-        > 0
-    {
-        assert!(Instant::now() < deadline, "backends still there after 10 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    orrery_testing::wait_until("the ended backends gone", Duration::from_secs(10), || {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+                &[&pids],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+    });
 }
 
 #[test]

@@ -54,15 +54,13 @@ fn a_waiting_store_call_leaves_the_runtime_running() {
             })
         };
         // While the write waits for the lock, the ticker keeps ticking.
+        // (A blocking wait: this thread is not one of the runtime's.)
         let before = ticks.load(Ordering::SeqCst);
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while ticks.load(Ordering::SeqCst) < before + 20 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the runtime stalled behind a waiting store call"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        orrery_testing::wait_until(
+            "20 ticks while the store call waits (else the runtime stalled behind it)",
+            Duration::from_secs(5),
+            || ticks.load(Ordering::SeqCst) >= before + 20,
+        );
         assert!(!write.is_finished(), "the write waited for the lock");
         release.send(()).unwrap();
         write.await.unwrap().unwrap();
