@@ -1,9 +1,9 @@
 //! The hub library against a real nats-server with JetStream and real
 //! plugin binaries: publish, install, mirror. (Serving what is installed,
 //! and rolling on a lock change, is tested with the satellite:
-//! `satellite/tests/hub.rs`.)
+//! `satellite/tests/it/hub.rs`.)
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

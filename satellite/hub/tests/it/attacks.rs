@@ -4,7 +4,7 @@
 //! Each of these failed before yanks were signed, keys were bound to plugin
 //! names, untrusted versions were skipped and index keys were checked.
 //! (Rolling a serving satellite back by editing its lock file is in
-//! `satellite/tests/hub.rs`, which has a satellite to roll.)
+//! `satellite/tests/it/hub.rs`, which has a satellite to roll.)
 //!
 //! The packages are built by hand (no plugin binary is run): these tests
 //! resolve and install, which verify and download, but never execute.
