@@ -1,14 +1,15 @@
 //! The `orrery-satellite` binary's JSON log lines inside a relayed request
 //! carry the request's fields, traced or not.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{binary, NatsServer};
 use orrery_plugin_sdk::schema::{CreateRequest, PropertyMap, Request, Target, Value};
 use orrery_satellite::bus::NatsBus;
+use orrery_testing::wait_for_async;
 
 fn create(i: usize) -> Request {
     Request::Create(CreateRequest {
@@ -42,33 +43,26 @@ async fn an_untraced_requests_json_lines_carry_the_relays_fields() {
         .spawn()
         .unwrap();
     let bus = NatsBus::new(server.client().await);
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut sent = 0;
-    loop {
-        match bus
-            .send("testbed", &create(sent), Duration::from_secs(5))
-            .await
-        {
-            Ok(_) => break,
-            Err(e) => assert!(Instant::now() < deadline, "the satellite never served: {e}"),
-        }
+    wait_for_async("a request served", Duration::from_secs(20), || {
+        let (bus, request) = (&bus, create(sent));
         sent += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        async move {
+            let answer = bus.send("testbed", &request, Duration::from_secs(5)).await;
+            answer.map(drop)
+        }
+    })
+    .await;
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let line = loop {
+    let line = wait_for_async("a relaying line", Duration::from_secs(10), || {
         let text = std::fs::read_to_string(&log).unwrap();
         let found = text
             .lines()
             .find(|l| l.contains("relaying to the plugin"))
             .map(str::to_owned);
-        if let Some(line) = found {
-            break line;
-        }
-        assert!(Instant::now() < deadline, "no relaying line in:\n{text}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        std::future::ready(found.ok_or_else(|| format!("the log:\n{text}")))
+    })
+    .await;
     let _ = satellite.kill();
     let _ = satellite.wait();
     let line: serde_json::Value = serde_json::from_str(&line).unwrap();

@@ -1,6 +1,6 @@
 //! The relay against a real nats-server and real plugin processes.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use orrery_satellite::bus::{BusError, NatsBus};
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, operation_subject, RelayConfig};
 use orrery_satellite::supervisor::Policy;
+use orrery_testing::wait_until_async;
 use tokio::sync::oneshot;
 
 struct Satellite {
@@ -62,23 +63,18 @@ impl Satellite {
 
 /// Waits until the satellite answers `$SRV.PING` (its endpoints are registered first).
 async fn wait_for_endpoint(server: &NatsServer, id: &str) {
-    let client = server.client().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let replies = client
-            .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
-            .await;
-        if let Ok(msg) = replies {
-            if String::from_utf8_lossy(&msg.payload).contains(id) {
-                return;
-            }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "satellite {id} did not register in 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let client = &server.client().await;
+    wait_until_async(
+        &format!("satellite {id} registered"),
+        Duration::from_secs(10),
+        move || async move {
+            client
+                .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
+                .await
+                .is_ok_and(|msg| String::from_utf8_lossy(&msg.payload).contains(id))
+        },
+    )
+    .await;
 }
 
 fn testbed_spec() -> PluginSpec {
@@ -317,14 +313,13 @@ async fn a_plugin_killed_mid_request_fails_its_requests_as_retryable_and_comes_b
         })
         .collect();
     // Wait until the plugin holds the requests, then kill it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while sat.host.status().in_flight < 5 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "requests never reached the plugin"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let host = &sat.host;
+    wait_until_async(
+        "5 requests in flight in the plugin",
+        Duration::from_secs(10),
+        move || std::future::ready(host.status().in_flight >= 5),
+    )
+    .await;
     let pid = sat.host.status().pid.unwrap();
     let killed_at = std::time::Instant::now();
     kill_9(pid);

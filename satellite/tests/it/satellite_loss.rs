@@ -2,7 +2,7 @@
 //! operation completes on the survivor after a caller retry, or returns a
 //! defined retryable error; none hangs past its deadline.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +17,7 @@ use orrery_plugin_sdk::schema::{
 use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::{BusError, NatsBus};
 use orrery_satellite::relay;
+use orrery_testing::wait::{wait_for_async, Wait};
 
 fn satellite(server: &NatsServer, id: &str) -> Child {
     Command::new(binary("orrery-satellite"))
@@ -30,9 +31,9 @@ fn satellite(server: &NatsServer, id: &str) -> Child {
 }
 
 async fn wait_registered(server: &NatsServer, n: usize) {
-    let client = server.client().await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let client = &server.client().await;
+    let what = format!("{n} satellites registered");
+    wait_for_async(&what, Duration::from_secs(20), move || async move {
         let inbox = client.new_inbox();
         let mut sub = client.subscribe(inbox.clone()).await.unwrap();
         client
@@ -48,13 +49,12 @@ async fn wait_registered(server: &NatsServer, n: usize) {
             seen += 1;
         }
         if seen >= n {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{seen} answered"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "only {seen} of {n} satellites registered"
-        );
-    }
+    })
+    .await;
 }
 
 fn create(i: usize) -> Request {
@@ -117,9 +117,10 @@ async fn killing_a_satellite_mid_flow_loses_no_operation_and_hangs_none() {
         .buffer_unordered(32)
         .collect::<Vec<()>>();
     let killer = async {
-        while done.load(Ordering::SeqCst) < 100 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        Wait::new("100 calls done before the kill", Duration::from_secs(60))
+            .every(Duration::from_millis(5))
+            .until_async(|| std::future::ready(done.load(Ordering::SeqCst) >= 100))
+            .await;
         victim.kill().unwrap();
         let _ = victim.wait();
     };

@@ -2,12 +2,14 @@
 //! standard variables and those named by `--plugin-env` (or `plugin_env` in
 //! its configuration file) reach them.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use orrery_testing::wait_for_async;
 
 /// The environment of every child process of `pid` running `exe` (so
 /// after its exec: a forked child shows its parent's environment before).
@@ -60,14 +62,11 @@ async fn plugin_environ(nats: &str, args: &[&str]) -> BTreeMap<String, String> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let env = loop {
-        if let Some(env) = children_environ(satellite.id(), &plugin).pop() {
-            break env;
-        }
-        assert!(Instant::now() < deadline, "no plugin process within 20 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let env = wait_for_async("the plugin process", Duration::from_secs(20), || {
+        let env = children_environ(satellite.id(), &plugin).pop();
+        std::future::ready(env.ok_or("none yet"))
+    })
+    .await;
     let _ = satellite.kill();
     let _ = satellite.wait();
     env

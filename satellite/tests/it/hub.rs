@@ -3,7 +3,7 @@
 //! the `orrery` and `orrery-satellite` binaries end to end. (The hub
 //! library alone is tested in `satellite/hub/tests/`.)
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -29,6 +29,7 @@ use orrery_satellite::bus::{BusError, NatsBus};
 use orrery_satellite::hub::serve::{HubPlugins, RollOutcome, ServeConfig};
 use orrery_satellite::relay::RelayConfig;
 use orrery_testing::hub::{build, plugin_copy, requirement};
+use orrery_testing::wait::{wait_until_async, Wait};
 
 fn serve_config(id: &str, requirements: &[&str], lock: Option<PathBuf>) -> ServeConfig {
     let mut config = ServeConfig::new(requirements.iter().map(|r| requirement(r)).collect());
@@ -423,15 +424,6 @@ async fn every_failed_check_is_refused_with_its_own_error_and_serving_goes_on() 
     );
 }
 
-/// Polls `condition` until it holds, failing the test after `within`.
-async fn wait_until(condition: impl Fn() -> bool, within: Duration, what: &str) {
-    let deadline = Instant::now() + within;
-    while !condition() {
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The next outcome a watching satellite reports, within 30 s.
 async fn next_outcome(outcomes: &mut tokio::sync::mpsc::Receiver<RollOutcome>) -> RollOutcome {
     tokio::time::timeout(Duration::from_secs(30), outcomes.recv())
@@ -554,11 +546,10 @@ async fn rolling_to_a_new_version_under_load_fails_no_operation() {
         let done = done.clone();
         async move {
             let target = done.load(Ordering::Relaxed) + more;
-            wait_until(
-                || done.load(Ordering::Relaxed) >= target,
-                Duration::from_secs(30),
-                what,
-            )
+            let done = &done;
+            wait_until_async(what, Duration::from_secs(30), move || {
+                std::future::ready(done.load(Ordering::Relaxed) >= target)
+            })
             .await;
         }
     };
@@ -644,17 +635,14 @@ fn collect_lines(stderr: std::process::ChildStderr) -> Arc<Mutex<Vec<String>>> {
 }
 
 async fn wait_for_line(lines: &Mutex<Vec<String>>, needle: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        if lines.lock().unwrap().iter().any(|l| l.contains(needle)) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no `{needle}` in {within:?}; log:\n{}",
-            lines.lock().unwrap().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let what = format!("a `{needle}` line");
+    let wait = Wait::new(&what, within).every(Duration::from_millis(50));
+    let found = move || {
+        let found = lines.lock().unwrap().iter().any(|l| l.contains(needle));
+        std::future::ready(if found { Ok(()) } else { Err(()) })
+    };
+    if wait.poll_async(found).await.is_err() {
+        wait.fail(format_args!("log:\n{}", lines.lock().unwrap().join("\n")));
     }
 }
 

@@ -3,7 +3,7 @@
 //! lacks fields the current schema has and carries ones it does not know.
 //! A current satellite serves it normally, over NATS.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::NatsBus;
 use orrery_satellite::plugin_host::{PluginHost, PluginSpec};
 use orrery_satellite::relay::{self, RelayConfig};
+use orrery_testing::wait_for_async;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_plugin_in_another_language_is_served_normally() {
@@ -67,16 +68,10 @@ async fn an_older_plugin_in_another_language_is_served_normally() {
         ]),
     });
     // The relay registers asynchronously: retry no-responders, bounded.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let created = loop {
-        match bus.send("legacy", &create, Duration::from_secs(10)).await {
-            Ok(answer) => break answer,
-            Err(e) => {
-                assert!(tokio::time::Instant::now() < deadline, "never served: {e}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
+    let created = wait_for_async("the legacy plugin served", Duration::from_secs(10), || {
+        bus.send("legacy", &create, Duration::from_secs(10))
+    })
+    .await;
     let Answer::Progress(created) = created else {
         panic!("{created:?}")
     };
@@ -135,11 +130,10 @@ async fn an_answer_larger_than_nats_carries_is_answered_with_message_too_large()
         target: target.clone(),
         properties: PropertyMap::from([("name".to_owned(), Value::from("a"))]),
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while let Err(e) = bus.send("legacy", &create, Duration::from_secs(10)).await {
-        assert!(tokio::time::Instant::now() < deadline, "never served: {e}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_async("the legacy plugin served", Duration::from_secs(10), || {
+        bus.send("legacy", &create, Duration::from_secs(10))
+    })
+    .await;
     let read = Request::Read(ReadRequest {
         request_id: "big-2".into(),
         resource_type: "Legacy::Thing".into(),

@@ -1,12 +1,13 @@
 //! The satellite's health endpoints reflect real state: ready with NATS
 //! and healthy plugins, metrics in Prometheus text format.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use orrery_testing::wait::{wait_for_async, wait_until_async};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -48,14 +49,7 @@ async fn health_readiness_and_metrics_reflect_the_satellite() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some((200, _)) = get(port, "/readyz").await {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready("127.0.0.1", port).await;
     assert_eq!(get(port, "/healthz").await.map(|r| r.0), Some(200));
     let (status, metrics) = get(port, "/metrics").await.unwrap();
     assert_eq!(status, 200);
@@ -77,15 +71,18 @@ async fn health_readiness_and_metrics_reflect_the_satellite() {
 
     // NATS goes away: not ready any more, still alive.
     drop(server);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some((503, body)) = get(port, "/readyz").await {
-            assert!(body.contains("NATS"), "{body}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "still ready without NATS");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let body = wait_for_async(
+        "/readyz 503 once NATS is gone",
+        Duration::from_secs(20),
+        move || async move {
+            match get(port, "/readyz").await {
+                Some((503, body)) => Ok(body),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(body.contains("NATS"), "{body}");
     assert_eq!(get(port, "/healthz").await.map(|r| r.0), Some(200));
     let _ = satellite.kill();
     let _ = satellite.wait();
@@ -112,11 +109,12 @@ fn satellite_with(nats_url: &str, args: &[&str]) -> std::process::Child {
 }
 
 async fn wait_ready(host: &str, port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get_at(host, port, "/readyz").await.map(|r| r.0) != Some(200) {
-        assert!(Instant::now() < deadline, "never ready on {host}:{port}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_async(
+        &format!("/readyz 200 on {host}:{port}"),
+        Duration::from_secs(20),
+        move || async move { get_at(host, port, "/readyz").await.map(|r| r.0) == Some(200) },
+    )
+    .await;
 }
 
 /// The health port binds 127.0.0.1 unless --health-addr says otherwise: a

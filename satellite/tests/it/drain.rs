@@ -1,6 +1,6 @@
 //! The `orrery-satellite` binary under load: SIGTERM drains it.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -12,6 +12,7 @@ use orrery_plugin_sdk::schema::{
 use orrery_plugin_sdk::Answer;
 use orrery_satellite::bus::{BusError, NatsBus};
 use orrery_satellite::relay;
+use orrery_testing::wait::{wait_until_async, Wait};
 
 fn slow_create(i: usize) -> Request {
     Request::Create(CreateRequest {
@@ -55,38 +56,32 @@ fn sigterm(child: &std::process::Child) {
 
 /// How `child` exited, at most 20 s after a SIGTERM sent `when`.
 async fn exit_within_20s(child: &mut std::process::Child, when: &str) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(exit) = child.try_wait().unwrap() {
-            return exit;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the satellite was still running 20 s after SIGTERM {when}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("the satellite's exit after SIGTERM {when}");
+    let wait = Wait::new(&what, Duration::from_secs(20));
+    let exit = wait
+        .poll_async(|| std::future::ready(child.try_wait().unwrap().ok_or(())))
+        .await;
+    exit.unwrap_or_else(|()| {
+        let _ = child.kill();
+        wait.fail("still running, killed")
+    })
 }
 
 /// Waits until satellite `id` answers `$SRV.INFO` with its testbed
 /// endpoint listed: the service answers before its endpoints are added.
 async fn wait_registered(client: &async_nats::Client, id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let endpoint = relay::operation_subject("testbed", "*");
-    while !client
-        .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
-        .await
-        .is_ok_and(|m| {
-            let info = String::from_utf8_lossy(&m.payload);
-            info.contains(id) && info.contains(&endpoint)
-        })
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "satellite {id} did not register in 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let endpoint = &relay::operation_subject("testbed", "*");
+    let what = format!("satellite {id} registered with its testbed endpoint");
+    wait_until_async(&what, Duration::from_secs(20), move || async move {
+        client
+            .request(format!("$SRV.INFO.{}", relay::SERVICE_NAME), "".into())
+            .await
+            .is_ok_and(|m| {
+                let info = String::from_utf8_lossy(&m.payload);
+                info.contains(id) && info.contains(endpoint)
+            })
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,14 +195,13 @@ async fn sigterm_while_still_starting_exits_zero_instead_of_dying() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !has_child(satellite.id()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the satellite started no plugin in 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let pid = satellite.id();
+    wait_until_async(
+        "the satellite's plugin process",
+        Duration::from_secs(20),
+        || std::future::ready(has_child(pid)),
+    )
+    .await;
     sigterm(&satellite);
     let exit = exit_within_20s(&mut satellite, "while starting").await;
     // Were the handlers installed only once serving, this would be death by
