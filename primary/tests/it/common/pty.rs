@@ -1,35 +1,73 @@
 //! Running a process on a pseudo-terminal, to see what it shows a person.
 
-use std::fs::File;
+use std::ffi::CStr;
+use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::fd::FromRawFd;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 
-/// Runs `cmd` with its stdin, stdout and stderr on a new pseudo-terminal
-/// of 40 rows and 160 columns; returns its exit code and everything it
-/// wrote to the terminal.
-pub fn run(mut cmd: Command) -> (i32, String) {
-    let (mut master, mut slave) = (0, 0);
+/// Opens a pseudo-terminal of 40 rows and 160 columns: (master, slave).
+///
+/// Both ends are opened close-on-exec (as `File::open` does), not with
+/// `openpty`: every test shares this process, and a descriptor without
+/// the flag would be inherited by whatever another test spawns meanwhile
+/// (a server, a nats-server), which would then hold the terminal open and
+/// keep the reader below from ever seeing its end.
+fn open_pty() -> (File, File) {
+    let master = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open("/dev/ptmx")
+        .unwrap();
+    let fd = master.as_raw_fd();
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: plain calls on a descriptor owned here; ptsname_r writes a
+    // NUL-terminated name of at most `name.len()` bytes.
+    let path = unsafe {
+        assert_eq!(
+            libc::grantpt(fd),
+            0,
+            "grantpt: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(
+            libc::unlockpt(fd),
+            0,
+            "unlockpt: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(
+            libc::ptsname_r(fd, name.as_mut_ptr(), name.len()),
+            0,
+            "ptsname_r"
+        );
+        CStr::from_ptr(name.as_ptr()).to_str().unwrap().to_owned()
+    };
+    let slave = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)
+        .unwrap();
     let size = libc::winsize {
         ws_row: 40,
         ws_col: 160,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: openpty writes two descriptors into the given integers; the
-    // name and termios arguments may be null.
-    let made = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(made, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just opened and are owned here only.
-    let (mut master, slave) = unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) };
+    // SAFETY: TIOCSWINSZ reads one winsize from the given pointer.
+    let sized = unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    assert_eq!(sized, 0, "TIOCSWINSZ: {}", std::io::Error::last_os_error());
+    (master, slave)
+}
+
+/// Runs `cmd` with its stdin, stdout and stderr on a new pseudo-terminal
+/// of 40 rows and 160 columns; returns its exit code and everything it
+/// wrote to the terminal.
+pub fn run(mut cmd: Command) -> (i32, String) {
+    let (mut master, slave) = open_pty();
     cmd.stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
         .stderr(slave);
