@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs CMD with a throwaway PostgreSQL server of its own:
 #
-#   scripts/with-postgres.sh cargo test -p orrery-primary --test store_conformance
+#   scripts/with-postgres.sh cargo test -p orrery-state --test it store_conformance
 #
 # The server listens on 127.0.0.1 at a free random port, trusts local
 # connections, has TLS on (a throwaway CA and a server certificate for

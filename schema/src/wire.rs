@@ -14,7 +14,7 @@
 //! unknown field, a truncated message) makes them give up, and serde
 //! decides as it always did, with its errors: every input decodes to what
 //! it did before. The writers write exactly serde's bytes. `wire/tests.rs`
-//! and `tests/direct_codec.rs` check both against serde on generated
+//! and `tests/it/direct_codec.rs` check both against serde on generated
 //! messages and mutated bytes.
 
 mod bodies;

@@ -1,5 +1,5 @@
 // The dashboard in a real browser (Debian's chromium, headless), run by
-// primary/tests/dashboard_browser.rs against a real primary with two
+// primary/tests/it/dashboard_browser.rs against a real primary with two
 // satellites serving the testbed plugin. Environment:
 //   ORRERY_URL        the primary (http://127.0.0.1:PORT)
 //   ORRERY_TOKEN      an admin token

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what primary/tests/dashboard_browser.rs needs: Debian's chromium
+# Installs what primary/tests/it/dashboard_browser.rs needs: Debian's chromium
 # (apt-get, when missing and root) and playwright-core (npm ci, pinned by
 # package-lock.json, into tests/browser/node_modules). Whatever cannot be
 # installed is reported; the test then prints `SKIP: <reason>`.

@@ -3,7 +3,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A nats-server process on a free port with its own storage directory,
 /// killed when dropped.
@@ -43,17 +43,14 @@ impl NatsServer {
             _dir: dir,
         };
         // Wait for the condition (a successful connection), bounded.
-        let started = Instant::now();
-        loop {
-            if async_nats::connect(&server.url).await.is_ok() {
-                return server;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "nats-server did not accept connections in 10 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let url = &server.url;
+        crate::wait::wait_until_async(
+            "nats-server accepting connections",
+            Duration::from_secs(10),
+            move || async move { async_nats::connect(url).await.is_ok() },
+        )
+        .await;
+        server
     }
 
     /// A client of it.

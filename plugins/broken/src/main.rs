@@ -1,6 +1,6 @@
 //! A deliberately broken plugin: the `local` plugin with one contract
 //! violation, chosen by `ORRERY_BROKEN_DEFECT`. The conformance suite must
-//! fail against each, naming the check (see primary/tests/plugin_test.rs);
+//! fail against each, naming the check (see primary/tests/it/plugin_test.rs);
 //! `unknown-enum-values` is the exception that must pass, with warnings.
 
 use std::fs::File;

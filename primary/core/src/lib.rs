@@ -4,7 +4,7 @@
 //! change, and in which order and when to send it. Nothing here does I/O or
 //! reads a clock: time is an argument, and the crate's dependency tree has
 //! no async runtime, database driver, HTTP server or NATS client (the
-//! workspace's `tests/dependency_edges.rs` and `clippy.toml` enforce it).
+//! workspace's `tests/it/dependency_edges.rs` and `clippy.toml` enforce it).
 //!
 //! - [`answer`]: what a plugin's answer means (one classification).
 //! - [`events`]: the command event stream's schema and its tally.

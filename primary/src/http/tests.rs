@@ -1,6 +1,6 @@
 //! The router without a socket and without plugins: request handling,
 //! error mapping, the endpoints that need only the store. The end-to-end
-//! tests with real plugins are in `tests/http_api.rs`.
+//! tests with real plugins are in `tests/it/http_api.rs`.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
@@ -159,7 +159,7 @@ async fn posts_must_be_json() {
 /// An answer given before the body was read whole says `Connection: close`:
 /// the rest of the body may still be on its way, so the server closes the
 /// connection, and a client that pooled it would fail its next request on
-/// it (`tests/http_api.rs` once did, after a 415, on a loaded machine). A
+/// it (`tests/it/http_api.rs` once did, after a 415, on a loaded machine). A
 /// body read whole and refused leaves the connection open.
 #[tokio::test]
 async fn a_body_refused_unread_closes_the_connection_and_one_read_whole_does_not() {

@@ -168,15 +168,11 @@ async fn the_keeper_renews_until_released_and_a_release_frees_the_lease() {
     let first = holder(store.as_ref(), "c1").unwrap().expires_ms;
     let keeper = Keeper::start(store.clone(), "c1", &me);
     assert_eq!(keeper.command_id(), "c1");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    orrery_testing::wait_until_async("the lease renewed", Duration::from_secs(10), || {
         let lease = holder(store.as_ref(), "c1").expect("still held");
-        if lease.expires_ms > first {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "never renewed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        std::future::ready(lease.expires_ms > first)
+    })
+    .await;
     assert!(!*keeper.lost().borrow());
     keeper.release();
     assert_eq!(holder(store.as_ref(), "c1"), None, "free at once");

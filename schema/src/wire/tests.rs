@@ -1,5 +1,5 @@
 //! The direct readers take what this release writes; what they leave is
-//! in `tests/direct_codec.rs`, against serde, for every input.
+//! in `tests/it/direct_codec.rs`, against serde, for every input.
 
 use super::*;
 use crate::{

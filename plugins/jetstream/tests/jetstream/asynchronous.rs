@@ -12,7 +12,8 @@ use crate::cluster::Cluster;
 use crate::common::{config, ok, props, PluginEnv};
 
 /// Polls as the runtime does (after `retry_after_ms`), bounded; the final
-/// event and the number of polls.
+/// event and the number of polls. (Its own loop, not an `orrery_testing`
+/// wait: the plugin sets the interval, and the polls are counted.)
 async fn settle(
     env: &PluginEnv,
     operation: Operation,

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use orrery_plugin_sdk::schema::{ErrorCode, OperationStatus, ProgressEvent, PropertyMap, Value};
 use rustix::fs::{renameat_with, RenameFlags, CWD};
@@ -312,11 +312,9 @@ impl Swapper {
             swaps,
             thread,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while swapper.swaps() == 0 {
-            assert!(Instant::now() < deadline, "the swapper never swapped");
-            std::thread::yield_now();
-        }
+        orrery_testing::wait_until("the swapper's first swap", Duration::from_secs(10), || {
+            swapper.swaps() > 0
+        });
         swapper
     }
 

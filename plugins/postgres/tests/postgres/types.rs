@@ -144,18 +144,13 @@ async fn drop_owned_survives_its_connection_ending_under_it() {
         let waiting = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
              WHERE datname = $1 AND application_name = 'orrery-plugin-postgres' \
              AND wait_event_type = 'Lock'";
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let ended = admin.query(waiting, &[&db]).await.unwrap();
-            if !ended.is_empty() {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "DROP OWNED never waited"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let (admin, db) = (&admin, &db);
+        orrery_testing::wait_until_async(
+            "DROP OWNED waiting on the lock (its backend ended)",
+            Duration::from_secs(30),
+            move || async move { !admin.query(waiting, &[db]).await.unwrap().is_empty() },
+        )
+        .await;
         holder.batch_execute("ROLLBACK").await.unwrap();
     };
     let (gone, ()) = tokio::join!(env.send(Request::Delete(delete)), cut);

@@ -1,6 +1,6 @@
 //! The dashboard through the real router: sign-in, sessions, CSRF, roles,
 //! the security headers, escaping. The browser test is
-//! `tests/dashboard_browser.rs`.
+//! `tests/it/dashboard_browser.rs`.
 
 use axum::body::Body;
 use axum::http::header::{CONTENT_SECURITY_POLICY, LOCATION, SET_COOKIE};

@@ -1,0 +1,3 @@
+//! What the schema crate's tests share.
+
+pub mod strategies;

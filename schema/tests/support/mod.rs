@@ -1,3 +1,0 @@
-//! What the schema crate's test binaries share.
-
-pub mod strategies;
