@@ -7,7 +7,6 @@ use uuid::Uuid;
 use crate::codec::{self, DecodeError, EncodeError};
 use crate::open_enum::open_enum;
 
-mod message_id;
 mod wire;
 
 /// The protocol major version this release speaks. Additive changes (new
@@ -114,7 +113,7 @@ impl Envelope {
     pub fn with_body(kind: MessageKind, body: Vec<u8>) -> Self {
         Envelope {
             protocol: PROTOCOL_MAJOR,
-            id: message_id::new_id(),
+            id: Uuid::now_v7(),
             correlation: None,
             kind,
             deadline_ms: None,
