@@ -127,7 +127,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
 /// does or holds a marker MessagePack does not use. One pass, no
 /// allocation: every value takes at least a byte, so a claimed count
 /// larger than what is left ends it at once.
-pub(crate) fn value_end(bytes: &[u8]) -> Option<usize> {
+fn value_end(bytes: &[u8]) -> Option<usize> {
     let mut at = 0usize;
     // Values still to skip, children included.
     let mut pending = 1usize;
@@ -193,6 +193,54 @@ mod tests {
         assert_eq!(envelope.encode().unwrap(), named);
         assert_eq!(encode(&envelope).unwrap(), named);
         assert_eq!(crate::Envelope::decode(&named).unwrap(), envelope);
+    }
+
+    #[test]
+    fn the_typed_entry_points_keep_decodes_bounds() {
+        use crate::{Envelope, MessageKind, ProgressEvent, Request, RequestError};
+
+        // Each entry point's reading of `bytes`, as the kind of error.
+        fn errors(bytes: &[u8]) -> [String; 3] {
+            let kind = |e: DecodeError| match e {
+                DecodeError::TooLarge { .. } => "too large".to_owned(),
+                DecodeError::TrailingBytes { trailing } => format!("{trailing} trailing"),
+                DecodeError::Malformed(_) => "malformed".to_owned(),
+            };
+            let envelope = Envelope {
+                kind: MessageKind::Create,
+                body: bytes.to_vec(),
+                ..Envelope::default()
+            };
+            let request = match Request::from_envelope(&envelope) {
+                Err(RequestError::Body { source, .. }) => kind(source),
+                other => panic!("expected a body error, got {other:?}"),
+            };
+            [
+                kind(Envelope::decode(bytes).unwrap_err()),
+                kind(ProgressEvent::decode(bytes).unwrap_err()),
+                request,
+            ]
+        }
+
+        let oversized = vec![0xc0; MAX_MESSAGE_BYTES + 1];
+        assert_eq!(errors(&oversized), ["too large"; 3].map(String::from));
+
+        let mut trailing = encode(&Value::Map(Default::default())).unwrap();
+        trailing.extend_from_slice(&[0xc0, 0xc0]);
+        assert_eq!(errors(&trailing), ["2 trailing"; 3].map(String::from));
+
+        // `{"x": [[[…]]]}`, nested past the limit under a field no
+        // message has, and under one whose values nest.
+        for key in ["x", "context"] {
+            let mut deep = vec![0x81, 0xa0 | key.len() as u8];
+            deep.extend_from_slice(key.as_bytes());
+            deep.extend(std::iter::repeat_n(0x91, MAX_DEPTH + 10));
+            deep.push(0xc0);
+            assert_eq!(errors(&deep), ["malformed"; 3].map(String::from), "{key}");
+        }
+        // A claimed length far beyond the input is refused, not allocated.
+        let claimed = [0x81, 0xa1, b'x', 0xdd, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(errors(&claimed), ["malformed"; 3].map(String::from));
     }
 
     #[test]

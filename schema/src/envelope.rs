@@ -7,9 +7,6 @@ use uuid::Uuid;
 use crate::codec::{self, DecodeError, EncodeError};
 use crate::open_enum::open_enum;
 
-mod message_id;
-mod wire;
-
 /// The protocol major version this release speaks. Additive changes (new
 /// fields, new enum values, new message kinds) never bump it; a peer that
 /// sees a different major refuses the link with a message naming both.
@@ -114,7 +111,7 @@ impl Envelope {
     pub fn with_body(kind: MessageKind, body: Vec<u8>) -> Self {
         Envelope {
             protocol: PROTOCOL_MAJOR,
-            id: message_id::new_id(),
+            id: Uuid::now_v7(),
             correlation: None,
             kind,
             deadline_ms: None,
@@ -222,23 +219,28 @@ impl Envelope {
     ///
     /// # Errors
     ///
-    /// [`EncodeError::TooLarge`] when the envelope, body included, encodes to
-    /// more than [`MAX_MESSAGE_BYTES`](crate::codec::MAX_MESSAGE_BYTES).
+    /// As [`Envelope::encode_into`].
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut out = Vec::with_capacity(self.encoded_len_bound().min(codec::MAX_MESSAGE_BYTES));
         self.encode_into(&mut out)?;
         Ok(out)
     }
 
-    /// Appends the encoded envelope to `out`: the bytes of [`Envelope::encode`].
-    /// On error `out` is left as it was.
+    /// Appends the encoded envelope to `out`: the bytes of [`Envelope::encode`]
+    /// and of [`codec::encode`] (`rmp_serde::to_vec_named` is `write_named`
+    /// into a `Vec`). On error `out` is left as it was.
     ///
     /// # Errors
     ///
-    /// As [`Envelope::encode`].
+    /// [`EncodeError::TooLarge`] when the envelope, body included, encodes to
+    /// more than [`MAX_MESSAGE_BYTES`](crate::codec::MAX_MESSAGE_BYTES);
+    /// [`EncodeError::Serialize`] when it cannot be serialized.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let start = out.len();
-        wire::encode_into(self, out);
+        if let Err(e) = rmp_serde::encode::write_named(out, self) {
+            out.truncate(start);
+            return Err(e.into());
+        }
         let len = out.len() - start;
         if len > codec::MAX_MESSAGE_BYTES {
             out.truncate(start);
@@ -257,17 +259,6 @@ impl Envelope {
     /// As [`codec::decode`]: not an envelope, over the
     /// message limit, or bytes after it.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        if bytes.len() <= codec::MAX_MESSAGE_BYTES {
-            if let Some((envelope, end)) = wire::decode(bytes) {
-                if end < bytes.len() {
-                    return Err(DecodeError::TrailingBytes {
-                        trailing: bytes.len() - end,
-                    });
-                }
-                return Ok(envelope);
-            }
-        }
-        // What the direct reader does not take, serde decides, with its errors.
         codec::decode(bytes)
     }
 }

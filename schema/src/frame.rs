@@ -48,7 +48,8 @@ pub fn encode_frame(envelope: &Envelope) -> Result<Vec<u8>, EncodeError> {
 /// # Errors
 ///
 /// [`EncodeError::TooLarge`] when the encoded envelope is over
-/// [`MAX_MESSAGE_BYTES`].
+/// [`MAX_MESSAGE_BYTES`];
+/// [`EncodeError::Serialize`] when it cannot be serialized.
 pub fn encode_frame_into(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let start = out.len();
     out.put_u32(0);

@@ -39,7 +39,6 @@ pub mod progress;
 pub mod request;
 pub mod resource_schema;
 pub mod value;
-mod wire;
 
 pub use announce::{
     Announcement, Capability, Condition, DiscoveryFilter, LabelConfig, MatchOp, RateLimit,

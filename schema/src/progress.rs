@@ -89,9 +89,7 @@ pub struct ProgressEvent {
 }
 
 impl ProgressEvent {
-    /// Decodes a progress event from untrusted bytes: [`codec::decode`]'s
-    /// result for every input, read without serde when the bytes have the
-    /// shape this release writes (every answer decodes one).
+    /// Decodes a progress event from untrusted bytes: [`codec::decode`].
     ///
     /// # Errors
     ///
@@ -99,20 +97,20 @@ impl ProgressEvent {
     ///
     /// [`codec::decode`]: crate::codec::decode
     pub fn decode(bytes: &[u8]) -> Result<Self, crate::DecodeError> {
-        crate::wire::decode(bytes)
+        crate::codec::decode(bytes)
     }
 
-    /// Encodes the event: [`codec::encode`]'s bytes, written without serde.
+    /// Encodes the event: [`codec::encode`].
     ///
     /// # Errors
     ///
-    /// [`EncodeError::TooLarge`](crate::EncodeError::TooLarge) when the
-    /// event encodes to more than
-    /// [`MAX_MESSAGE_BYTES`](crate::MAX_MESSAGE_BYTES).
+    /// As [`codec::encode`]: over
+    /// [`MAX_MESSAGE_BYTES`](crate::MAX_MESSAGE_BYTES), or cannot be
+    /// serialized.
     ///
     /// [`codec::encode`]: crate::codec::encode
     pub fn encode(&self) -> Result<Vec<u8>, crate::EncodeError> {
-        crate::wire::encode(self)
+        crate::codec::encode(self)
     }
 
     /// A successful result.

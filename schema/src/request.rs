@@ -280,16 +280,14 @@ impl Request {
     ///
     /// As [`Envelope::new`]: the request is over the message limit.
     pub fn to_envelope(&self) -> Result<Envelope, crate::codec::EncodeError> {
-        // Written directly (`crate::wire`): serde's bytes, without serde.
-        let body = match self {
-            Request::Create(r) => crate::wire::encode(r)?,
-            Request::Read(r) => crate::wire::encode(r)?,
-            Request::Update(r) => crate::wire::encode(r)?,
-            Request::Delete(r) => crate::wire::encode(r)?,
-            Request::Status(r) => crate::wire::encode(r)?,
-            Request::List(r) => return Envelope::new(self.kind(), r),
-        };
-        Ok(Envelope::with_body(self.kind(), body))
+        match self {
+            Request::Create(r) => Envelope::new(self.kind(), r),
+            Request::Read(r) => Envelope::new(self.kind(), r),
+            Request::Update(r) => Envelope::new(self.kind(), r),
+            Request::Delete(r) => Envelope::new(self.kind(), r),
+            Request::Status(r) => Envelope::new(self.kind(), r),
+            Request::List(r) => Envelope::new(self.kind(), r),
+        }
     }
 
     /// Decodes the request an envelope carries.
@@ -304,22 +302,12 @@ impl Request {
             kind: envelope.kind.clone(),
             source: e,
         };
-        // Read directly where the body takes it (`crate::wire`): the same
-        // request or error as serde gives.
         Ok(match envelope.kind {
-            MessageKind::Create => {
-                Request::Create(crate::wire::decode(&envelope.body).map_err(body)?)
-            }
-            MessageKind::Read => Request::Read(crate::wire::decode(&envelope.body).map_err(body)?),
-            MessageKind::Update => {
-                Request::Update(crate::wire::decode(&envelope.body).map_err(body)?)
-            }
-            MessageKind::Delete => {
-                Request::Delete(crate::wire::decode(&envelope.body).map_err(body)?)
-            }
-            MessageKind::Status => {
-                Request::Status(crate::wire::decode(&envelope.body).map_err(body)?)
-            }
+            MessageKind::Create => Request::Create(envelope.body().map_err(body)?),
+            MessageKind::Read => Request::Read(envelope.body().map_err(body)?),
+            MessageKind::Update => Request::Update(envelope.body().map_err(body)?),
+            MessageKind::Delete => Request::Delete(envelope.body().map_err(body)?),
+            MessageKind::Status => Request::Status(envelope.body().map_err(body)?),
             MessageKind::List => Request::List(envelope.body().map_err(body)?),
             ref other => return Err(RequestError::NotARequest(other.clone())),
         })

@@ -2,7 +2,6 @@
 //! fixtures, mixed versions, map encoding, codec properties, the direct
 //! codec against serde, and `docs/protocol.md` kept honest.
 
-mod direct_codec;
 mod golden;
 mod map_encoding;
 mod mixed_version;

@@ -1,5 +1,4 @@
 //! Strategies for the property tests: every message type, generated.
-//! Shared by `properties.rs` and `direct_codec.rs`; each uses some.
 #![allow(dead_code)]
 
 use orrery_schema::{
