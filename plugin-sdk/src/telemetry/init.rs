@@ -27,10 +27,6 @@ pub enum TelemetryError {
     #[cfg(feature = "otlp")]
     #[error(transparent)]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
-    /// The HTTP client of the OTLP span exporter could not be built.
-    #[cfg(feature = "otlp")]
-    #[error("the OTLP span exporter's HTTP client could not be built: {0}")]
-    SpanClient(#[from] reqwest::Error),
 }
 
 /// The telemetry of a running process. Keep it alive for the process's
@@ -85,7 +81,13 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         use opentelemetry_otlp::WithExportConfig;
         use opentelemetry_sdk::trace::Sampler;
         let base = endpoint.trim_end_matches('/');
-        let spans = super::span_export::OtlpSpanExporter::from_env(format!("{base}/v1/traces"))?;
+        // opentelemetry-otlp reads the standard header and timeout
+        // variables itself and retries load and network failures; the
+        // endpoint given here wins over its own reading of the variables.
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{base}/v1/traces"))
+            .build()?;
         let metrics = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
             .with_endpoint(format!("{base}/v1/metrics"))

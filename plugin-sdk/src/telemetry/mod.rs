@@ -18,18 +18,10 @@ mod json_fields;
 mod log_scope;
 #[cfg(feature = "otlp")]
 mod metrics_push;
-#[cfg(feature = "otlp")]
-mod otlp_traces;
-#[cfg(all(test, feature = "otlp"))]
-mod otlp_traces_tests;
 mod prometheus;
 mod propagation;
-#[cfg(feature = "otlp")]
-mod protobuf;
 mod sampled_only;
 mod sampling;
-#[cfg(feature = "otlp")]
-mod span_export;
 
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry, TelemetryError};
