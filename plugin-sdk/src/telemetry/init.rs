@@ -116,7 +116,6 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     // `orrery_satellite`, `orrery_primary` at `info` for trace ids in lines.
     let logs = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter));
-    let logs_hint = logs.max_level_hint();
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()
@@ -129,8 +128,8 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     } else {
         fmt.with_ansi(false).with_filter(logs).boxed()
     };
-    // Only sampled traces reach OpenTelemetry (sampled_only.rs); without
-    // export there is no layer at all.
+    // Only sampled traces reach OpenTelemetry (its per-layer filter,
+    // `sampling::traced_only`); without export there is no layer at all.
     let otel = exporting.then(|| {
         let otel = tracing_opentelemetry::layer()
             .with_tracer(tracer.tracer("orrery"))
@@ -145,7 +144,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             // cost in the layer (BENCHMARKS.md, relay round 12), and
             // nothing here reads `opentelemetry::Context::current()`.
             .with_context_activation(false);
-        super::sampled_only::SampledOnly::new(otel, logs_hint)
+        otel.with_filter(super::sampling::traced_only())
     });
     // A subscriber set earlier (a test harness) is kept.
     let installed = tracing_subscriber::registry()

@@ -20,7 +20,6 @@ mod log_scope;
 mod metrics_push;
 mod prometheus;
 mod propagation;
-mod sampled_only;
 mod sampling;
 
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
