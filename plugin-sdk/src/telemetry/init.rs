@@ -121,8 +121,6 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         fmt.json()
             .with_current_span(true)
             .with_span_list(true)
-            .fmt_fields(super::json_fields::JsonFields)
-            .map_event_format(super::log_scope::ScopedJson)
             .with_filter(logs)
             .boxed()
     } else {
@@ -147,14 +145,10 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         otel.with_filter(super::sampling::traced_only())
     });
     // A subscriber set earlier (a test harness) is kept.
-    let installed = tracing_subscriber::registry()
+    let _ = tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
-        .try_init()
-        .is_ok();
-    if installed && config.log_json {
-        super::log_scope::enable();
-    }
+        .try_init();
 
     Ok(Telemetry {
         tracer,

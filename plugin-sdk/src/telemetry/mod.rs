@@ -14,8 +14,6 @@
 
 mod config;
 mod init;
-mod json_fields;
-mod log_scope;
 #[cfg(feature = "otlp")]
 mod metrics_push;
 mod prometheus;
@@ -24,6 +22,5 @@ mod sampling;
 
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry, TelemetryError};
-pub use log_scope::{LogScope, RequestContext};
 pub use propagation::{current_trace, record_trace_id, set_parent, TRACEPARENT, TRACESTATE};
 pub use sampling::{is_sampled, sample_root, sampled_flag, SAMPLED_FIELD, UNTRACED_FIELD};

@@ -77,14 +77,6 @@ pub fn set_parent(span: &tracing::Span, trace: &TraceContext) {
     }
 }
 
-/// The trace id `trace` names, as log lines show it; `None` when its
-/// `traceparent` is missing or malformed.
-pub(crate) fn trace_id(trace: &TraceContext) -> Option<String> {
-    let cx = remote(trace);
-    let ids = cx.span().span_context().clone();
-    ids.is_valid().then(|| trace_id_text(&ids))
-}
-
 /// `trace` as the propagator's carrier: its two fields by their header
 /// names, nothing else.
 struct Carrier<'a>(&'a TraceContext);
@@ -186,7 +178,6 @@ mod tests {
             assert_eq!(back, expected.span().span_context().clone());
             assert_eq!(back.trace_id(), ids.trace_id());
             assert_eq!(back.is_sampled(), flags & 1 == 1);
-            assert_eq!(trace_id(&ours), Some(ids.trace_id().to_string()));
         }
     }
 }
