@@ -195,9 +195,7 @@ where
     let mut polled = FuturesUnordered::new();
     let mut tasks = JoinSet::new();
     let mut frames = FramedRead::new(reader, FrameCodec::default());
-    // Polled by every turn of the loop otherwise, a signal's receiver
-    // each time.
-    let mut shutdown = crate::woken::WhenWoken::new(shutdown);
+    tokio::pin!(shutdown);
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,

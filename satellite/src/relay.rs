@@ -13,7 +13,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use orrery_plugin_sdk::telemetry;
-use orrery_plugin_sdk::woken::WhenWoken;
 use orrery_schema::{Envelope, ErrorCode, MessageKind, Request, TraceContext, PROTOCOL_MAJOR};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -227,9 +226,9 @@ async fn serve_endpoint(
     let mut stopping = false;
     let mut ended = false;
     // One stop future for the loop: a new one per turn would register
-    // with the watch, and leave it again, twice per request. Gated, it is
-    // not polled again until the watch changes.
-    let mut stop = WhenWoken::new(stopped(&mut stop));
+    // with the watch, and leave it again, twice per request.
+    let stop = stopped(&mut stop);
+    tokio::pin!(stop);
     while !ended {
         // Take a permit before pulling the next request: a full plugin
         // leaves requests in NATS, where another satellite can take them.
