@@ -94,42 +94,42 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     dynamic_filter_fn(|meta, cx| match callsite(meta) {
-        Traced::Never => false,
-        Traced::Always => true,
-        Traced::UnderTraced => cx
+        Decision::Never => false,
+        Decision::Always => true,
+        Decision::InsideTraced => cx
             .current_span()
             .id()
             .is_some_and(|id| cx.span(id).is_some()),
     })
     .with_callsite_filter(|meta| match callsite(meta) {
-        Traced::Never => Interest::never(),
-        Traced::Always => Interest::always(),
-        Traced::UnderTraced => Interest::sometimes(),
+        Decision::Never => Interest::never(),
+        Decision::Always => Interest::always(),
+        Decision::InsideTraced => Interest::sometimes(),
     })
     .with_max_level_hint(LevelFilter::INFO)
 }
 
 /// What [`traced_only`] can tell from a callsite alone.
-enum Traced {
+enum Decision {
     /// Finer than `INFO`, or an untraced entry span.
     Never,
     /// A sampled entry span.
     Always,
     /// Traced when made inside a traced span.
-    UnderTraced,
+    InsideTraced,
 }
 
 // The per-layer filter asks `enabled` whenever the log layer wants a
 // callsite, whatever this filter's `Interest` in it was: the decision is
 // made again there.
-fn callsite(meta: &tracing::Metadata<'_>) -> Traced {
+fn callsite(meta: &tracing::Metadata<'_>) -> Decision {
     let fields = meta.fields();
     if *meta.level() > Level::INFO || fields.field(UNTRACED_FIELD).is_some() {
-        Traced::Never
+        Decision::Never
     } else if fields.field(SAMPLED_FIELD).is_some() {
-        Traced::Always
+        Decision::Always
     } else {
-        Traced::UnderTraced
+        Decision::InsideTraced
     }
 }
 
