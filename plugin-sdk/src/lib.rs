@@ -50,7 +50,6 @@ pub mod schema_builder;
 pub mod server;
 mod stdio;
 pub mod telemetry;
-pub mod woken;
 
 #[cfg(feature = "mimalloc")]
 pub use allocator::Allocator;

@@ -17,11 +17,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::codec::FramedRead;
+use tracing::Instrument;
 
 use crate::frame_io::{FrameCodec, FrameSink};
 use crate::plugin::ResourcePlugin;
 use crate::result::{OpResult, PluginError};
-use crate::telemetry::{LogScope, RequestContext};
 
 /// How long in-flight requests may run after the link closes or SIGTERM arrives.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -195,9 +195,7 @@ where
     let mut polled = FuturesUnordered::new();
     let mut tasks = JoinSet::new();
     let mut frames = FramedRead::new(reader, FrameCodec::default());
-    // Polled by every turn of the loop otherwise, a signal's receiver
-    // each time.
-    let mut shutdown = crate::woken::WhenWoken::new(shutdown);
+    tokio::pin!(shutdown);
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,
@@ -377,34 +375,21 @@ async fn run_request<P: ResourcePlugin>(
     let request_id = request.request_id().to_owned();
     let resource_type = request.resource_type().to_owned();
     let sampled = crate::telemetry::is_sampled(envelope.trace.as_ref());
-    let context = if sampled || !LogScope::enabled() {
-        let span = crate::entry_span!(
-            sampled,
-            "plugin.handle",
-            otel.kind = "server",
-            // As `&str`, not `%`: the same text in the log line, without a
-            // pass through `fmt` per field for every request.
-            operation = operation.as_str(),
-            resource_type = resource_type.as_str(),
-            request_id = request_id.as_str(),
-            trace_id = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
-        if let Some(trace) = &envelope.trace {
-            crate::telemetry::set_parent(&span, trace);
-        }
-        RequestContext::Span(span)
-    } else {
-        // Untraced: the same fields for log lines, formatted only if one
-        // is written (telemetry/log_scope.rs).
-        RequestContext::Scope(Arc::new(
-            LogScope::new("plugin.handle", 3)
-                .field("operation", operation.as_str())
-                .field("resource_type", resource_type.as_str())
-                .field("request_id", request_id.as_str())
-                .trace(envelope.trace.as_ref()),
-        ))
-    };
+    let span = crate::entry_span!(
+        sampled,
+        "plugin.handle",
+        otel.kind = "server",
+        // As `&str`, not `%`: the same text in the log line, without a
+        // pass through `fmt` per field for every request.
+        operation = operation.as_str(),
+        resource_type = resource_type.as_str(),
+        request_id = request_id.as_str(),
+        trace_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    if let Some(trace) = &envelope.trace {
+        crate::telemetry::set_parent(&span, trace);
+    }
     let fail = |code: ErrorCode, message: String| {
         failure(
             &operation,
@@ -433,11 +418,11 @@ async fn run_request<P: ResourcePlugin>(
     // timer of an idle runtime costs a wake-up of its own).
     let reply = tokio::select! {
         biased;
-        result = context.run(work) => match result {
+        result = work.instrument(span.clone()) => match result {
             Ok(reply) => reply,
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
-                context.in_scope(|| tracing::error!(panic = %what, "handler panicked"));
+                span.in_scope(|| tracing::error!(panic = %what, "handler panicked"));
                 fail(ErrorCode::InternalFailure, format!("plugin handler panicked: {what}"))
             }
         },
@@ -456,7 +441,7 @@ async fn run_request<P: ResourcePlugin>(
     // Only a traced span carries its outcome: recording a field makes the
     // JSON log layer format all of the span's fields again, a fifth of the
     // plugin's instructions per request, for log lines that no longer come.
-    if let (true, RequestContext::Span(span)) = (sampled, &context) {
+    if sampled {
         span.record("outcome", tracing::field::display(status));
     }
     // An answer too large to send must still answer: the host would
@@ -497,8 +482,6 @@ async fn run_request<P: ResourcePlugin>(
     send(&out, reply, batched).await;
 }
 
-/// Where a request's log lines find its fields: a span when it is traced
-/// or scopes are not shown, a [`LogScope`] otherwise.
 fn encode_reply(envelope: &Envelope, reply: Reply) -> Result<Envelope, EncodeError> {
     match reply {
         Reply::Progress(p) => p

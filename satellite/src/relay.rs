@@ -12,11 +12,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use orrery_plugin_sdk::telemetry::{self, LogScope, RequestContext};
-use orrery_plugin_sdk::woken::WhenWoken;
+use orrery_plugin_sdk::telemetry;
 use orrery_schema::{Envelope, ErrorCode, MessageKind, Request, TraceContext, PROTOCOL_MAJOR};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tracing::{Instrument, Span};
 
 use crate::metrics::{Outcome, RelayMetrics};
 use crate::service::{EndpointStats, Service, ServiceInfo};
@@ -226,9 +226,9 @@ async fn serve_endpoint(
     let mut stopping = false;
     let mut ended = false;
     // One stop future for the loop: a new one per turn would register
-    // with the watch, and leave it again, twice per request. Gated, it is
-    // not polled again until the watch changes.
-    let mut stop = WhenWoken::new(stopped(&mut stop));
+    // with the watch, and leave it again, twice per request.
+    let stop = stopped(&mut stop);
+    tokio::pin!(stop);
     while !ended {
         // Take a permit before pulling the next request: a full plugin
         // leaves requests in NATS, where another satellite can take them.
@@ -278,31 +278,19 @@ async fn serve_endpoint(
     while in_flight.next().await.is_some() {}
 }
 
-/// The context of one relayed request's log lines, made once its envelope
-/// is read, and whether its trace is sampled. A sampled request gets the
-/// `satellite.relay` span, a child of the primary's `nats.request` span
-/// through the `traceparent` header; an unsampled one a [`LogScope`] with
-/// the same fields where log lines show scopes (JSON logs), since a span's
-/// fields are formatted when it is made and again on every `record`
-/// whether or not a line is ever written: 12,000 to 19,000 instructions a
-/// request with logs at `info` (BENCHMARKS.md, relay round 12).
-fn relay_context(
+/// The `satellite.relay` span of one relayed request, made once its
+/// envelope is read (all fields at once: recording one later makes the JSON
+/// log layer format them all again), and whether its trace is sampled. A
+/// sampled request's span is a child of the primary's `nats.request` span
+/// through the `traceparent` header.
+fn relay_span(
     request: &async_nats::Message,
     envelope: &Envelope,
     host: &PluginHost,
     satellite: &str,
-) -> (RequestContext, bool) {
+) -> (Span, bool) {
     let trace = incoming_trace(request);
     let sampled = telemetry::is_sampled(trace.as_ref());
-    if !sampled && LogScope::enabled() {
-        let scope = LogScope::new("satellite.relay", 4)
-            .field("plugin", host.name())
-            .field("satellite", satellite)
-            .field("operation", envelope.kind.as_str())
-            .field("message_id", envelope.id.to_string())
-            .trace(trace.as_ref());
-        return (RequestContext::Scope(Arc::new(scope)), false);
-    }
     let span = orrery_plugin_sdk::entry_span!(
         sampled,
         "satellite.relay",
@@ -317,7 +305,7 @@ fn relay_context(
     if let Some(trace) = &trace {
         telemetry::set_parent(&span, trace);
     }
-    (RequestContext::Span(span), sampled)
+    (span, sampled)
 }
 
 /// The W3C context in a request's headers, if any.
@@ -372,11 +360,11 @@ async fn handle(
         respond(client, &request, &answer, None, limit).await;
         return (envelope.kind, Outcome::Refused(code));
     }
-    let (context, sampled) = relay_context(&request, &envelope, host, satellite_id);
+    let (span, sampled) = relay_span(&request, &envelope, host, satellite_id);
     let kind = envelope.kind.clone();
-    // Pinned where it is made, as the plugin's handler is: `run` and the
-    // span's wrapper then move a pointer, not the 2.5 KB future (three
-    // copies of it per request otherwise, BENCHMARKS.md relay round 14).
+    // Pinned where it is made, as the plugin's handler is: the span's
+    // wrapper then moves a pointer, not the 2.5 KB future (three copies of
+    // it per request otherwise, BENCHMARKS.md relay round 14).
     let work = std::pin::pin!(forward(
         client,
         &request,
@@ -386,17 +374,17 @@ async fn handle(
         default_timeout,
         limit,
     ));
-    let outcome = context.run(work).await;
+    let outcome = work.instrument(span.clone()).await;
     // Only an exported span carries its outcome: no log line is written
     // inside the request after it is known.
-    if let (true, RequestContext::Span(span)) = (sampled, &context) {
+    if sampled {
         span.record("outcome", outcome.label().as_str());
     }
     (kind, outcome)
 }
 
 /// Hands a decoded request to the plugin and sends its answer (or one on
-/// its behalf); runs inside the request's [`relay_context`].
+/// its behalf); runs inside the request's [`relay_span`].
 async fn forward(
     client: &async_nats::Client,
     request: &async_nats::Message,

@@ -27,10 +27,6 @@ pub enum TelemetryError {
     #[cfg(feature = "otlp")]
     #[error(transparent)]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
-    /// The HTTP client of the OTLP span exporter could not be built.
-    #[cfg(feature = "otlp")]
-    #[error("the OTLP span exporter's HTTP client could not be built: {0}")]
-    SpanClient(#[from] reqwest::Error),
 }
 
 /// The telemetry of a running process. Keep it alive for the process's
@@ -85,7 +81,13 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         use opentelemetry_otlp::WithExportConfig;
         use opentelemetry_sdk::trace::Sampler;
         let base = endpoint.trim_end_matches('/');
-        let spans = super::span_export::OtlpSpanExporter::from_env(format!("{base}/v1/traces"))?;
+        // opentelemetry-otlp reads the standard header and timeout
+        // variables itself and retries load and network failures; the
+        // endpoint given here wins over its own reading of the variables.
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{base}/v1/traces"))
+            .build()?;
         let metrics = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
             .with_endpoint(format!("{base}/v1/metrics"))
@@ -114,21 +116,18 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     // `orrery_satellite`, `orrery_primary` at `info` for trace ids in lines.
     let logs = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter));
-    let logs_hint = logs.max_level_hint();
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()
             .with_current_span(true)
             .with_span_list(true)
-            .fmt_fields(super::json_fields::JsonFields)
-            .map_event_format(super::log_scope::ScopedJson)
             .with_filter(logs)
             .boxed()
     } else {
         fmt.with_ansi(false).with_filter(logs).boxed()
     };
-    // Only sampled traces reach OpenTelemetry (sampled_only.rs); without
-    // export there is no layer at all.
+    // Only sampled traces reach OpenTelemetry (its per-layer filter,
+    // `sampling::traced_only`); without export there is no layer at all.
     let otel = exporting.then(|| {
         let otel = tracing_opentelemetry::layer()
             .with_tracer(tracer.tracer("orrery"))
@@ -143,17 +142,13 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             // cost in the layer (BENCHMARKS.md, relay round 12), and
             // nothing here reads `opentelemetry::Context::current()`.
             .with_context_activation(false);
-        super::sampled_only::SampledOnly::new(otel, logs_hint)
+        otel.with_filter(super::sampling::traced_only())
     });
     // A subscriber set earlier (a test harness) is kept.
-    let installed = tracing_subscriber::registry()
+    let _ = tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
-        .try_init()
-        .is_ok();
-    if installed && config.log_json {
-        super::log_scope::enable();
-    }
+        .try_init();
 
     Ok(Telemetry {
         tracer,

@@ -14,26 +14,14 @@
 
 mod config;
 mod init;
-mod json_fields;
-mod log_scope;
 #[cfg(feature = "otlp")]
 mod metrics_push;
-#[cfg(feature = "otlp")]
-mod otlp_traces;
-#[cfg(all(test, feature = "otlp"))]
-mod otlp_traces_tests;
 mod prometheus;
 mod propagation;
-#[cfg(feature = "otlp")]
-mod protobuf;
-mod sampled_only;
 mod sampling;
-#[cfg(feature = "otlp")]
-mod span_export;
 
 pub use config::{parse_ratio, SamplingError, TelemetryConfig};
 pub use init::{init, MetricsReader, Telemetry, TelemetryError};
-pub use log_scope::{LogScope, RequestContext};
 pub use prometheus::write_family as write_prometheus_family;
 pub use propagation::{current_trace, record_trace_id, set_parent, TRACEPARENT, TRACESTATE};
 pub use sampling::{is_sampled, sample_root, sampled_flag, SAMPLED_FIELD, UNTRACED_FIELD};

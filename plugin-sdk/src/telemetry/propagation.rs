@@ -23,13 +23,6 @@ pub const TRACESTATE: &str = "tracestate";
 /// The trace context of the current span, to send with the next hop's
 /// request; `None` outside any traced span or when telemetry is not set up.
 pub fn current_trace() -> Option<TraceContext> {
-    // Only a span OpenTelemetry records has a context, and every such span
-    // is marked (sampled_only.rs): inside an untraced request, nearly all
-    // of them, this answers without cloning the span handle and asking the
-    // layer (about 900 instructions a request, relay round 15).
-    if !super::sampled_only::current_may_be_traced() {
-        return None;
-    }
     let cx = tracing::Span::current().context();
     let span = cx.span();
     let ids = span.span_context();
@@ -82,14 +75,6 @@ pub fn set_parent(span: &tracing::Span, trace: &TraceContext) {
         span.record("trace_id", tracing::field::display(trace_id_text(&remote)));
         let _ = span.set_parent(cx);
     }
-}
-
-/// The trace id `trace` names, as log lines show it; `None` when its
-/// `traceparent` is missing or malformed.
-pub(crate) fn trace_id(trace: &TraceContext) -> Option<String> {
-    let cx = remote(trace);
-    let ids = cx.span().span_context().clone();
-    ids.is_valid().then(|| trace_id_text(&ids))
 }
 
 /// `trace` as the propagator's carrier: its two fields by their header
@@ -193,7 +178,6 @@ mod tests {
             assert_eq!(back, expected.span().span_context().clone());
             assert_eq!(back.trace_id(), ids.trace_id());
             assert_eq!(back.is_sampled(), flags & 1 == 1);
-            assert_eq!(trace_id(&ours), Some(ids.trace_id().to_string()));
         }
     }
 }

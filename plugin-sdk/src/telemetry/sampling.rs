@@ -9,11 +9,17 @@
 //! such a span the [`SAMPLED_FIELD`] field when traced (a callsite of its
 //! own, so the decision is visible in the span's metadata); the
 //! OpenTelemetry layer takes spans with that field and their descendants,
-//! nothing else. Targets and names stay as they are, for log filters.
+//! nothing else ([`traced_only`], its per-layer filter). Targets and names
+//! stay as they are, for log filters.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use orrery_schema::TraceContext;
+use tracing::subscriber::Interest;
+use tracing::{Level, Subscriber};
+use tracing_subscriber::filter::{dynamic_filter_fn, LevelFilter};
+use tracing_subscriber::layer::Filter;
+use tracing_subscriber::registry::LookupSpan;
 
 /// The field that marks an entry span whose trace is sampled.
 pub const SAMPLED_FIELD: &str = "sampled";
@@ -75,6 +81,58 @@ fn random_unit() -> f64 {
     })
 }
 
+/// The OpenTelemetry layer's filter (`Layer::with_filter`): an entry span
+/// with the [`SAMPLED_FIELD`] field, and any `INFO` or coarser span or
+/// event made inside a span this filter let through, except an entry span
+/// marked [`UNTRACED_FIELD`]. Only the current span is looked at, not its
+/// ancestors: spans of a traced request nest directly. Callsites finer than
+/// `INFO` and untraced entry spans are ruled out when they are registered,
+/// so the log layer alone decides about them and a callsite neither layer
+/// wants is never asked about again.
+pub(super) fn traced_only<S>() -> impl Filter<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    dynamic_filter_fn(|meta, cx| match callsite(meta) {
+        Decision::Never => false,
+        Decision::Always => true,
+        Decision::InsideTraced => cx
+            .current_span()
+            .id()
+            .is_some_and(|id| cx.span(id).is_some()),
+    })
+    .with_callsite_filter(|meta| match callsite(meta) {
+        Decision::Never => Interest::never(),
+        Decision::Always => Interest::always(),
+        Decision::InsideTraced => Interest::sometimes(),
+    })
+    .with_max_level_hint(LevelFilter::INFO)
+}
+
+/// What [`traced_only`] can tell from a callsite alone.
+enum Decision {
+    /// Finer than `INFO`, or an untraced entry span.
+    Never,
+    /// A sampled entry span.
+    Always,
+    /// Traced when made inside a traced span.
+    InsideTraced,
+}
+
+// The per-layer filter asks `enabled` whenever the log layer wants a
+// callsite, whatever this filter's `Interest` in it was: the decision is
+// made again there.
+fn callsite(meta: &tracing::Metadata<'_>) -> Decision {
+    let fields = meta.fields();
+    if *meta.level() > Level::INFO || fields.field(UNTRACED_FIELD).is_some() {
+        Decision::Never
+    } else if fields.field(SAMPLED_FIELD).is_some() {
+        Decision::Always
+    } else {
+        Decision::InsideTraced
+    }
+}
+
 /// An INFO span that OpenTelemetry records only when `sampled`: the first
 /// span of a trace in a process (see the module docs). Log lines see it
 /// either way.
@@ -90,6 +148,10 @@ macro_rules! entry_span {
         }
     };
 }
+
+#[cfg(test)]
+#[path = "sampling_tests.rs"]
+mod filter_tests;
 
 #[cfg(test)]
 mod tests {

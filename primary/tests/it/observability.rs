@@ -311,7 +311,12 @@ async fn an_unsampled_apply_records_no_spans_anywhere() {
     let mut sat = Killed(
         satellite_command(&server.url, "sat-a")
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &otlp)
-            .env("RUST_LOG", "orrery_plugin_local=debug,plugin=debug")
+            // The SDK at `info` for its `plugin.handle` span, whose fields
+            // the plugin's lines carry (docs/observability.md, Logs).
+            .env(
+                "RUST_LOG",
+                "orrery_plugin_sdk=info,orrery_plugin_local=debug,plugin=debug",
+            )
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
@@ -352,7 +357,7 @@ async fn an_unsampled_apply_records_no_spans_anywhere() {
         "the primary exported"
     );
     // Untraced, the plugin's lines from inside its handler still name
-    // their request (a log scope instead of a span, telemetry/log_scope.rs).
+    // their request (the unexported `plugin.handle` span's fields).
     let logs = std::fs::read_to_string(&log).unwrap();
     let creating: Vec<&str> = logs
         .lines()

@@ -24,9 +24,9 @@ fn create(i: usize) -> Request {
     })
 }
 
-/// An untraced request gets no span in a satellite logging JSON (a log
-/// scope stands in for it): its lines must still name the relay, the
-/// plugin, the operation and the message.
+/// An untraced request's `satellite.relay` span is never exported, but
+/// its JSON lines must still name the relay, the plugin, the operation and
+/// the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untraced_requests_json_lines_carry_the_relays_fields() {
     let server = NatsServer::start().await;

@@ -1,15 +1,17 @@
+//! The OpenTelemetry layer's filter, [`traced_only`], in a subscriber as
+//! `init` builds it: which spans and events the layer behind it sees.
+
 use std::sync::{Arc, Mutex};
 
 use opentelemetry::trace::TracerProvider as _;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::filter::LevelFilter;
-use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use super::SampledOnly;
-use crate::entry_span;
+use super::traced_only;
 
 /// What the inner layer was shown, in order.
 #[derive(Clone, Default)]
@@ -57,14 +59,21 @@ fn with_layer(logs: LevelFilter, f: impl FnOnce()) -> Vec<String> {
                 .with_writer(std::io::sink)
                 .with_filter(logs),
         )
-        .with(SampledOnly::new(seen.clone(), Some(logs)));
+        .with(seen.clone().with_filter(traced_only()));
     tracing::subscriber::with_default(subscriber, f);
     seen.take()
 }
 
 #[test]
 fn a_sampled_entry_span_and_what_runs_inside_it_are_passed_on() {
-    let seen = with_layer(LevelFilter::INFO, || {
+    // Whether the logs want the debug span or not, OpenTelemetry does not.
+    for logs in [LevelFilter::INFO, LevelFilter::DEBUG] {
+        a_sampled_entry_span_with_logs_at(logs);
+    }
+}
+
+fn a_sampled_entry_span_with_logs_at(logs: LevelFilter) {
+    let seen = with_layer(logs, || {
         let entry = entry_span!(true, "entry", outcome = tracing::field::Empty);
         entry.in_scope(|| {
             let child = tracing::info_span!("child");
@@ -87,7 +96,8 @@ fn a_sampled_entry_span_and_what_runs_inside_it_are_passed_on() {
             "close child",
             "record entry",
             "close entry",
-        ]
+        ],
+        "logs at {logs}"
     );
 }
 
@@ -122,41 +132,28 @@ fn an_untraced_entry_span_and_what_runs_inside_it_are_not() {
 }
 
 #[test]
-fn callsites_too_fine_for_both_layers_are_off_for_good() {
-    let layer = |logs| SampledOnly::new(Seen::default(), Some(logs));
-    let hint = |logs| Layer::<tracing_subscriber::Registry>::max_level_hint(&layer(logs));
-    assert_eq!(hint(LevelFilter::WARN), Some(LevelFilter::INFO));
-    assert_eq!(hint(LevelFilter::DEBUG), Some(LevelFilter::DEBUG));
-    let no_hint = SampledOnly::new(Seen::default(), None);
-    assert_eq!(
-        Layer::<tracing_subscriber::Registry>::max_level_hint(&no_hint),
-        None
-    );
-
+fn callsites_finer_than_info_and_untraced_entry_spans_are_ruled_out_when_registered() {
+    use tracing_subscriber::Registry;
+    let filter = traced_only::<Registry>();
+    assert_eq!(filter.max_level_hint(), Some(LevelFilter::INFO));
     let everything = tracing_subscriber::registry().with(LevelFilter::TRACE);
     tracing::subscriber::with_default(everything, || {
-        let debug = tracing::debug_span!("debug").metadata().unwrap();
-        let info = tracing::info_span!("info").metadata().unwrap();
-        let interest = |logs, meta| {
-            Layer::<tracing_subscriber::Registry>::register_callsite(&layer(logs), meta)
-        };
-        assert!(interest(LevelFilter::INFO, debug).is_never());
-        assert!(interest(LevelFilter::DEBUG, debug).is_always());
-        assert!(interest(LevelFilter::WARN, info).is_always());
-        assert!(
-            Layer::<tracing_subscriber::Registry>::register_callsite(&no_hint, debug).is_always()
-        );
+        let interest = |span: tracing::Span| filter.callsite_enabled(span.metadata().unwrap());
+        assert!(interest(tracing::debug_span!("debug")).is_never());
+        assert!(interest(entry_span!(false, "untraced",)).is_never());
+        assert!(interest(entry_span!(true, "sampled",)).is_always());
+        assert!(interest(tracing::info_span!("info")).is_sometimes());
+        assert!(interest(tracing::warn_span!("warn")).is_sometimes());
     });
 }
 
 #[test]
-fn opentelemetry_finds_its_layer_through_this_one() {
+fn opentelemetry_finds_its_layer_through_the_filter() {
     let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
     let otel = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("test"))
         .with_context_activation(false);
-    let subscriber =
-        tracing_subscriber::registry().with(SampledOnly::new(otel, Some(LevelFilter::INFO)));
+    let subscriber = tracing_subscriber::registry().with(otel.with_filter(traced_only()));
     tracing::subscriber::with_default(subscriber, || {
         let traced = entry_span!(true, "traced",);
         let trace = traced
