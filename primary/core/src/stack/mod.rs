@@ -21,7 +21,6 @@
 //!       content: hello
 //! ```
 
-mod block_scan;
 mod body;
 mod error;
 pub mod eval;
@@ -33,11 +32,10 @@ mod keys;
 pub mod limits;
 mod locate;
 pub mod modules;
-mod one_pass;
 mod params;
-mod read;
 mod syntax;
 mod variables;
+pub mod yaml;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -272,10 +270,11 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
 /// `${stack_dir}`. Parameters take their defaults and `file()` reads
 /// nothing; [`parse_with_inputs`] gives values and a file reader.
 ///
-/// The document is first held to the default [`Limits`] (16 MiB of text,
-/// 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and 32 MiB of
-/// scalars once aliases are expanded; see [`limits`]): past one, the error
-/// is [`Problem::TooLarge`] naming the line, and nothing was built.
+/// The document is read ([`yaml`]) within the default [`Limits`] (16 MiB
+/// of text, 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and
+/// 32 MiB of scalars once aliases are expanded; see [`limits`]): past one,
+/// the error is [`Problem::TooLarge`] naming the line, and the read stops
+/// there.
 pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackError> {
     parse_with(
         source,
@@ -313,15 +312,12 @@ fn parse_with(
     limits: &Limits,
     inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
-    let doc: Document = read::read(text, limits).map_err(|e| {
-        let (line, position, problem) = e.located();
-        StackError {
-            file: source.to_owned(),
-            line,
-            position,
-            resource: None,
-            problem,
-        }
+    let doc: Document = yaml::read(text, limits).map_err(|e| StackError {
+        file: source.to_owned(),
+        line: e.line,
+        position: e.position,
+        resource: None,
+        problem: e.problem,
     })?;
     // A document that reads files (`file()`, modules) does not alone say
     // what was applied.
