@@ -12,7 +12,7 @@ use std::fmt;
 use serde::de::{self, DeserializeOwned, IntoDeserializer, Unexpected, Visitor};
 
 use super::{Kind, Node, ReadError};
-use crate::stack::error::{Position, Problem};
+use crate::error::{Position, Problem};
 
 /// `root` as a `T`.
 pub(super) fn from_node<T: DeserializeOwned>(root: &Node<'_>) -> Result<T> {

@@ -807,25 +807,22 @@ fn a_stack_written_as_json_is_the_stack_its_yaml_form_is() {
         stack
     }
     for (name, yaml) in [
-        (
-            "fleet",
-            include_str!("../../../../examples/fleet/stack.yaml"),
-        ),
+        ("fleet", include_str!("../../../examples/fleet/stack.yaml")),
         (
             "quickstart",
-            include_str!("../../../../examples/quickstart/stack.yaml"),
+            include_str!("../../../examples/quickstart/stack.yaml"),
         ),
         (
             "platform",
-            include_str!("../../../../examples/platform/stack.yaml"),
+            include_str!("../../../examples/platform/stack.yaml"),
         ),
         (
             "postgres",
-            include_str!("../../../../examples/postgres/stack.yaml"),
+            include_str!("../../../examples/postgres/stack.yaml"),
         ),
         (
             "jetstream",
-            include_str!("../../../../examples/jetstream/stack.yaml"),
+            include_str!("../../../examples/jetstream/stack.yaml"),
         ),
     ] {
         let tree: serde_json::Value = yaml::read(yaml, &Limits::default()).unwrap();
