@@ -22,5 +22,6 @@ pub mod lease;
 pub mod metrics;
 pub mod nats;
 pub mod service;
-pub use orrery_core::{plan, scheduler, stack, timetable};
+pub use orrery_core::{plan, scheduler, timetable};
+pub use orrery_stack as stack;
 pub use orrery_state as state;

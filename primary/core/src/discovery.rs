@@ -10,7 +10,7 @@ use orrery_schema::{
 
 use crate::keys::ManagedKey;
 use crate::record::StoredResource;
-use crate::stack::TargetDecl;
+use orrery_stack::TargetDecl;
 
 /// The `stack` of a discovered, unmanaged resource.
 pub const UNMANAGED_STACK: &str = "";

@@ -13,7 +13,7 @@ use orrery_schema::{PropertyMap, Value};
 use serde::Serialize;
 
 use crate::record::StoredResource;
-use crate::stack::{Catalog, TargetDecl};
+use orrery_stack::{Catalog, TargetDecl};
 
 /// Why no document could be written.
 #[derive(Debug, thiserror::Error)]
@@ -349,7 +349,7 @@ mod tests {
         ];
         let text = extract("s", &targets, &resources, &catalog()).unwrap();
         assert!(!text.contains("hunter2"), "{text}");
-        let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        let doc: serde_json::Value = orrery_stack::yaml::read(&text, &Default::default()).unwrap();
         assert_eq!(doc["parameters"]["home_api_token"]["type"], "secret");
         assert_eq!(
             doc["targets"][0]["config"]["api_token"],
@@ -389,7 +389,7 @@ mod tests {
             ..file("kept", "kept.txt", &[])
         };
         let text = extract("s", &[], &[discovered, managed], &catalog()).unwrap();
-        let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        let doc: serde_json::Value = orrery_stack::yaml::read(&text, &Default::default()).unwrap();
         assert_eq!(doc["resources"][0]["label"], "file-found_txt");
         assert_eq!(doc["resources"][0]["import"], "found.txt");
         assert!(doc["resources"][1].get("import").is_none(), "{text}");
@@ -408,14 +408,14 @@ mod tests {
             },
         ];
         let text = extract("s", &[], &resources, &catalog()).unwrap();
-        let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        let doc: serde_json::Value = orrery_stack::yaml::read(&text, &Default::default()).unwrap();
         assert_eq!(
             doc["moved"],
             serde_json::json!([{"from": "web[\"a\"]", "to": "web__a"}]),
             "{text}"
         );
         // It parses as a document, its move to a declared resource.
-        let stack = crate::stack::parse("x.yaml", &text, "/").unwrap();
+        let stack = orrery_stack::parse("x.yaml", &text, "/").unwrap();
         assert_eq!(stack.moved[0].to, "web__a");
         assert!(stack.resource("web__a").is_some());
     }

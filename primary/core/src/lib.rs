@@ -1,14 +1,14 @@
 //! # orrery-core
 //!
-//! The pure heart of the primary: what a stack document says, what must
-//! change, and in which order and when to send it. Nothing here does I/O or
+//! The pure heart of the primary: what must change for a stack document
+//! (read and validated by `orrery-stack`) to hold, and in which order and
+//! when to send it. Nothing here does I/O or
 //! reads a clock: time is an argument, and the crate's dependency tree has
 //! no async runtime, database driver, HTTP server or NATS client (the
 //! workspace's `tests/it/dependency_edges.rs` and `clippy.toml` enforce it).
 //!
 //! - [`answer`]: what a plugin's answer means (one classification).
 //! - [`events`]: the command event stream's schema and its tally.
-//! - [`stack`]: stack documents, validation, the dependency graph.
 //! - [`plan`]: the planner.
 //! - [`tasks`]: a plan turned into scheduler tasks (deletes in reverse order).
 //! - [`select`]: targeted runs (`--target`, `--exclude`, `--replace`).
@@ -29,8 +29,6 @@ pub mod plan;
 pub mod record;
 pub mod scheduler;
 pub mod select;
-pub mod stack;
-pub mod stack_schema;
 pub mod tasks;
 pub mod timetable;
 

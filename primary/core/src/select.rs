@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plan::{Action, Plan};
 use crate::record::StoredResource;
-use crate::stack::{Graph, Stack};
+use orrery_stack::{Graph, Stack};
 
 /// What a targeted run asks for. Empty: the whole stack. Recorded with
 /// an apply's document (as JSON), so that a resumed command runs the same

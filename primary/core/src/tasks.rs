@@ -7,8 +7,8 @@ use orrery_schema::EdgeKind;
 use crate::plan::{Action, Plan};
 use crate::record::StoredResource;
 use crate::scheduler::{Group, Task};
-use crate::stack::{Catalog, Expr, Graph, Stack};
 use orrery_schema::Value;
+use orrery_stack::{Catalog, Expr, Graph, Stack};
 
 /// What one task does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -305,7 +305,7 @@ fn key_text(stack: &Stack, expr: &Expr) -> String {
             .and_then(|d| d.properties.get(&r.property)),
         _ => None,
     };
-    match crate::stack::literal(pointed.unwrap_or(expr)) {
+    match orrery_stack::literal(pointed.unwrap_or(expr)) {
         Some(value) => value_text(value),
         None => format!("{expr:?}"),
     }

@@ -7,7 +7,7 @@ use orrery_schema::{Announcement, PropertyMap, ResourceSchema, Value};
 
 use crate::plan::{self, Mode, Plan, SecretHasher};
 use crate::record::StoredResource;
-use crate::stack::{self, Catalog, Expr, Graph, ResourceDecl, Stack, TargetDecl};
+use orrery_stack::{self as stack, Catalog, Expr, Graph, ResourceDecl, Stack, TargetDecl};
 
 /// The plugin every fixture target uses.
 pub(crate) const PLUGIN: &str = "p";

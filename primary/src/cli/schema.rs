@@ -29,7 +29,7 @@ pub fn schema_cmd(args: SchemaArgs) -> anyhow::Result<ExitCode> {
             from.display()
         );
     }
-    let schema = orrery_core::stack_schema::stack_schema(&catalog);
+    let schema = orrery_stack::json_schema::stack_schema(&catalog);
     let text = serde_json::to_string_pretty(&schema)? + "\n";
     match &args.output {
         Some(file) => std::fs::write(file, text)

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use orrery_primary::service::StackInputs;
-use orrery_primary::stack::{limits, Supplied};
+use orrery_primary::stack::{self, Limits, Problem, Supplied};
 use orrery_schema::Value;
 
 /// Environment variables holding parameter values start with this.
@@ -62,21 +62,14 @@ impl VarArgs {
 fn read_var_file(path: &Path) -> anyhow::Result<BTreeMap<String, Supplied>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read --var-file {}", path.display()))?;
-    match limits::check(&text, &limits::Limits::default()) {
-        Ok(()) => {}
-        Err(limits::Refusal::Limit { limit, .. }) => {
-            bail!("--var-file {}: {limit}", path.display())
-        }
-        Err(limits::Refusal::Syntax { message, .. }) => {
-            bail!("--var-file {}: {message}", path.display())
-        }
-    }
-    let values: BTreeMap<String, Value> = serde_norway::from_str(&text).with_context(|| {
-        format!(
-            "--var-file {}: not a map of parameter values",
-            path.display()
-        )
-    })?;
+    let values: BTreeMap<String, Value> =
+        stack::yaml::read(&text, &Limits::default()).map_err(|e| match e.problem {
+            Problem::TooLarge(_) => anyhow!("--var-file {}: {e}", path.display()),
+            _ => anyhow!(
+                "--var-file {}: not a map of parameter values: {e}",
+                path.display()
+            ),
+        })?;
     Ok(values
         .into_iter()
         .map(|(k, v)| (k, Supplied::Value(v)))

@@ -35,8 +35,8 @@ pub use sqlite::SqliteStore;
 pub use write::Write;
 
 pub use orrery_core::plan::moved::Move;
-use orrery_core::stack::TargetDecl;
 use orrery_schema::PropertyMap;
+use orrery_stack::TargetDecl;
 
 /// A page of resources: those matching every filter given, ordered by
 /// stack then label, after `after` (exclusive), at most `limit` of them.

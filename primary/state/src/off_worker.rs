@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use orrery_core::stack::TargetDecl;
+use orrery_stack::TargetDecl;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::{

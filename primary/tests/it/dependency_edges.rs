@@ -4,6 +4,9 @@
 //!
 //! - `orrery-core` reaches no async runtime, database driver, HTTP server
 //!   or NATS client: the cores do no I/O.
+//! - nor does `orrery-stack`, the stack language, which reaches no other
+//!   Orrery crate but `orrery-schema`: `orrery-core` depends on it, never
+//!   the other way.
 //! - nothing depends on the satellite daemon (`orrery-satellite`).
 //! - `orrery-plugin-sdk` knows nothing of NATS.
 //! - `orrery-testing` (every crate's test support) reaches no satellite or
@@ -11,8 +14,8 @@
 //! - `orrery-schema` depends on no other Orrery crate, nor does
 //!   `orrery-pg-tls` (the TLS setup the postgres plugin and the PostgreSQL
 //!   state store share, which must pull neither side into the other).
-//! - no plugin reaches a primary crate (`orrery-core`, `orrery-state`,
-//!   `orrery-primary`).
+//! - no plugin reaches a primary crate (`orrery-core`, `orrery-stack`,
+//!   `orrery-state`, `orrery-primary`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -35,6 +38,23 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "async-nats",
         ],
     ),
+    (
+        "orrery-stack",
+        &[
+            "tokio",
+            "rusqlite",
+            "postgres",
+            "tokio-postgres",
+            "axum",
+            "async-nats",
+            "orrery-core",
+            "orrery-state",
+            "orrery-bus",
+            "orrery-hub",
+            "orrery-plugin-sdk",
+            "orrery-primary",
+        ],
+    ),
     ("orrery-plugin-sdk", &["async-nats"]),
     // Test support sits beside the SDK: every crate's tests take it, so it
     // must not pull the satellite's or the primary's crates into them.
@@ -54,7 +74,12 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
 const LEAVES: &[&str] = &["orrery-schema", "orrery-pg-tls"];
 
 /// What no plugin may reach.
-const PRIMARY_CRATES: &[&str] = &["orrery-core", "orrery-state", "orrery-primary"];
+const PRIMARY_CRATES: &[&str] = &[
+    "orrery-core",
+    "orrery-stack",
+    "orrery-state",
+    "orrery-primary",
+];
 
 fn graph_from_metadata(metadata: &Value) -> Graph {
     let names: BTreeMap<&str, &str> = metadata["packages"]
@@ -187,6 +212,7 @@ fn the_workspace_has_no_forbidden_dependency_edge() {
     let workspace = workspace_members(&metadata);
     for must in [
         "orrery-core",
+        "orrery-stack",
         "orrery-state",
         "orrery-bus",
         "orrery-schema",
@@ -210,6 +236,29 @@ fn an_added_forbidden_edge_is_reported() {
             "orrery-core",
             "orrery-state",
             "orrery-core reaches rusqlite",
+        ),
+        ("orrery-stack", "tokio", "orrery-stack reaches tokio"),
+        // The direction: core depends on the stack language.
+        (
+            "orrery-stack",
+            "orrery-core",
+            "orrery-stack reaches orrery-core",
+        ),
+        // Transitively: stack → bus → async-nats.
+        (
+            "orrery-stack",
+            "orrery-bus",
+            "orrery-stack reaches async-nats",
+        ),
+        (
+            "orrery-stack",
+            "orrery-plugin-sdk",
+            "orrery-stack reaches orrery-plugin-sdk",
+        ),
+        (
+            "orrery-plugin-local",
+            "orrery-stack",
+            "orrery-plugin-local reaches orrery-stack",
         ),
         (
             "orrery-primary",

@@ -14,7 +14,7 @@ fn root() -> PathBuf {
 }
 
 fn yaml(text: &str) -> Value {
-    serde_norway::from_str(text).expect("YAML")
+    orrery_primary::stack::yaml::read(text, &Default::default()).expect("YAML")
 }
 
 /// The schema `orrery schema --output` writes once a plan has cached the

@@ -1,6 +1,6 @@
 //! A YAML alias bomb (issue #14 item 5) is refused, fast and in bounded
 //! memory, by the HTTP API and by the CLI, naming the line. Before the
-//! limits of `orrery_core::stack::limits`, this document cost `orrery plan`
+//! limits of `orrery_stack::limits`, this document cost `orrery plan`
 //! 23 s and 1.6 GB, and killed a primary capped at 2 GiB.
 
 use crate::common;

@@ -29,7 +29,7 @@ fn an_event_is_one_flat_json_object_tagged_by_type() {
     assert!(json.contains("type: operation"), "{json}");
     assert!(json.contains("status: waiting_for_rate_limit"), "{json}");
     assert!(!json.contains("code"), "absent fields are left out: {json}");
-    let back: CommandEvent = serde_norway::from_str(&json).unwrap();
+    let back: CommandEvent = orrery_stack::yaml::read(&json, &Default::default()).unwrap();
     assert_eq!(back, event);
 }
 

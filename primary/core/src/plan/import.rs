@@ -8,7 +8,7 @@
 use orrery_schema::PropertyMap;
 
 use crate::record::StoredResource;
-use crate::stack::{Catalog, Graph, Stack};
+use orrery_stack::{Catalog, Graph, Stack};
 
 /// A declared resource to adopt: the stack has no record of it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use orrery_schema::{EdgeKind, ResourceSchema, UpdateMethod, Value};
 
 use crate::record::StoredResource;
-use crate::stack::{Catalog, Graph, Reference, Stack};
+use orrery_stack::{Catalog, Graph, Reference, Stack};
 
 pub use secrets::{
     config_has_secrets, declares_secrets, redact_config, redact_url, secret_looking_key,
@@ -314,7 +314,7 @@ pub fn plan(
 /// (earlier, in dependency order) for replacement.
 fn attached_to_replaced(
     schema: &ResourceSchema,
-    r: &crate::stack::ResourceDecl,
+    r: &orrery_stack::ResourceDecl,
     replaced: &HashSet<&str>,
 ) -> Vec<String> {
     attachments(schema, r)
@@ -326,7 +326,7 @@ fn attached_to_replaced(
 /// Each `attachesTo` field of `r` with a label it references.
 pub(crate) fn attachments<'a>(
     schema: &'a ResourceSchema,
-    r: &'a crate::stack::ResourceDecl,
+    r: &'a orrery_stack::ResourceDecl,
 ) -> impl Iterator<Item = (&'a str, String)> + 'a {
     schema
         .fields
@@ -396,7 +396,7 @@ fn shown(secret: bool, desired: Option<Option<Value>>) -> Shown {
 /// Every desired field of a resource to create, in field order.
 fn created(
     schema: &ResourceSchema,
-    r: &crate::stack::ResourceDecl,
+    r: &orrery_stack::ResourceDecl,
     outputs: &dyn Fn(&Reference) -> Option<Value>,
 ) -> Vec<FieldDiff> {
     schema
@@ -416,7 +416,7 @@ fn created(
 
 fn diff(
     schema: &ResourceSchema,
-    r: &crate::stack::ResourceDecl,
+    r: &orrery_stack::ResourceDecl,
     stored: &StoredResource,
     outputs: &dyn Fn(&Reference) -> Option<Value>,
     hasher: &SecretHasher,

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::record::StoredResource;
-use crate::stack::{MoveDecl, Stack};
+use orrery_stack::Stack;
 
 /// One move to make in the store: the record at `from` goes to `to`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,21 +139,11 @@ pub fn move_writes(
     (removed, put)
 }
 
-impl MoveDecl {
-    /// A move from `from` to `to`, declared on no particular line.
-    pub fn new(from: &str, to: &str) -> MoveDecl {
-        MoveDecl {
-            from: from.to_owned(),
-            to: to.to_owned(),
-            line: None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support as ts;
+    use orrery_stack::MoveDecl;
 
     fn record(label: &str, deps: &[&str]) -> StoredResource {
         StoredResource {

@@ -5,7 +5,7 @@ use hmac::{Hmac, Mac};
 use orrery_schema::{PropertyMap, Value};
 use sha2::Sha256;
 
-use crate::stack::{Catalog, Stack, TargetDecl};
+use orrery_stack::{Catalog, Stack, TargetDecl};
 
 /// HMAC-SHA256 under a key kept in the state store.
 #[derive(Clone)]
@@ -81,38 +81,16 @@ pub fn declared_secret(catalog: &Catalog, plugin: &str, key: &str) -> bool {
         .is_some_and(|f| f.hints.is_secret())
 }
 
-/// Parts of a configuration key name that mark its value as possibly
-/// secret (compared in lower case). Plugins declare their secret target
-/// fields ([`declared_secret`]); the name still counts for nested keys, for
-/// plugins that declare nothing, and as a second line of defence.
-const SECRET_KEY_PARTS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "pwd",
-    "secret",
-    "token",
-    "credential",
-    "key",
-    "private",
-    "auth",
-    "cookie",
-    "session",
-    "signature",
-    "cert",
-];
-
 /// What a secret-looking value is shown as.
 pub const REDACTED: &str = "<redacted>";
 
 /// What the password of a URL is shown as.
 const URL_PASSWORD: &str = "***";
 
-/// Whether a configuration key's name says its value may be a secret.
-pub fn secret_looking_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    SECRET_KEY_PARTS.iter().any(|s| k.contains(s))
-}
+/// Whether a configuration key's name says its value may be a secret
+/// (the stack language's rule, which also keeps secret parameters out of
+/// other target config keys).
+pub use orrery_stack::secret_looking_key;
 
 /// `text` with the password of its URL userinfo replaced by `***`
 /// (`postgres://u:***@h/db`); `None` when it is not a URL with a password
@@ -229,7 +207,7 @@ mod tests {
         let doc = format!(
             "stack: s\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: a\n    type: T\n    target: t\n    properties: {{ {fields} }}\n"
         );
-        crate::stack::parse("s.yaml", &doc, "/").unwrap()
+        orrery_stack::parse("s.yaml", &doc, "/").unwrap()
     }
 
     #[test]
@@ -257,7 +235,7 @@ mod tests {
     }
 
     fn config(yaml: &str) -> PropertyMap {
-        serde_norway::from_str(yaml).unwrap()
+        orrery_stack::yaml::read(yaml, &Default::default()).unwrap()
     }
 
     #[test]
@@ -272,7 +250,7 @@ mod tests {
             let doc = format!(
                 "stack: s\ntargets:\n  - name: t\n    plugin: p\n    config: {cfg}\nresources:\n  - label: a\n    type: T\n    target: t\n    properties: {{ path: x }}\n"
             );
-            crate::stack::parse("s.yaml", &doc, "/").unwrap()
+            orrery_stack::parse("s.yaml", &doc, "/").unwrap()
         };
         assert!(!declares_secrets(&with_target("{ root: /srv }"), &catalog));
         assert!(declares_secrets(
@@ -335,7 +313,7 @@ mod tests {
             ..Default::default()
         });
         let doc = |cfg: &str| {
-            crate::stack::parse(
+            orrery_stack::parse(
                 "s.yaml",
                 &format!(
                     "stack: s\ntargets:\n  - name: t\n    plugin: p\n    config: {cfg}\nresources: []\n"

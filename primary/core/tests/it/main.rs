@@ -1,6 +1,4 @@
-//! `orrery-core`'s integration tests, one binary (issue 41): the
-//! deterministic simulation, the stack fixtures and `docs/stacks.md`.
+//! `orrery-core`'s integration tests, one binary: the deterministic
+//! simulation.
 
 mod simulation;
-mod stack_fixtures;
-mod stacks_doc;

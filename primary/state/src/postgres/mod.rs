@@ -70,7 +70,7 @@ use crate::{
     CommandRecord, CommandStatus, OpStatus, OperationRecord, StoredResource, RECORD_FORMAT,
 };
 use crate::{StoreError, Write};
-use orrery_core::stack::TargetDecl;
+use orrery_stack::TargetDecl;
 
 pub use tls::{TlsMode, DEFAULT_POOL_SIZE};
 

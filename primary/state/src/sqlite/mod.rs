@@ -576,7 +576,7 @@ impl StateStore for SqliteStore {
     fn put_targets(
         &self,
         stack: &str,
-        targets: &[orrery_core::stack::TargetDecl],
+        targets: &[orrery_stack::TargetDecl],
     ) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
@@ -619,7 +619,7 @@ impl StateStore for SqliteStore {
     }
 
     /// A stack's recorded targets.
-    fn targets(&self, stack: &str) -> Result<Vec<orrery_core::stack::TargetDecl>, StoreError> {
+    fn targets(&self, stack: &str) -> Result<Vec<orrery_stack::TargetDecl>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT name, plugin, config FROM targets WHERE stack = ?1 ORDER BY name",
@@ -638,7 +638,7 @@ impl StateStore for SqliteStore {
                 label: name.clone(),
                 reason: e.to_string(),
             })?;
-            out.push(orrery_core::stack::TargetDecl {
+            out.push(orrery_stack::TargetDecl {
                 name,
                 plugin,
                 config,

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use orrery_core::select::Selection;
-use orrery_core::stack::TargetDecl;
 use orrery_schema::{PropertyMap, Value};
+use orrery_stack::TargetDecl;
 use orrery_state::{
     CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
     Move, OpStatus, OperationPage, OperationRecord, PgStore, SqliteStore, StateStore, Store,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use orrery_core::stack;
+use orrery_stack as stack;
 
 fn doc() -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/stacks.md");

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use orrery_schema::{FieldType, ResourceSchema};
 
-use crate::stack::{accepted_keys, Catalog};
+use crate::{accepted_keys, Catalog};
 
 /// A string holding an expression, the alternative to any typed value.
 const EXPRESSION: &str = r"\$\{";

@@ -1,6 +1,12 @@
-//! Stack documents: what a person writes. Parsing (YAML or JSON), then
-//! validation against the plugins' announced schemas into a dependency
-//! graph. Pure: reading the file is the caller's business.
+//! # orrery-stack
+//!
+//! The stack language: what a person writes. A document (YAML, so JSON
+//! too) is read within [`Limits`] by one reader ([`yaml`]), its
+//! parameters, variables, expressions, modules and instances evaluated,
+//! then validated against the plugins' announced schemas into a
+//! dependency graph ([`validate`]); [`json_schema`] describes it for
+//! editors. Pure, as `orrery-core` is: reading files is the caller's
+//! business (through readers handed in), and nothing here reads a clock.
 //!
 //! ```yaml
 //! stack: quickstart
@@ -21,7 +27,6 @@
 //!       content: hello
 //! ```
 
-mod block_scan;
 mod body;
 mod error;
 pub mod eval;
@@ -29,15 +34,15 @@ mod expr;
 mod functions;
 mod graph;
 mod instances;
+pub mod json_schema;
 mod keys;
 pub mod limits;
 mod locate;
 pub mod modules;
-mod one_pass;
 mod params;
-mod read;
 mod syntax;
 mod variables;
+pub mod yaml;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,6 +146,17 @@ pub struct MoveDecl {
     pub to: String,
     /// The line of the entry.
     pub line: Option<usize>,
+}
+
+impl MoveDecl {
+    /// A move from `from` to `to`, declared on no particular line.
+    pub fn new(from: &str, to: &str) -> MoveDecl {
+        MoveDecl {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            line: None,
+        }
+    }
 }
 
 /// A parsed stack document.
@@ -272,10 +288,11 @@ pub fn accepted_keys() -> Vec<(&'static str, &'static [&'static str])> {
 /// `${stack_dir}`. Parameters take their defaults and `file()` reads
 /// nothing; [`parse_with_inputs`] gives values and a file reader.
 ///
-/// The document is first held to the default [`Limits`] (16 MiB of text,
-/// 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and 32 MiB of
-/// scalars once aliases are expanded; see [`limits`]): past one, the error
-/// is [`Problem::TooLarge`] naming the line, and nothing was built.
+/// The document is read ([`yaml`]) within the default [`Limits`] (16 MiB
+/// of text, 64 levels of nesting, 10,000 aliases, 1,000,000 nodes and
+/// 32 MiB of scalars once aliases are expanded; see [`limits`]): past one,
+/// the error is [`Problem::TooLarge`] naming the line, and the read stops
+/// there.
 pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackError> {
     parse_with(
         source,
@@ -313,15 +330,12 @@ fn parse_with(
     limits: &Limits,
     inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
-    let doc: Document = read::read(text, limits).map_err(|e| {
-        let (line, position, problem) = e.located();
-        StackError {
-            file: source.to_owned(),
-            line,
-            position,
-            resource: None,
-            problem,
-        }
+    let doc: Document = yaml::read(text, limits).map_err(|e| StackError {
+        file: source.to_owned(),
+        line: e.line,
+        position: e.position,
+        resource: None,
+        problem: e.problem,
     })?;
     // A document that reads files (`file()`, modules) does not alone say
     // what was applied.
@@ -403,7 +417,7 @@ fn target_config(
         })?;
         // Targets are recorded in the store; only keys that look secret
         // are kept out of it.
-        if env.secret.get() && !crate::plan::secret_looking_key(k) {
+        if env.secret.get() && !secret_looking_key(k) {
             return Err(Problem::Syntax(format!(
                 "target `{name}`: config `{k}` takes a secret parameter, but only keys that look secret (password, token, key, …) are kept out of the store"
             )));
@@ -420,6 +434,33 @@ fn target_config(
         }
     }
     Ok(out)
+}
+
+/// Parts of a configuration key name that mark its value as possibly
+/// secret (compared in lower case). Plugins declare their secret target
+/// fields; the name still counts for nested keys, for plugins that declare
+/// nothing, and as a second line of defence.
+const SECRET_KEY_PARTS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "token",
+    "credential",
+    "key",
+    "private",
+    "auth",
+    "cookie",
+    "session",
+    "signature",
+    "cert",
+];
+
+/// Whether a configuration key's name says its value may be a secret.
+pub fn secret_looking_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    SECRET_KEY_PARTS.iter().any(|s| k.contains(s))
 }
 
 /// The line of each entry of the top-level `moved:` list, in order.
@@ -439,7 +480,7 @@ fn moved_lines(text: &str) -> Vec<usize> {
 }
 
 /// The line of `key:` one level inside the top-level `section:` map.
-pub(super) fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+pub(crate) fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
     let mut inside = false;
     for (i, line) in text.lines().enumerate() {
         if !line.starts_with([' ', '\t', '#']) && !line.is_empty() {
@@ -461,7 +502,7 @@ pub(super) fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
 
 /// The line declaring each label, found by its `label:` key (YAML) or
 /// `"label":` (JSON); the first declaration wins.
-pub(super) fn label_lines(text: &str) -> std::collections::HashMap<String, usize> {
+pub(crate) fn label_lines(text: &str) -> std::collections::HashMap<String, usize> {
     let mut out = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         if let Some(label) = declared(line, "label:", "\"label\":") {
@@ -475,7 +516,7 @@ pub(super) fn label_lines(text: &str) -> std::collections::HashMap<String, usize
 
 /// The value a line declares under `yaml_key` (`name:`) or `json_key`
 /// (`"name":`), list dashes, quotes and a JSON comma taken off.
-pub(super) fn declared<'t>(line: &'t str, yaml_key: &str, json_key: &str) -> Option<&'t str> {
+pub(crate) fn declared<'t>(line: &'t str, yaml_key: &str, json_key: &str) -> Option<&'t str> {
     // `strip_prefix` in a loop rather than `trim_start_matches("- ")`,
     // which builds a substring searcher for every line of the document.
     let mut l = line.trim_start();
@@ -499,6 +540,18 @@ pub fn literal(expr: &Expr) -> Option<&Value> {
     match expr {
         Expr::Literal(v) => Some(v),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod test_support;
+
+/// The tests' time origin: the one clock read in this crate, test-only.
+#[cfg(test)]
+mod test_clock {
+    #[allow(clippy::disallowed_methods)]
+    pub(crate) fn epoch() -> std::time::Instant {
+        std::time::Instant::now()
     }
 }
 

@@ -179,14 +179,13 @@ fn typed(kind: Kind, supplied: Supplied) -> Result<Value, String> {
             _ => Err(format!("{} is not `true` or `false`", shown(&s))),
         },
         (Kind::List | Kind::Map, Supplied::Text(s)) => {
-            let v: Value = super::read::read(&s, &Limits::default()).map_err(|e| match e {
-                super::read::ReadError::Refused(_) => {
-                    format!("{} is not YAML or JSON within the limits", shown(&s))
-                }
-                super::read::ReadError::Shape(e) => {
-                    format!("{} is not YAML or JSON: {e}", shown(&s))
-                }
-            })?;
+            let v: Value =
+                super::yaml::read(&s, &Limits::default()).map_err(|e| match e.problem {
+                    super::Problem::TooLarge(_) => {
+                        format!("{} is not YAML or JSON within the limits", shown(&s))
+                    }
+                    _ => format!("{} is not YAML or JSON: {e}", shown(&s)),
+                })?;
             typed(kind, Supplied::Value(v))
         }
         (

@@ -14,7 +14,7 @@ use super::eval::{self, EvalError, FileReader, Known, ModuleOutputs, StackOutput
 use super::modules::{self, ModuleDoc, ModuleUse, ModuleUseDoc, Origin};
 use super::params::{self, Inputs, ParameterDoc, Supplied};
 use super::{
-    instances, key_line, label_lines, read, variables, Expr, Limits, OutputDecl, OutputDoc,
+    instances, key_line, label_lines, variables, yaml, Expr, Limits, OutputDecl, OutputDoc,
     Problem, ResourceDecl, ResourceDoc, StackError, TargetDecl, TargetDoc, MAX_INSTANCES,
 };
 
@@ -531,10 +531,7 @@ fn load(ctx: &mut Ctx<'_>, path: &str) -> Result<Rc<ModuleFile>, Loaded> {
             problem,
         })
     };
-    let doc: ModuleDoc = read::read(&text, ctx.limits).map_err(|e| {
-        let (line, _, problem) = e.located();
-        invalid(line, problem)
-    })?;
+    let doc: ModuleDoc = yaml::read(&text, ctx.limits).map_err(|e| invalid(e.line, e.problem))?;
     let lines = Lines::of(&text);
     let done = Rc::new(ModuleFile { text, doc, lines });
     ctx.cache.insert(path.to_owned(), done.clone());

@@ -237,7 +237,7 @@ fn secret_reference(s: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stack::eval::Known;
+    use crate::eval::Known;
     use std::cell::Cell;
 
     fn with_env<T>(f: impl FnOnce(&Env<'_>) -> T) -> T {

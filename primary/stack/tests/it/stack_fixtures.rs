@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use orrery_core::stack::{self, Expr, Inputs, Supplied};
 use orrery_schema::Value;
+use orrery_stack::{self as stack, Expr, Inputs, Supplied};
 
 fn dir(kind: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
