@@ -117,6 +117,10 @@ pub struct Args {
     /// idle connection is kept (closed after).
     #[arg(long, env = "ORRERY_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
+    /// How long a client has, once its headers are in, to send a
+    /// request's whole body (408 and the connection closed beyond).
+    #[arg(long, env = "ORRERY_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub body_read_timeout: Duration,
     /// Serve the API over TLS with this certificate chain (PEM); needs
     /// --api-tls-key.
     #[arg(long, env = "ORRERY_API_TLS_CERT", requires = "api_tls_key")]
@@ -257,6 +261,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         primary.router(),
         http::ServeOptions {
             header_read_timeout: args.header_read_timeout,
+            body_read_timeout: args.body_read_timeout,
             tls,
         },
         shutdown,

@@ -56,14 +56,25 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Bo
             "requests with a body must say `Content-Type: application/json`",
         )));
     }
-    Bytes::from_request(req, state).await.map_err(|e| {
-        let status = e.status();
-        BodyRejection::Unread(if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(status, "the request body is too large")
-        } else {
-            ApiError::new(status, format!("cannot read the request body: {e}"))
-        })
-    })
+    Bytes::from_request(req, state)
+        .await
+        .map_err(|e| BodyRejection::Unread(unread(&e)))
+}
+
+/// The answer to a body that could not be read whole: too large (413),
+/// too slow (408), or broken off.
+pub fn unread(e: &axum::extract::rejection::BytesRejection) -> ApiError {
+    let status = e.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(status, "the request body is too large")
+    } else if super::body::timed_out(e) {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive in time",
+        )
+    } else {
+        ApiError::new(status, format!("cannot read the request body: {e}"))
+    }
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyRejection> {

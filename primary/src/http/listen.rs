@@ -18,6 +18,10 @@ use tokio_rustls::TlsAcceptor;
 
 use super::auth::ClientCertificate;
 
+/// How long a request's body may take by default: a 16 MiB document at
+/// 300 KB/s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How connections are served.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -25,6 +29,9 @@ pub struct ServeOptions {
     /// connection may sit idle between requests, and how long a TLS
     /// handshake may take.
     pub header_read_timeout: Duration,
+    /// How long a client has, after its headers, to send a request's
+    /// whole body (408 and the connection closed beyond).
+    pub body_read_timeout: Duration,
     /// TLS on the listener.
     pub tls: Option<Arc<ServerConfig>>,
 }
@@ -33,6 +40,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             tls: None,
         }
     }
@@ -135,6 +143,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
+    // Every request's body, the API's and the dashboard's, arrives whole
+    // within the deadline or not at all.
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        options.body_read_timeout,
+        super::body::deadline,
+    ));
     let acceptor = options.tls.clone().map(TlsAcceptor::from);
     tokio::pin!(shutdown);
     loop {

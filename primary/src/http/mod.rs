@@ -24,6 +24,7 @@
 
 pub mod auth;
 mod background;
+mod body;
 mod commands;
 mod error;
 mod events;
@@ -50,7 +51,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
 use error::ApiResult;
-pub use listen::{serve, tls_config, ServeOptions, TlsError};
+pub use listen::{serve, tls_config, ServeOptions, TlsError, DEFAULT_BODY_READ_TIMEOUT};
 pub use ui::utc;
 
 use crate::apply::Options;
@@ -197,6 +198,10 @@ impl Primary {
                 stacks::invalidate_on_writes,
             ))
             .layer(DefaultBodyLimit::max(self.shared.config.max_body_bytes))
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.clone(),
+                body::declared_length,
+            ))
             .layer(CatchPanicLayer::custom(panicked))
             .with_state(self.shared.clone())
     }

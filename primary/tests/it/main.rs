@@ -49,5 +49,6 @@ mod stack_parameters;
 mod stack_references;
 mod targeted;
 mod throttled;
+mod trust_login;
 mod validate;
 mod yaml_limits;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Extension, State};
 use axum::http::header::SET_COOKIE;
 use axum::http::{HeaderValue, StatusCode};
@@ -13,8 +14,9 @@ use serde::Deserialize;
 use super::layout;
 use super::session::{self, Session};
 use super::{check_csrf, see_other, ServedOverTls, UiError, UiResult};
-use crate::http::auth::ClientCertificate;
-use crate::http::error::ApiError;
+use crate::http::auth::{ClientCertificate, Role};
+use crate::http::error::{closing, ApiError};
+use crate::http::extract;
 use crate::http::Shared;
 
 /// The login form.
@@ -71,14 +73,38 @@ pub async fn submit(
     State(shared): State<Arc<Shared>>,
     tls: Option<Extension<ServedOverTls>>,
     cert: Option<Extension<ClientCertificate>>,
-    Form(login): Form<LoginForm>,
+    login: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
+    let Form(login) = match login {
+        Ok(form) => form,
+        // Too large, too slow or broken off: the rest of the body is
+        // not read, so the connection closes.
+        Err(FormRejection::BytesRejection(e)) => {
+            return closing(UiError(extract::unread(&e)).into_response())
+        }
+        Err(e) => return UiError(ApiError::new(e.status(), e.body_text())).into_response(),
+    };
     let cert = cert.map(|Extension(c)| c);
-    let principal = match shared
+    let signed_in = shared
         .config
         .auth
         .sign_in(login.token.as_deref(), cert.as_ref())
-    {
+        .and_then(|p| {
+            // The dashboard shows stacks: a principal that may read none
+            // (the `metrics` scrape role) has nothing to sign in to.
+            if p.may_some(Role::Viewer) {
+                Ok(p)
+            } else {
+                Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "`{}` may not sign in to the dashboard (it is no viewer of any stack)",
+                        p.name
+                    ),
+                ))
+            }
+        });
+    let principal = match signed_in {
         Ok(p) => p,
         Err(e) => {
             let message = if e.status == StatusCode::UNAUTHORIZED {

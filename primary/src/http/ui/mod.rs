@@ -82,6 +82,10 @@ pub fn routes(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         .route("/ui/commands/{id}/cancel", post(command::cancel))
         .route("/ui/stacks", get(stacks::page))
         .route("/ui/fleet", get(fleet::page))
+        // Forms are bytes: the API's document limit is not theirs.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            super::body::FORM_MAX_BYTES.min(shared.config.max_body_bytes),
+        ))
         .layer(axum::middleware::from_fn_with_state(shared, guard))
 }
 

@@ -16,8 +16,10 @@ pub const COOKIE: &str = "orrery_session";
 /// How long a session lasts after sign-in (no sliding renewal: a stolen
 /// cookie dies on schedule).
 pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
-/// Most sessions kept at once; the oldest is dropped beyond.
-const MAX_SESSIONS: usize = 10_000;
+/// Most sessions one principal keeps at once; beyond, its own oldest is
+/// dropped, never another principal's (principals are the tokens file's,
+/// so all sessions together stay bounded too).
+const MAX_SESSIONS_PER_PRINCIPAL: usize = 256;
 
 /// A signed-in browser.
 #[derive(Clone, Debug)]
@@ -69,8 +71,10 @@ impl Sessions {
         };
         let mut map = self.by_hash.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| s.expires > now);
-        if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| *k) {
+        let name = &session.principal.name;
+        let own = || map.iter().filter(|(_, s)| s.principal.name == *name);
+        if own().count() >= MAX_SESSIONS_PER_PRINCIPAL {
+            if let Some(oldest) = own().min_by_key(|(_, s)| s.expires).map(|(k, _)| *k) {
                 map.remove(&oldest);
             }
         }

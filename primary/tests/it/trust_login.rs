@@ -1,0 +1,253 @@
+//! Issue #43, attack 3, against a real `orrery primary`: the dashboard's
+//! login (and the API) exhausted without a token by slow and oversized
+//! bodies; a `metrics` token signing in; other principals' sessions
+//! evicted by a flood of sign-ins.
+
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+
+const VIEWER: &str = "orr_test_viewer_00000000000000000000000000000000";
+const TEAM_A: &str = "orr_test_team_a_0000000000000000000000000000000";
+const SCRAPER: &str = "orr_test_scraper_000000000000000000000000000000";
+
+/// A server with the four principals; `env` as well (options given as
+/// environment variables, so that a build without them still starts).
+fn server(dir: &Path, env: &[(&str, &str)]) -> Server {
+    let tokens = dir.join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "[[principal]]\nname = \"admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n\n\
+             [[principal]]\nname = \"watcher\"\ntoken_sha256 = \"{}\"\nroles = [\"viewer\"]\n\n\
+             [[principal]]\nname = \"team-a-ci\"\ntoken_sha256 = \"{}\"\nroles = [\"operator:team-a-*\"]\n\n\
+             [[principal]]\nname = \"prometheus\"\ntoken_sha256 = \"{}\"\nroles = [\"metrics\"]\n",
+            sha256_hex(ADMIN_TOKEN),
+            sha256_hex(VIEWER),
+            sha256_hex(TEAM_A),
+            sha256_hex(SCRAPER)
+        ),
+    )
+    .unwrap();
+    let mut s = Server::start_with(ServerOptions {
+        args: vec!["--auth-tokens".to_owned(), tokens.display().to_string()],
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        no_default_auth: true,
+        ..ServerOptions::default()
+    });
+    s.token = Some(ADMIN_TOKEN.to_owned());
+    s
+}
+
+fn addr(s: &Server) -> String {
+    s.url("").trim_start_matches("http://").to_owned()
+}
+
+/// Reads what the server sends until it closes the connection or `limit`
+/// passes; returns the text and whether it closed.
+fn read_until_closed(conn: &mut TcpStream, limit: Duration) -> (String, bool) {
+    let deadline = Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (String::from_utf8_lossy(&got).into_owned(), false);
+        }
+        conn.set_read_timeout(Some(left.min(Duration::from_millis(200))))
+            .unwrap();
+        match conn.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&got).into_owned(), true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (String::from_utf8_lossy(&got).into_owned(), true),
+        }
+    }
+}
+
+fn status_of(answer: &str) -> Option<u16> {
+    answer.split(' ').nth(1).and_then(|c| c.parse().ok())
+}
+
+/// A body sent a byte every 200 ms (the issue's attack sent one every
+/// 2 s): the server answers 408 and closes the connection within the
+/// body timeout, while the client would go on for a minute.
+#[test]
+fn a_slow_body_is_cut_off_within_the_body_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), &[("ORRERY_BODY_READ_TIMEOUT", "1s")]);
+    let a = addr(&s);
+    for (path, content_type, auth) in [
+        (
+            "/ui/login",
+            "application/x-www-form-urlencoded",
+            String::new(),
+        ),
+        (
+            "/v1/stacks/plan",
+            "application/json",
+            format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"),
+        ),
+    ] {
+        let mut conn = TcpStream::connect(&a).unwrap();
+        write!(
+            conn,
+            "POST {path} HTTP/1.1\r\nHost: {a}\r\nContent-Type: {content_type}\r\n{auth}Content-Length: 600\r\n\r\n"
+        )
+        .unwrap();
+        let started = Instant::now();
+        let mut answer = String::new();
+        let mut closed = false;
+        // 300 bytes at most over 60 s: the server must give up first.
+        for _ in 0..300 {
+            if conn.write_all(b"t").is_err() {
+                closed = true;
+                break;
+            }
+            let (text, eof) = read_until_closed(&mut conn, Duration::from_millis(200));
+            answer.push_str(&text);
+            if eof {
+                closed = true;
+                break;
+            }
+        }
+        let waited = started.elapsed();
+        assert!(closed, "{path}: still open after {waited:?}: {answer:?}");
+        assert!(
+            waited < Duration::from_secs(5),
+            "{path}: closed only after {waited:?}"
+        );
+        assert_eq!(status_of(&answer), Some(408), "{path}: {answer:?}");
+    }
+    // Still serving.
+    assert_eq!(s.get("/v1/stacks").0, 200);
+}
+
+/// A login form declaring 15 MiB: refused with 413 from its headers, the
+/// body never read (the client sends 10 bytes of it and waits).
+#[test]
+fn an_oversize_login_form_is_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), &[]);
+    let a = addr(&s);
+    for length in [15 << 20, 64 << 10] {
+        let mut conn = TcpStream::connect(&a).unwrap();
+        write!(
+            conn,
+            "POST /ui/login HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {length}\r\n\r\ntoken=orr_"
+        )
+        .unwrap();
+        let started = Instant::now();
+        let (answer, closed) = read_until_closed(&mut conn, Duration::from_secs(10));
+        assert_eq!(status_of(&answer), Some(413), "{length}: {answer:?}");
+        assert!(closed, "{length}: the connection stays open");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    // A chunked form (no length) past the limit is refused as it is read.
+    let mut conn = TcpStream::connect(&a).unwrap();
+    write!(
+        conn,
+        "POST /ui/login HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    .unwrap();
+    let chunk = "x".repeat(8 << 10);
+    for _ in 0..4 {
+        if write!(conn, "{:x}\r\n{chunk}\r\n", chunk.len()).is_err() {
+            break;
+        }
+    }
+    let (answer, _) = read_until_closed(&mut conn, Duration::from_secs(10));
+    assert_eq!(status_of(&answer), Some(413), "{answer:?}");
+    // The API's documents keep their own, larger limit.
+    let (status, body) = s.post(
+        "/v1/stacks/plan",
+        &serde_json::json!({"document": format!("stack: s\n# {}\n", "x".repeat(64 << 10))}),
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+/// Signs in with `token`: the status and the session cookie, if any.
+fn sign_in(agent: &ureq::Agent, s: &Server, token: &str) -> (u16, Option<String>) {
+    let resp = agent
+        .post(s.url("/ui/login"))
+        .content_type("application/x-www-form-urlencoded")
+        .send(format!("token={token}"))
+        .unwrap();
+    let cookie = resp
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned);
+    (resp.status().as_u16(), cookie)
+}
+
+fn page_status(agent: &ureq::Agent, s: &Server, cookie: &str) -> u16 {
+    agent
+        .get(s.url("/ui/commands"))
+        .header("cookie", cookie)
+        .call()
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[test]
+fn a_metrics_token_cannot_sign_in_to_the_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), &[]);
+    let agent = agent();
+    let (status, cookie) = sign_in(&agent, &s, SCRAPER);
+    assert_eq!(status, 403);
+    assert_eq!(cookie, None);
+    // It still scrapes.
+    assert_eq!(s.text_as(Some(SCRAPER), "/metrics").0, 200);
+    let (status, cookie) = sign_in(&agent, &s, VIEWER);
+    assert_eq!(status, 303);
+    assert_eq!(page_status(&agent, &s, &cookie.unwrap()), 200);
+}
+
+/// The issue's 10,000 sign-ins, by one principal: another principal's
+/// session survives them.
+#[test]
+fn sign_ins_of_one_principal_do_not_evict_anothers_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), &[]);
+    let agent = agent();
+    let (status, cookie) = sign_in(&agent, &s, VIEWER);
+    assert_eq!(status, 303);
+    let watcher = cookie.unwrap();
+    assert_eq!(page_status(&agent, &s, &watcher), 200);
+    let mut last = None;
+    for _ in 0..10_001 {
+        let (status, cookie) = sign_in(&agent, &s, TEAM_A);
+        assert_eq!(status, 303);
+        last = cookie;
+    }
+    assert_eq!(
+        page_status(&agent, &s, &watcher),
+        200,
+        "the watcher's session was evicted"
+    );
+    assert_eq!(page_status(&agent, &s, &last.unwrap()), 200);
+}
