@@ -15,6 +15,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, server::WebPkiClientVerifier, RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
+use x509_cert::der::asn1::ObjectIdentifier;
+use x509_cert::der::{Decode, Tag, Tagged};
 
 use super::auth::ClientCertificate;
 
@@ -115,23 +117,41 @@ fn certificate_names(der: &CertificateDer<'_>) -> Vec<String> {
     let Ok(cert) = webpki::EndEntityCert::try_from(der) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = common_name(cert.subject()).into_iter().collect();
+    let mut names: Vec<String> = subject_common_name(der.as_ref()).into_iter().collect();
     names.extend(cert.valid_dns_names().map(str::to_owned));
     names
 }
 
-/// The first commonName (2.5.4.3) in a DER subject: the OID, then a
-/// string (UTF8String, PrintableString, IA5String) of short length.
-fn common_name(subject: &[u8]) -> Option<String> {
-    const OID: [u8; 5] = [0x06, 0x03, 0x55, 0x04, 0x03];
-    let at = subject.windows(OID.len()).position(|w| w == OID)? + OID.len();
-    let (&tag, rest) = subject.get(at..)?.split_first()?;
-    let (&len, rest) = rest.split_first()?;
-    if !matches!(tag, 0x0c | 0x13 | 0x16) || len >= 0x80 {
+/// commonName, 2.5.4.3.
+const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+
+/// The value of the subject's commonName attribute, read by a DER parser:
+/// an attribute of type 2.5.4.3 in the subject's distinguished name, a
+/// UTF8String, PrintableString or IA5String. None when the certificate
+/// cannot be parsed, when it has no such attribute, or when it has more
+/// than one (which one is "the" name would be a guess).
+fn subject_common_name(der: &[u8]) -> Option<String> {
+    let cert = x509_cert::Certificate::from_der(der).ok()?;
+    let mut found = cert
+        .tbs_certificate
+        .subject
+        .0
+        .iter()
+        .flat_map(|rdn| rdn.0.iter())
+        .filter(|atv| atv.oid == COMMON_NAME);
+    let first = found.next()?;
+    if found.next().is_some() {
         return None;
     }
-    let value = rest.get(..usize::from(len))?;
-    String::from_utf8(value.to_vec()).ok()
+    let value = &first.value;
+    match value.tag() {
+        Tag::Utf8String => std::str::from_utf8(value.value()).ok().map(str::to_owned),
+        Tag::PrintableString | Tag::Ia5String => {
+            let text = std::str::from_utf8(value.value()).ok()?;
+            text.is_ascii().then(|| text.to_owned())
+        }
+        _ => None,
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets the
@@ -221,15 +241,16 @@ pub async fn serve(
 mod tests {
     use super::*;
 
+    /// A certificate from `openssl` (`-subj "/OU=<bytes>/CN=reader"`,
+    /// self-signed), its OU holding the DER of a commonName `admin-user`.
+    const SPOOF_PEM: &str = include_str!("listen_spoof.pem");
+
     #[test]
-    fn common_names() {
-        // SEQUENCE { SET { SEQUENCE { OID 2.5.4.3, UTF8String "alice" } } }
-        let subject = [
-            0x30, 0x10, 0x31, 0x0e, 0x30, 0x0c, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x05, b'a',
-            b'l', b'i', b'c', b'e',
-        ];
-        assert_eq!(common_name(&subject).as_deref(), Some("alice"));
-        assert_eq!(common_name(&subject[..15]), None);
-        assert_eq!(common_name(&[]), None);
+    fn the_common_name_is_the_subjects_attribute() {
+        let der = CertificateDer::from_pem_slice(SPOOF_PEM.as_bytes()).unwrap();
+        assert_eq!(subject_common_name(der.as_ref()).as_deref(), Some("reader"));
+        assert_eq!(certificate_names(&der), ["reader"]);
+        assert_eq!(subject_common_name(&der.as_ref()[..200]), None);
+        assert_eq!(subject_common_name(&[]), None);
     }
 }

@@ -50,5 +50,6 @@ mod stack_references;
 mod targeted;
 mod throttled;
 mod trust_login;
+mod trust_mtls;
 mod validate;
 mod yaml_limits;
