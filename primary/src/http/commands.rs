@@ -40,7 +40,8 @@ struct Inner {
     /// Stack → its running command.
     by_stack: HashMap<String, String>,
     finished: VecDeque<(String, Outcome)>,
-    finished_events: VecDeque<(String, EventSink)>,
+    /// Finished commands' ids, stacks and events.
+    finished_events: VecDeque<(String, String, EventSink)>,
     /// Set at shutdown: nothing new starts.
     closed: bool,
 }
@@ -115,7 +116,7 @@ impl Commands {
             if outcome.is_some() {
                 inner
                     .finished_events
-                    .push_back((id.to_owned(), running.events));
+                    .push_back((id.to_owned(), running.stack, running.events));
                 while inner.finished_events.len() > KEEP_FINISHED_EVENTS {
                     inner.finished_events.pop_front();
                 }
@@ -146,15 +147,21 @@ impl Commands {
 
     /// The events of `id`, while it runs here and for a while after.
     pub fn events(&self, id: &str) -> Option<EventSink> {
+        self.events_of(id).map(|(_, events)| events)
+    }
+
+    /// The stack and the events of `id`, while it runs here and for a
+    /// while after: whoever reads the events must be allowed that stack.
+    pub fn events_of(&self, id: &str) -> Option<(String, EventSink)> {
         let inner = self.lock();
         match inner.running.get(id) {
-            Some(running) => Some(running.events.clone()),
+            Some(running) => Some((running.stack.clone(), running.events.clone())),
             None => inner
                 .finished_events
                 .iter()
                 .rev()
-                .find(|(i, _)| i == id)
-                .map(|(_, e)| e.clone()),
+                .find(|(i, _, _)| i == id)
+                .map(|(_, stack, events)| (stack.clone(), events.clone())),
         }
     }
 

@@ -95,7 +95,7 @@ pub async fn events_handler(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let resume = parse_last_event_id(&headers)?;
-    let sink = state.commands.events(&id);
+    let (stack, sink) = state.commands.events_of(&id).unzip();
     let store = state.store.clone();
     let lookup = id.clone();
     // The record only when the live events are gone: it carries every
@@ -104,10 +104,10 @@ pub async fn events_handler(
         Some(_) => None,
         None => blocking(move || Ok(store.command(Some(&lookup))?)).await?,
     };
-    let stack = state
-        .commands
-        .stack_of(&id)
-        .or_else(|| record.as_ref().map(|r| r.stack.clone()));
+    // The command's own stack, from its events or its record: the same
+    // permission as `GET /v1/commands/{id}` (a finished command's events
+    // are kept after it leaves the running ones).
+    let stack = stack.or_else(|| record.as_ref().map(|r| r.stack.clone()));
     match &stack {
         Some(stack) => principal.require(Role::Viewer, stack)?,
         None => principal.require_some(Role::Viewer)?,
