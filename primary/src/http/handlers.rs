@@ -257,6 +257,25 @@ fn document(state: &Shared, req: StackRequest) -> ApiResult<CommandDocument> {
     })
 }
 
+/// 403 unless `principal` holds `role` on the stack `document` names:
+/// checked before the document is evaluated or a plugin started, on its
+/// `stack:` alone (a principal with `role` on no stack is refused before
+/// even that is read), so that a token scoped elsewhere cannot make the
+/// server evaluate a costly document (issue #43).
+async fn authorize(principal: &Principal, role: Role, document: &CommandDocument) -> ApiResult<()> {
+    principal.require_some(role)?;
+    let (source, text) = (document.source.clone(), document.text.clone());
+    let name = blocking(move || {
+        crate::stack::stack_name(&source, &text).map_err(|e| {
+            ApiError::from(crate::service::ServiceError::InvalidStack(vec![
+                e.locate(&text)
+            ]))
+        })
+    })
+    .await?;
+    principal.require(role, &name)
+}
+
 /// `POST /v1/stacks/plan`.
 pub async fn plan_handler(
     State(state): AppState,
@@ -265,10 +284,9 @@ pub async fn plan_handler(
 ) -> ApiResult<Json<PlanView>> {
     let inputs = inputs(&mut req)?;
     let (selection, refresh) = (req.selection.take(), req.refresh);
-    let mut prepared = state
-        .service
-        .prepare_with(document(&state, req)?, inputs)
-        .await?;
+    let document = document(&state, req)?;
+    authorize(&principal, Role::Planner, &document).await?;
+    let mut prepared = state.service.prepare_with(document, inputs).await?;
     prepared.selection = selection;
     principal.require(Role::Planner, &prepared.stack.name)?;
     let refreshed = match refresh {
@@ -342,10 +360,9 @@ pub async fn apply_handler(
 ) -> ApiResult<Response> {
     let inputs = inputs(&mut req)?;
     let (selection, refresh) = (req.selection.take(), req.refresh);
-    let mut prepared = state
-        .service
-        .prepare_with(document(&state, req)?, inputs)
-        .await?;
+    let document = document(&state, req)?;
+    authorize(&principal, Role::Operator, &document).await?;
+    let mut prepared = state.service.prepare_with(document, inputs).await?;
     prepared.selection = selection;
     principal.require(Role::Operator, &prepared.stack.name)?;
     if !principal.may(Role::Admin, &prepared.stack.name) {

@@ -303,6 +303,30 @@ pub fn parse(source: &str, text: &str, stack_dir: &str) -> Result<Stack, StackEr
     )
 }
 
+/// The name a document gives its stack (`stack:`), read without
+/// evaluating anything else: parameters, variables, `count`, `for_each`,
+/// modules and other stacks' outputs are left alone, so a caller can
+/// decide who may act on the stack before paying for the rest. The text is
+/// held to the same [`Limits`] as [`parse`].
+pub fn stack_name(source: &str, text: &str) -> Result<String, StackError> {
+    #[derive(Deserialize)]
+    struct NameOnly {
+        stack: String,
+    }
+    read::read::<NameOnly>(text, &Limits::default())
+        .map(|doc| doc.stack)
+        .map_err(|e| {
+            let (line, position, problem) = e.located();
+            StackError {
+                file: source.to_owned(),
+                line,
+                position,
+                resource: None,
+                problem,
+            }
+        })
+}
+
 /// [`parse`] with other limits.
 pub fn parse_with_limits(
     source: &str,

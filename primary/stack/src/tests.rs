@@ -833,3 +833,15 @@ fn a_stack_written_as_json_is_the_stack_its_yaml_form_is() {
         assert_eq!(unlined(from_json), unlined(from_yaml), "{name}");
     }
 }
+
+#[test]
+fn the_stack_name_is_read_without_evaluating_the_rest() {
+    let text = "stack: team-b-x\nresources:\n  - label: r\n    count: 100000\n    type: A::B\n    target: t\n    properties:\n      x: ${nosuchfunction()}\n";
+    assert_eq!(stack_name("d", text).unwrap(), "team-b-x");
+    assert!(parse("d", text, "/").is_err());
+    let json = r#"{"stack": "s", "resources": [{"label": "a"}]}"#;
+    assert_eq!(stack_name("d", json).unwrap(), "s");
+    let e = stack_name("d", "resources: []\n").unwrap_err();
+    assert_eq!(e.file, "d");
+    assert!(stack_name("d", "stack: [1]\n").is_err());
+}
