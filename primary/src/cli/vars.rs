@@ -54,6 +54,8 @@ impl VarArgs {
             env,
             files_dir,
             files: None,
+            // The local user is the operator: any stack's outputs.
+            stack_reads: None,
         })
     }
 }

@@ -21,7 +21,7 @@ use super::{blocking, pages, views, Shared};
 use crate::discovery::UNMANAGED_STACK;
 use crate::plan::Mode;
 use crate::service::view::{self, PlanView, ReportView};
-use crate::service::{Command, StackInputs};
+use crate::service::{Command, ServiceError, StackInputs, StackReads};
 use crate::stack::Supplied;
 use crate::state::{CommandDocument, CommandFilter, CommandStatus};
 
@@ -266,14 +266,43 @@ async fn authorize(principal: &Principal, role: Role, document: &CommandDocument
     principal.require_some(role)?;
     let (source, text) = (document.source.clone(), document.text.clone());
     let name = blocking(move || {
-        crate::stack::stack_name(&source, &text).map_err(|e| {
-            ApiError::from(crate::service::ServiceError::InvalidStack(vec![
-                e.locate(&text)
-            ]))
-        })
+        crate::stack::stack_name(&source, &text)
+            .map_err(|e| ApiError::from(ServiceError::InvalidStack(vec![e.locate(&text)])))
     })
     .await?;
     principal.require(role, &name)
+}
+
+/// `inputs` reading other stacks' outputs only where `principal` is a
+/// viewer (`${stacks.X.outputs.Y}` shows what `GET
+/// /v1/stacks/X/outputs` would).
+fn reading_as(principal: &Principal, inputs: StackInputs) -> StackInputs {
+    let reader = principal.clone();
+    StackInputs {
+        stack_reads: Some(StackReads::new(move |stack| {
+            reader.may(Role::Viewer, stack)
+        })),
+        ..inputs
+    }
+}
+
+/// A refused read of another stack's outputs as a 403, else `e`.
+fn refused_reads(principal: &Principal, inputs: &StackInputs, e: ServiceError) -> ApiError {
+    let refused = inputs
+        .stack_reads
+        .as_ref()
+        .map(StackReads::refused)
+        .unwrap_or_default();
+    match refused.first() {
+        Some(stack) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "`{}` is not a viewer of stack `{stack}`, whose outputs this document reads; nothing was changed",
+                principal.name
+            ),
+        ),
+        None => e.into(),
+    }
 }
 
 /// `POST /v1/stacks/plan`.
@@ -286,7 +315,12 @@ pub async fn plan_handler(
     let (selection, refresh) = (req.selection.take(), req.refresh);
     let document = document(&state, req)?;
     authorize(&principal, Role::Planner, &document).await?;
-    let mut prepared = state.service.prepare_with(document, inputs).await?;
+    let inputs = reading_as(&principal, inputs);
+    let mut prepared = state
+        .service
+        .prepare_with(document, inputs.clone())
+        .await
+        .map_err(|e| refused_reads(&principal, &inputs, e))?;
     prepared.selection = selection;
     principal.require(Role::Planner, &prepared.stack.name)?;
     let refreshed = match refresh {
@@ -362,7 +396,12 @@ pub async fn apply_handler(
     let (selection, refresh) = (req.selection.take(), req.refresh);
     let document = document(&state, req)?;
     authorize(&principal, Role::Operator, &document).await?;
-    let mut prepared = state.service.prepare_with(document, inputs).await?;
+    let inputs = reading_as(&principal, inputs);
+    let mut prepared = state
+        .service
+        .prepare_with(document, inputs.clone())
+        .await
+        .map_err(|e| refused_reads(&principal, &inputs, e))?;
     prepared.selection = selection;
     principal.require(Role::Operator, &prepared.stack.name)?;
     if !principal.may(Role::Admin, &prepared.stack.name) {

@@ -143,6 +143,61 @@ pub struct StackInputs {
     /// (the remote CLI sends what its document reads), for a server that
     /// must read none of its own.
     pub files: Option<std::sync::Arc<std::collections::BTreeMap<String, String>>>,
+    /// Which other stacks' outputs the document may read, for the
+    /// principal who asked; `None`: any (the local CLI, whose user is the
+    /// operator, and the server resuming a command authorized when it
+    /// began).
+    pub stack_reads: Option<StackReads>,
+}
+
+/// Which stacks' recorded outputs a document may read
+/// (`${stacks.NAME.outputs.X}`), and the ones it was refused. A refused
+/// read is never made: the store is not asked, and no value can reach a
+/// plan or an error message.
+#[derive(Clone)]
+pub struct StackReads {
+    may_read: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    refused: Arc<std::sync::Mutex<BTreeSet<String>>>,
+}
+
+impl std::fmt::Debug for StackReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackReads")
+            .field("refused", &self.refused())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StackReads {
+    /// Reads of the stacks `may_read` admits.
+    pub fn new(may_read: impl Fn(&str) -> bool + Send + Sync + 'static) -> StackReads {
+        StackReads {
+            may_read: Arc::new(may_read),
+            refused: Arc::default(),
+        }
+    }
+
+    /// Whether stack `name`'s outputs may be read; a refusal is kept.
+    fn admit(&self, name: &str) -> bool {
+        let ok = (self.may_read)(name);
+        if !ok {
+            self.refused
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.to_owned());
+        }
+        ok
+    }
+
+    /// The stacks whose outputs the document tried to read and was refused.
+    pub fn refused(&self) -> Vec<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
 }
 
 impl StackInputs {
@@ -159,16 +214,23 @@ impl StackInputs {
         doc: &CommandDocument,
         store: Option<&dyn StateStore>,
     ) -> Result<Stack, stack::StackError> {
-        let read_outputs = |name: &str| match store?.outputs(name) {
-            Ok(outputs) => outputs,
-            Err(e) => {
-                tracing::warn!(stack = %name, error = %e, "cannot read the stack's outputs");
-                None
+        let read_outputs = |name: &str| {
+            if let Some(reads) = &self.stack_reads {
+                if !reads.admit(name) {
+                    return None;
+                }
+            }
+            match store?.outputs(name) {
+                Ok(outputs) => outputs,
+                Err(e) => {
+                    tracing::warn!(stack = %name, error = %e, "cannot read the stack's outputs");
+                    None
+                }
             }
         };
         let stacks: Option<stack::StackOutputs<'_>> = store.map(|_| &read_outputs as _);
         let read = |path: &str| self.read(path);
-        stack::parse_with_inputs(
+        let parsed = stack::parse_with_inputs(
             &doc.source,
             &doc.text,
             &doc.stack_dir,
@@ -178,7 +240,25 @@ impl StackInputs {
                 files: &read,
                 stacks,
             },
-        )
+        )?;
+        // A refused read fails the document even where an expression
+        // would have done without its value.
+        match self.stack_reads.as_ref().map(StackReads::refused) {
+            Some(refused) if !refused.is_empty() => Err(stack::StackError {
+                file: doc.source.clone(),
+                line: None,
+                position: None,
+                resource: None,
+                problem: stack::Problem::Expression {
+                    at: "the document".into(),
+                    error: stack::EvalError::Unknown(format!(
+                        "the outputs of stack `{}` may not be read here",
+                        refused.join("`, `")
+                    )),
+                },
+            }),
+            _ => Ok(parsed),
+        }
     }
 }
 

@@ -503,7 +503,9 @@ fn index(base: Value, i: Value) -> Result<Value, EvalError> {
         }
         (Value::Map(mut m), Value::String(k)) => m
             .remove(&k)
-            .ok_or_else(|| EvalError::Type(format!("the map has no key `{k}`"))),
+            // Not the key: it may be computed from a secret or another
+            // stack's output (issue #43).
+            .ok_or_else(|| EvalError::Type("the map has no such key".into())),
         (base, i) => Err(EvalError::Type(format!(
             "cannot index {} with {}",
             type_name(&base),

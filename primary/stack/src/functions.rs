@@ -183,9 +183,12 @@ pub fn call(
             match m.get(&key) {
                 Some(v) => Ok(v.clone()),
                 None if args.len() == 3 => Ok(arg(2)),
-                None => Err(EvalError::Type(format!(
-                    "`lookup`: the map has no key `{key}`"
-                ))),
+                // Not the key: it may be computed from a secret or
+                // another stack's output (issue #43).
+                None => Err(EvalError::Type(
+                    "`lookup`: the map has no such key (give a default as the third argument)"
+                        .into(),
+                )),
             }
         }
         "keys" => Ok(Value::List(
@@ -217,7 +220,8 @@ pub fn call(
         "base64decode" => {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(string(0)?)
-                .map_err(|e| EvalError::Type(format!("`base64decode`: {e}")))?;
+                // Not the decoder's message: it quotes the offending byte.
+                .map_err(|_| EvalError::Type("`base64decode`: the text is not base64".into()))?;
             String::from_utf8(bytes)
                 .map(Value::String)
                 .map_err(|_| EvalError::Type("`base64decode`: the result is not UTF-8".into()))
@@ -266,11 +270,11 @@ fn format(spec: &str, args: &[Value]) -> Result<Value, EvalError> {
                 out.push_str(&as_text(v));
                 bounded_text(out.len())?;
             }
-            other => {
-                return Err(EvalError::Type(format!(
-                    "`format`: unknown verb `%{}` (use %s, %d or %%)",
-                    other.map(String::from).unwrap_or_default()
-                )))
+            // Not the character: a computed format may hold a secret.
+            _ => {
+                return Err(EvalError::Type(
+                    "`format`: an unknown verb after `%` (use %s, %d or %%)".into(),
+                ))
             }
         }
     }
