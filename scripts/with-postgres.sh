@@ -12,6 +12,7 @@
 #
 #   ORRERY_TEST_DATABASE_URL=postgres://orrery@127.0.0.1:PORT/postgres?sslmode=verify-full&sslrootcert=DIR%2Fca.crt
 #   ORRERY_TEST_DATABASE_CA=DIR/ca.crt (the CA's certificate)
+#   ORRERY_TEST_DATABASE_LOG=DIR/server.log (the server's log)
 #
 # (a superuser: tests create a database of their own per test; the
 # certificate path is percent-encoded, so the URL has no '/' after the
@@ -194,6 +195,8 @@ fi
 ca_in_url="$(printf '%s' "$TLS/ca.crt" | sed 's/%/%25/g; s/\//%2F/g; s/ /%20/g; s/&/%26/g')"
 export ORRERY_TEST_DATABASE_URL="postgres://orrery@127.0.0.1:$PORT/postgres?sslmode=verify-full&sslrootcert=$ca_in_url"
 export ORRERY_TEST_DATABASE_CA="$TLS/ca.crt"
+# The server's log, for tests that check what it never shows.
+export ORRERY_TEST_DATABASE_LOG="$LOG"
 say "PostgreSQL $version ($PG_BIN, as $PG_USER) on 127.0.0.1:$PORT; ORRERY_TEST_DATABASE_URL=$ORRERY_TEST_DATABASE_URL"
 
 # CMD runs in the foreground (a Ctrl-C reaches it as usual); the EXIT trap

@@ -114,8 +114,10 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     // so those spans must pass this filter too: `info` (the default) keeps
     // Orrery's; a narrower RUST_LOG keeps `orrery_plugin_sdk`,
     // `orrery_satellite`, `orrery_primary` at `info` for trace ids in lines.
-    let logs = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter));
+    let logs = silence(
+        EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter)),
+    );
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()
@@ -199,6 +201,26 @@ impl MetricsReader {
     }
 }
 
+/// Log targets that are off whatever `RUST_LOG` asks for them:
+/// tokio-postgres writes every statement's text, and its parameters, at
+/// `debug`, and a statement may carry a credential (issue #43: a role's
+/// password in the logs at `RUST_LOG=debug`). A directive of `RUST_LOG`
+/// for the same target is replaced; only one narrowed to a span or to
+/// fields could still turn them on.
+const SILENCED: [&str; 3] = [
+    "tokio_postgres::query=off",
+    "tokio_postgres::prepare=off",
+    "tokio_postgres::simple_query=off",
+];
+
+/// `filter` with the [`SILENCED`] targets off.
+fn silence(filter: EnvFilter) -> EnvFilter {
+    SILENCED
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(filter, EnvFilter::add_directive)
+}
+
 /// A manual reader that both the meter provider and the HTTP endpoint hold.
 #[derive(Clone, Debug)]
 pub(super) struct SharedReader(Arc<ManualReader>);
@@ -223,5 +245,52 @@ impl MetricReader for SharedReader {
     }
     fn temporality(&self, kind: InstrumentKind) -> Temporality {
         self.0.temporality(kind)
+    }
+}
+
+#[cfg(test)]
+mod silence_tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::{EnvFilter, Layer};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn statement_text_is_never_logged_whatever_rust_log_says() {
+        for asked in [
+            "trace",
+            "debug,tokio_postgres=trace,tokio_postgres::query=trace",
+        ] {
+            let buffer = Buffer::default();
+            let writer = buffer.clone();
+            let fmt = tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .with_filter(super::silence(EnvFilter::new(asked)));
+            let subscriber = tracing_subscriber::registry().with(fmt);
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::debug!(target: "tokio_postgres::simple_query", "executing statement batch: ALTER ROLE \"r\" WITH PASSWORD 'hunter2'");
+                tracing::debug!(target: "tokio_postgres::prepare", "preparing query s0: SELECT 'hunter2'");
+                tracing::debug!(target: "tokio_postgres::query", "executing statement s0 with parameters: [\"hunter2\"]");
+                tracing::debug!(target: "tokio_postgres::connection", "still logged");
+            });
+            let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+            assert!(!text.contains("hunter2"), "{asked}: {text}");
+            assert!(text.contains("still logged"), "{asked}: {text}");
+        }
     }
 }

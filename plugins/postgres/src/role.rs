@@ -76,7 +76,23 @@ fn options(head: Clauses, r: &Role) -> Result<Clauses, PluginError> {
         .flag("REPLICATION", r.replication)
         .number("CONNECTION LIMIT", r.connection_limit)
         .literal("VALID UNTIL", r.valid_until.as_ref())?
-        .literal("PASSWORD", r.password.as_ref())
+        .literal("PASSWORD", r.password.as_deref().map(verifier).as_ref())
+}
+
+/// What `PASSWORD` sends for `password`: its SCRAM-SHA-256 verifier,
+/// computed here (random salt, 4096 iterations), so that the statement —
+/// which the server logs when it fails and shows in `pg_stat_activity` —
+/// never holds the password. A value that already is a verifier (SCRAM or
+/// MD5) is sent as given, as PostgreSQL itself would store it.
+fn verifier(password: &str) -> String {
+    let md5 = password.len() == 35
+        && password.starts_with("md5")
+        && password[3..].bytes().all(|b| b.is_ascii_hexdigit());
+    if md5 || password.starts_with("SCRAM-SHA-256$") {
+        password.to_owned()
+    } else {
+        postgres_protocol::password::scram_sha_256(password.as_bytes())
+    }
 }
 
 pub async fn create(cx: &Cx<'_>, properties: &PropertyMap) -> OpResult {
@@ -176,4 +192,31 @@ pub async fn delete(cx: &Cx<'_>, name: &str, recorded: &PropertyMap) -> OpResult
 pub async fn list(cx: &Cx<'_>, request: &ListRequest) -> Result<ListPage, PluginError> {
     let query = (SELECT, "r.rolname !~ '^pg_'", "r.rolname");
     page::keyset(cx, request, query, |r: &Role| r.name.clone()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_sent_as_scram_verifiers() {
+        let v = verifier("s3cret-Value");
+        assert!(v.starts_with("SCRAM-SHA-256$4096:"), "{v}");
+        assert!(!v.contains("s3cret-Value"));
+        assert_ne!(v, verifier("s3cret-Value"), "a salt of its own each time");
+        assert_eq!(verifier(&v), v);
+        let md5 = format!("md5{}", "0123456789abcdef".repeat(2));
+        assert_eq!(verifier(&md5), md5);
+        let sql = options(
+            Clauses::default(),
+            &Role {
+                password: Some("it's-a-secret".into()),
+                ..Role::default()
+            },
+        )
+        .unwrap()
+        .sql();
+        assert!(sql.starts_with(" PASSWORD 'SCRAM-SHA-256$"), "{sql}");
+        assert!(!sql.contains("secret"), "{sql}");
+    }
 }

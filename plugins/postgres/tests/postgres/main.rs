@@ -4,4 +4,5 @@
 mod common;
 mod conformance;
 mod errors;
+mod trust_passwords;
 mod types;
