@@ -4,11 +4,10 @@
 //! Reading another stack's outputs needs `viewer` of it, for the
 //! principal who asked; no error message carries an output's value.
 
-mod common;
 
 use std::path::Path;
 
-use common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
 use serde_json::json;
 
 const PLANNER: &str = "orr_test_team_a_planner_000000000000000000000000";

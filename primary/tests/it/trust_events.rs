@@ -3,12 +3,11 @@
 //! `GET /v1/commands/{id}` refuses it, through `/v1/commands/{id}/events`
 //! and the dashboard's `/ui/commands/{id}/events`.
 
-mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
 use serde_json::json;
 
 const TEAM_A: &str = "orr_test_team_a_0000000000000000000000000000000";

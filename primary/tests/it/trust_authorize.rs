@@ -4,11 +4,10 @@
 //! or a plugin started: a document that would fail evaluation is `403`,
 //! not `422`, and no plugin runs afterwards.
 
-mod common;
 
 use std::path::Path;
 
-use common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
 use serde_json::json;
 
 const TEAM_A: &str = "orr_test_team_a_0000000000000000000000000000000";
