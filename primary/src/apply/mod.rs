@@ -1097,14 +1097,21 @@ impl Executor {
                 };
                 // Recorded exactly so already (a resumed command settling an
                 // operation whose success was written just before the
-                // primary stopped): not a change, so no new version.
-                let unchanged = op.stored.as_ref().is_some_and(|s| {
-                    record
-                        == StoredResource {
-                            version: 0,
-                            ..s.clone()
-                        }
-                });
+                // primary stopped): not a change, so no new version. Not so
+                // when this run deleted the old resource and removed its
+                // record (a replacement, delete before create, of a
+                // resource whose properties did not change): `outputs`
+                // holds what is recorded now, and the new resource's
+                // record must be written even though it equals the old one.
+                let still_recorded = outputs.contains_key(&op.label);
+                let unchanged = still_recorded
+                    && op.stored.as_ref().is_some_and(|s| {
+                        record
+                            == StoredResource {
+                                version: 0,
+                                ..s.clone()
+                            }
+                    });
                 if !unchanged {
                     self.queue(Write::Resource(record));
                 }

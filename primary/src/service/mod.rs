@@ -549,7 +549,15 @@ impl Service {
             let (mut stored, moved) = moved_records(&stack, store.resources(Some(&stack.name))?)?;
             stored.extend(imported.iter().cloned());
             let hasher = SecretHasher::new(store.secret_key()?);
-            let mut plan = plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher);
+            let mut plan = plan::plan_replacing(
+                &stack,
+                &graph,
+                &catalog,
+                &stored,
+                mode,
+                &hasher,
+                &selection.replace,
+            );
             plan.moved = moved;
             plan.imported = imported;
             let deps = select::dependencies(Some((&stack, &graph)), &stored);
@@ -890,7 +898,15 @@ impl Command {
                     plan::Plan {
                         moved,
                         imported,
-                        ..plan::plan(&stack, &graph, &catalog, &stored, mode, &hasher)
+                        ..plan::plan_replacing(
+                            &stack,
+                            &graph,
+                            &catalog,
+                            &stored,
+                            mode,
+                            &hasher,
+                            &selection.replace,
+                        )
                     },
                     select::dependencies(Some((&stack, &graph)), &stored),
                 ),

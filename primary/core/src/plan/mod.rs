@@ -169,6 +169,24 @@ pub fn plan(
     mode: Mode,
     hasher: &SecretHasher,
 ) -> Plan {
+    plan_replacing(stack, graph, catalog, stored, mode, hasher, &[])
+}
+
+/// [`plan`], with the recorded resources labelled in `replace` replaced
+/// even where nothing about them changed (`--replace`): delete before
+/// create, unless a changed field asks for create before delete. They are
+/// forced here, in dependency order, rather than after planning, so that
+/// what attaches to them (`attachesTo`) is replaced with them, as when a
+/// changed field replaces them.
+pub fn plan_replacing(
+    stack: &Stack,
+    graph: &Graph,
+    catalog: &Catalog,
+    stored: &[StoredResource],
+    mode: Mode,
+    hasher: &SecretHasher,
+    replace: &[String],
+) -> Plan {
     let stored_by_label: HashMap<&str, &StoredResource> = stored
         .iter()
         .filter(|s| s.managed)
@@ -212,6 +230,14 @@ pub fn plan(
             ),
             Some(s) => diff(schema, r, s, &outputs, hasher),
         };
+        if existing.is_some()
+            && replace.contains(&r.label)
+            && !matches!(action, Action::Replace { .. })
+        {
+            action = Action::Replace {
+                create_before_delete: false,
+            };
+        }
         let moved = attached_to_replaced(schema, r, &replaced);
         if existing.is_some() && !moved.is_empty() && !matches!(action, Action::Replace { .. }) {
             action = Action::Replace {

@@ -1,0 +1,82 @@
+//! State integrity end to end (issue 42): what an apply records is what
+//! exists, whatever the kind of change. Each test here failed before the
+//! fix it names.
+
+mod common;
+
+use common::{Run, Scratch};
+use serde_json::Value;
+
+/// The labels `orrery inventory --output json` lists for stack `stack`.
+fn inventory_labels(scratch: &Scratch, stack: &str) -> Vec<String> {
+    let run = scratch.orrery(&["inventory", "--stack", stack, "--output", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let listed: Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    let mut labels: Vec<String> = listed
+        .as_array()
+        .or_else(|| listed["resources"].as_array())
+        .unwrap_or_else(|| panic!("no resources in {listed}"))
+        .iter()
+        .map(|r| r["label"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    labels.sort();
+    labels
+}
+
+/// `orrery plan FILE --output json`: exit 0 when nothing changes.
+fn plan_json(scratch: &Scratch, file: &str) -> (Run, Value) {
+    let run = scratch.orrery(&["plan", file, "--output", "json"]);
+    let plan = serde_json::from_str(run.stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    (run, plan)
+}
+
+/// Item 1: `--replace` of a resource whose properties do not change, and
+/// the attachment replaced with it (cascade), keep their records: the next
+/// plan has nothing to do and the inventory lists both.
+#[test]
+fn a_replace_without_property_changes_keeps_the_records_of_it_and_its_attachments() {
+    let scratch = Scratch::new();
+    let things = scratch.path().join("things.sqlite");
+    let doc = format!(
+        "stack: replaced\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\" }}\nresources:\n\
+         \x20 - {{ label: host, type: Testbed::Noop::Thing, target: lab, properties: {{ name: host-1 }} }}\n\
+         \x20 - {{ label: volume, type: Testbed::Noop::Thing, target: lab, properties: {{ name: vol-1, attached_to: \"${{host.name}}\" }} }}\n\
+         \x20 - {{ label: lone, type: Testbed::Noop::Thing, target: lab, properties: {{ name: lone-1, value: 1 }} }}\n",
+        things.display()
+    );
+    let file = scratch.write("replaced.yaml", &doc);
+    let file = file.to_str().unwrap();
+    let first = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    let all = ["host", "lone", "volume"].map(str::to_owned).to_vec();
+    assert_eq!(inventory_labels(&scratch, "replaced"), all);
+
+    // The host replaced as it is: the volume attached to it is replaced
+    // with it (delete before create), nothing changes a property.
+    let (run, plan) = {
+        let run = scratch.orrery(&["plan", file, "--replace", "host", "--output", "json"]);
+        let plan: Value = serde_json::from_str(run.stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {run:?}"));
+        (run, plan)
+    };
+    assert_eq!(plan["summary"]["replace"], 2, "{run:?}");
+    let replaced = scratch.orrery(&["apply", file, "--yes", "--replace", "host"]);
+    assert_eq!(replaced.code, 0, "{replaced:?}");
+    assert_eq!(inventory_labels(&scratch, "replaced"), all, "{replaced:?}");
+    let (run, plan) = plan_json(&scratch, file);
+    assert_eq!(plan["has_changes"], false, "{run:?}");
+    assert_eq!(run.code, 0, "{run:?}");
+
+    // A leaf replaced as it is, alone.
+    let replaced = scratch.orrery(&["apply", file, "--yes", "--replace", "lone"]);
+    assert_eq!(replaced.code, 0, "{replaced:?}");
+    assert_eq!(inventory_labels(&scratch, "replaced"), all, "{replaced:?}");
+    let (run, plan) = plan_json(&scratch, file);
+    assert_eq!(plan["has_changes"], false, "{run:?}");
+
+    // And an apply after it finds them all: nothing to create again.
+    let again = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(again.code, 0, "{again:?}");
+}
