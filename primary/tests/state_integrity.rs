@@ -80,3 +80,46 @@ fn a_replace_without_property_changes_keeps_the_records_of_it_and_its_attachment
     let again = scratch.orrery(&["apply", file, "--yes"]);
     assert_eq!(again.code, 0, "{again:?}");
 }
+
+/// A stack of one file per target named in `targets`, each target a
+/// `local` root of its own under `dir`.
+fn two_site_doc(dir: &std::path::Path, targets: &[&str]) -> String {
+    let mut doc = String::from("stack: sites\ntargets:\n");
+    for t in targets {
+        doc.push_str(&format!(
+            "  - name: {t}\n    plugin: local\n    config: {{ root: \"{}\", create_root: true }}\n",
+            dir.join(t).display()
+        ));
+    }
+    doc.push_str("resources:\n");
+    for t in targets {
+        doc.push_str(&format!(
+            "  - {{ label: {t}-file, type: Local::Fs::File, target: {t}, properties: {{ path: f.txt, content: \"{t}\" }} }}\n"
+        ));
+    }
+    doc
+}
+
+/// Item 3: a target removed from the document with its resources: they
+/// are deleted with the target configuration recorded for them (not an
+/// empty one, which the plugin refuses: `missing field root`).
+#[test]
+fn removing_a_target_deletes_its_resources_with_the_recorded_target_config() {
+    let scratch = Scratch::new();
+    let sites = scratch.path().join("sites");
+    let file = scratch.write("sites.yaml", &two_site_doc(&sites, &["east", "west"]));
+    let file = file.to_str().unwrap();
+    let first = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(sites.join("east/f.txt").is_file() && sites.join("west/f.txt").is_file());
+
+    scratch.write("sites.yaml", &two_site_doc(&sites, &["east"]));
+    let removed = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(removed.code, 0, "{removed:?}");
+    assert!(!removed.stdout.contains("missing field"), "{removed:?}");
+    assert!(!sites.join("west/f.txt").exists(), "{removed:?}");
+    assert!(sites.join("east/f.txt").is_file());
+    assert_eq!(inventory_labels(&scratch, "sites"), ["east-file"]);
+    let (run, plan) = plan_json(&scratch, file);
+    assert_eq!(plan["has_changes"], false, "{run:?}");
+}

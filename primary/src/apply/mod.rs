@@ -351,6 +351,17 @@ impl Executor {
         if !continuing {
             self.store.begin_command(command_id, stack_name, kind)?;
         }
+        // The targets recorded before this run: a target the document no
+        // longer names keeps its recorded configuration (`put_targets`
+        // only adds and overwrites), and the deletes of its resources need
+        // it (secret fields are never recorded: they are resolved as for a
+        // destroy without a document).
+        let recorded: HashMap<String, PropertyMap> = self
+            .store
+            .targets(stack_name)?
+            .into_iter()
+            .map(|t| (t.name, t.config))
+            .collect();
         if let Some((stack, _)) = stack {
             // Secret-looking configuration is never stored in clear.
             let targets = orrery_core::plan::storable_targets(&stack.targets, &self.catalog);
@@ -473,12 +484,12 @@ impl Executor {
                         request_id: request_ids[task].clone(),
                         operation: operation_of(&op.kind),
                         resource_type: op.resource_type.clone(),
-                        target: self.target(stack, op),
+                        target: self.target(stack, &recorded, op),
                         native_id,
                         context,
                     })
                 } else {
-                    match self.request(stack, op, &request_ids[task], &outputs) {
+                    match self.request(stack, &recorded, op, &request_ids[task], &outputs) {
                         Ok(r) => r,
                         Err(message) => {
                             self.record(
@@ -753,10 +764,19 @@ impl Executor {
         Ok(report)
     }
 
-    fn target(&self, stack: Option<(&Stack, &Graph)>, op: &Op) -> Target {
+    /// The target of `op` as its request carries it: the document's, else
+    /// (a target removed from the document, whose resources are deleted)
+    /// the configuration `recorded` for it.
+    fn target(
+        &self,
+        stack: Option<(&Stack, &Graph)>,
+        recorded: &HashMap<String, PropertyMap>,
+        op: &Op,
+    ) -> Target {
         let config = stack
             .and_then(|(s, _)| s.target(&op.target))
             .map(|t| t.config.clone())
+            .or_else(|| recorded.get(&op.target).cloned())
             .unwrap_or_default();
         Target {
             name: op.target.clone(),
@@ -772,11 +792,12 @@ impl Executor {
     fn request(
         &self,
         stack: Option<(&Stack, &Graph)>,
+        recorded: &HashMap<String, PropertyMap>,
         op: &Op,
         request_id: &str,
         outputs: &HashMap<String, PropertyMap>,
     ) -> Result<Request, String> {
-        let target = self.target(stack, op);
+        let target = self.target(stack, recorded, op);
         let desired = || -> Result<PropertyMap, String> {
             let (stack, _) = stack.ok_or("no stack for a create or update")?;
             let decl = op

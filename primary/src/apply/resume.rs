@@ -493,11 +493,15 @@ impl Executor {
 
         // Look for what unanswered creates may have made. References are
         // resolved now, after the polls recorded their outputs.
+        let configs: HashMap<String, PropertyMap> = targets
+            .iter()
+            .map(|(name, t)| (name.clone(), t.config.clone()))
+            .collect();
         let finds: Vec<Pending> = finds
             .into_iter()
             .map(|(op, record)| {
                 let lookup = self
-                    .request(ctx, &op, &record.request_id, &outputs)
+                    .request(ctx, &configs, &op, &record.request_id, &outputs)
                     .ok()
                     .and_then(|r| match r {
                         Request::Create(c) => Some(Lookup {
