@@ -123,3 +123,80 @@ fn removing_a_target_deletes_its_resources_with_the_recorded_target_config() {
     let (run, plan) = plan_json(&scratch, file);
     assert_eq!(plan["has_changes"], false, "{run:?}");
 }
+
+const BASE: &str = r#"stack: base
+targets:
+  - name: home
+    plugin: local
+    config: { root: "${stack_dir}/base", create_root: true }
+resources:
+  - { label: dir, type: Local::Fs::Directory, target: home, properties: { path: shared } }
+"#;
+
+const READER: &str = r#"stack: reader
+targets:
+  - name: home
+    plugin: local
+    config: { root: "${stack_dir}/reader", create_root: true }
+resources:
+  - { label: note, type: Local::Fs::File, target: home, properties: { path: note.txt, content: "${stacks.base.outputs.dir}" } }
+"#;
+
+/// Item 5: an output added to a stack whose resources do not change is a
+/// change: the plan shows it, the apply records it, and a stack reading
+/// it works.
+#[test]
+fn an_output_added_alone_is_planned_applied_and_readable() {
+    let scratch = Scratch::new();
+    let base = scratch.write("base.yaml", BASE);
+    let base = base.to_str().unwrap();
+    let first = scratch.orrery(&["apply", base, "--yes"]);
+    assert_eq!(first.code, 0, "{first:?}");
+
+    scratch.write(
+        "base.yaml",
+        &format!("{BASE}outputs:\n  dir: {{ value: \"${{dir.path}}\" }}\n"),
+    );
+    let (run, plan) = plan_json(&scratch, base);
+    assert_eq!(run.code, 2, "an output to record is a change: {run:?}");
+    assert_eq!(plan["has_changes"], true, "{run:?}");
+    assert_eq!(plan["outputs"][0]["name"], "dir", "{run:?}");
+    assert_eq!(plan["outputs"][0]["after"], "shared", "{run:?}");
+    let text = scratch.orrery(&["plan", base]);
+    assert_eq!(text.code, 2, "{text:?}");
+    assert!(!text.stdout.contains("No changes"), "{text:?}");
+    assert!(text.stdout.contains("dir"), "{text:?}");
+
+    let applied = scratch.orrery(&["apply", base, "--yes"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let read = scratch.orrery(&["output", "--stack", "base", "dir"]);
+    assert_eq!(
+        (read.code, read.stdout.as_str()),
+        (0, "shared\n"),
+        "{read:?}"
+    );
+    let reader = scratch.write("reader.yaml", READER);
+    let reader = scratch.orrery(&["apply", reader.to_str().unwrap(), "--yes"]);
+    assert_eq!(reader.code, 0, "{reader:?}");
+    assert_eq!(
+        std::fs::read_to_string(scratch.path().join("reader/note.txt")).unwrap(),
+        "shared"
+    );
+    // Recorded: nothing left to change.
+    let (run, plan) = plan_json(&scratch, base);
+    assert_eq!(
+        (run.code, &plan["has_changes"]),
+        (0, &Value::Bool(false)),
+        "{run:?}"
+    );
+
+    // Removing it is a change too.
+    scratch.write("base.yaml", BASE);
+    let (run, plan) = plan_json(&scratch, base);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(plan["outputs"][0]["name"], "dir", "{run:?}");
+    let applied = scratch.orrery(&["apply", base, "--yes"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let read = scratch.orrery(&["output", "--stack", "base", "dir"]);
+    assert_ne!(read.code, 0, "{read:?}");
+}

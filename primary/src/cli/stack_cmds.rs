@@ -432,9 +432,37 @@ pub(super) fn print_plan_text(plan: &serde_json::Value) {
             }
         }
     }
+    // Outputs recorded anew: after the operations, with no plugin call.
+    let outputs = plan["outputs"].as_array().map_or(0, Vec::len);
+    for o in plan["outputs"].as_array().into_iter().flatten() {
+        let flag = |k: &str| o[k].as_bool().unwrap_or(false);
+        // A secret output's values are never shown, so a listed one with no
+        // `before` was added (two secret values always compare equal).
+        let (sign, code) = match (o.get("before").is_some(), flag("removed")) {
+            (_, true) => ("-", "31"),
+            (false, false) => ("+", "32"),
+            (true, false) => ("~", "33"),
+        };
+        let value = |v: Option<&serde_json::Value>| v.map_or_else(|| "(none)".to_owned(), short);
+        let change = if flag("sensitive") {
+            "(sensitive)".to_owned()
+        } else if flag("known_after_apply") {
+            format!("{} → (known after apply)", value(o.get("before")))
+        } else {
+            format!("{} → {}", value(o.get("before")), value(o.get("after")))
+        };
+        println!(
+            "  {} {}: {change}",
+            paint(colour, code, &format!("{sign:>3} output")),
+            text(&o["name"]),
+        );
+    }
     let s = &plan["summary"];
     let n = |k: &str| s[k].as_u64().unwrap_or(0);
     if plan["has_changes"].as_bool().unwrap_or(false) {
+        if outputs > 0 {
+            println!("{outputs} output(s) to record, with no plugin call.");
+        }
         if moved > 0 {
             println!("{moved} resource(s) to move, with no plugin call.");
         }

@@ -563,6 +563,8 @@ impl Service {
             let deps = select::dependencies(Some((&stack, &graph)), &stored);
             select::restrict(&mut plan, &deps, &selection)?;
             plan.protect = marks_of(&plan, &stack, &store.protected_labels(&stack.name)?);
+            plan.outputs =
+                outputs::changes(&stack, &stored, store.outputs(&stack.name)?.as_ref(), &plan);
             Ok(plan)
         })
         .await
@@ -919,6 +921,10 @@ impl Command {
             let recorded_protected = store.protected_labels(&stack.name)?;
             if mode.is_some() {
                 plan.protect = marks_of(&plan, &stack, &recorded_protected);
+                // Outputs are recorded after every apply: one the document
+                // adds, removes or changes is a change of its own.
+                plan.outputs =
+                    outputs::changes(&stack, &stored, store.outputs(&stack.name)?.as_ref(), &plan);
             }
             Ok(Planned {
                 plan,

@@ -2,8 +2,11 @@
 //! apply, stored with the stack, read by `orrery output` and the HTTP API.
 //! A secret output is stored as `{secret: true}`, its value never kept.
 
+use std::collections::{BTreeSet, HashSet};
+
 use orrery_schema::{PropertyMap, Value};
 
+use crate::plan::{Action, OutputChange, Plan, Shown};
 use crate::stack::{Reference, Stack};
 use crate::state::StoredResource;
 
@@ -35,6 +38,69 @@ pub fn compute(stack: &Stack, stored: &[StoredResource]) -> PropertyMap {
             )
         })
         .collect()
+}
+
+/// The outputs an apply of `plan` changes: those whose value computed
+/// from the records now (`stored`) differs from the one `recorded`, and
+/// those added or removed. An output reading a resource the plan changes
+/// is shown as known after apply; one whose value only such a change
+/// would alter is not listed (the apply records it anyway).
+pub fn changes(
+    stack: &Stack,
+    stored: &[StoredResource],
+    recorded: Option<&PropertyMap>,
+    plan: &Plan,
+) -> Vec<OutputChange> {
+    let desired = compute(stack, stored);
+    let empty = PropertyMap::new();
+    let recorded = recorded.unwrap_or(&empty);
+    let changing: HashSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp)
+        .map(|c| c.label.as_str())
+        .collect();
+    let reads_a_change = |name: &str| {
+        stack.outputs.get(name).is_some_and(|o| {
+            let mut refs = Vec::new();
+            o.value.references(&mut refs);
+            refs.iter().any(|r| changing.contains(r.resource.as_str()))
+        })
+    };
+    let names: BTreeSet<&String> = desired.keys().chain(recorded.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let (before, after) = (recorded.get(name), desired.get(name));
+            if before == after {
+                return None;
+            }
+            let after = match after {
+                Some(_) if reads_a_change(name) => Shown::KnownAfterApply,
+                other => shown(other),
+            };
+            Some(OutputChange {
+                name: name.clone(),
+                before: shown(before),
+                after,
+            })
+        })
+        .collect()
+}
+
+/// How an output as stored shows in a plan.
+fn shown(stored: Option<&Value>) -> Shown {
+    let Some(stored) = stored else {
+        return Shown::Absent;
+    };
+    match stored {
+        Value::Map(m) if m.contains_key("secret") => Shown::Sensitive,
+        Value::Map(m) => match m.get("value") {
+            Some(v) => Shown::Value(v.clone()),
+            None => Shown::KnownAfterApply,
+        },
+        _ => Shown::KnownAfterApply,
+    }
 }
 
 /// An output as JSON: its value, or `{"secret": true}` / `{"unknown": true}`.

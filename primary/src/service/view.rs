@@ -31,6 +31,10 @@ pub struct PlanView {
     pub protect: Vec<ProtectView>,
     /// Every resource's change, no-ops included.
     pub changes: Vec<ChangeView>,
+    /// The stack's outputs the apply records anew (no plugin call):
+    /// added, changed or removed. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputView>,
     /// The changes counted by action.
     pub summary: SummaryView,
     /// Whether anything would change.
@@ -40,6 +44,31 @@ pub struct PlanView {
     /// whose drift the changes above restore. Absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refresh: Option<DriftReport>,
+}
+
+/// One output of the stack recorded anew. `before`/`after` are its values
+/// (absent when it has none on that side); a secret one is never shown
+/// (`sensitive`); `known_after_apply` marks a value read from a resource
+/// the apply changes first.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OutputView {
+    /// The output's name.
+    pub name: String,
+    /// Its recorded value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<serde_json::Value>,
+    /// Its value once applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<serde_json::Value>,
+    /// A secret output on either side (its value is never shown).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sensitive: bool,
+    /// The new value depends on a resource not applied yet.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub known_after_apply: bool,
+    /// The document no longer has it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
 }
 
 /// One record re-addressed: from the address it was recorded at to the
@@ -195,6 +224,19 @@ impl PlanView {
                     action: c.action.name(),
                     fields: c.fields.clone(),
                     diffs: c.diffs.iter().map(FieldDiffView::new).collect(),
+                })
+                .collect(),
+            outputs: plan
+                .outputs
+                .iter()
+                .map(|o| OutputView {
+                    name: o.name.clone(),
+                    before: json_of(&o.before),
+                    after: json_of(&o.after),
+                    sensitive: matches!(o.before, Shown::Sensitive)
+                        || matches!(o.after, Shown::Sensitive),
+                    known_after_apply: matches!(o.after, Shown::KnownAfterApply),
+                    removed: matches!(o.after, Shown::Absent),
                 })
                 .collect(),
             summary: SummaryView::of(plan),

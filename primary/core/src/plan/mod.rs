@@ -131,6 +131,23 @@ pub struct Plan {
     /// and the records differ, with no plugin call: a record keeps its
     /// mark after its entry leaves the document.
     pub protect: Vec<(String, bool)>,
+    /// The stack's outputs whose recorded value differs from what the
+    /// document gives them now, by name: recorded after the operations,
+    /// with no plugin call. A change of its own: a stack whose resources
+    /// do not change but whose outputs do still has something to apply.
+    pub outputs: Vec<OutputChange>,
+}
+
+/// One output of the stack, as recorded and as it will be recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputChange {
+    /// The output's name.
+    pub name: String,
+    /// What is recorded ([`Shown::Absent`]: none).
+    pub before: Shown,
+    /// What will be ([`Shown::Absent`]: the document no longer has it;
+    /// [`Shown::KnownAfterApply`]: a resource it reads changes first).
+    pub after: Shown,
 }
 
 impl Plan {
@@ -139,6 +156,7 @@ impl Plan {
         !self.moved.is_empty()
             || !self.imported.is_empty()
             || !self.protect.is_empty()
+            || !self.outputs.is_empty()
             || self.changes.iter().any(|c| c.action != Action::NoOp)
     }
 
