@@ -39,7 +39,7 @@ open_enum! {
         InternalFailure = "InternalFailure" [default],
         /// No plugin of that name is installed where the request arrived.
         PluginNotFound = "PluginNotFound",
-        /// No satellite serves the plugin for the target.
+        /// No satellite serves the plugin for the target; certain when it is said, so not retried (start or pin a satellite, then apply again).
         NoSatellite = "NoSatellite",
         /// A resource this one depends on failed, so this one was not attempted.
         DependencyFailure = "DependencyFailure",
@@ -70,6 +70,11 @@ impl ErrorCode {
     /// This is the only place the classification lives. Codes this release
     /// does not know are terminal: retrying an unknown failure could
     /// duplicate a real-world effect, and a human can always re-apply.
+    /// Failures that are certain are terminal at once: no satellite serving
+    /// a target (NATS answers "no responders" only when no subscription
+    /// exists, so the next attempt a moment later meets the same fleet),
+    /// a plugin not installed, and the plugin's own deterministic refusals
+    /// (`InvalidRequest`, `NotFound`, `AlreadyExists`…).
     pub fn is_retryable(&self) -> bool {
         match self {
             ErrorCode::ResourceConflict
@@ -79,7 +84,6 @@ impl ErrorCode {
             | ErrorCode::ServiceTimeout
             | ErrorCode::NetworkFailure
             | ErrorCode::GeneralServiceException
-            | ErrorCode::NoSatellite
             | ErrorCode::PluginUnavailable
             | ErrorCode::PluginUnhealthy
             | ErrorCode::DeadlineExceeded
@@ -93,6 +97,7 @@ impl ErrorCode {
             | ErrorCode::ServiceLimitExceeded
             | ErrorCode::InternalFailure
             | ErrorCode::PluginNotFound
+            | ErrorCode::NoSatellite
             | ErrorCode::DependencyFailure
             | ErrorCode::UnsupportedProtocol
             | ErrorCode::MalformedMessage

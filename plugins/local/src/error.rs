@@ -113,7 +113,11 @@ impl FsError {
                 ErrorCode::NotFound
             }
             FsError::Exists(_) => ErrorCode::AlreadyExists,
-            FsError::NotEmpty(_) | FsError::Changed(_) => ErrorCode::ResourceConflict,
+            // What a directory holds stays until someone removes it:
+            // asking again cannot succeed, so it is not a conflict (which
+            // the runtime retries) but a request that cannot be carried out.
+            FsError::NotEmpty(_) => ErrorCode::InvalidRequest,
+            FsError::Changed(_) => ErrorCode::ResourceConflict,
             FsError::Io { errno, .. } => {
                 PluginError::from(std::io::Error::from_raw_os_error(errno.raw_os_error())).code
             }

@@ -245,6 +245,23 @@ mod tests {
                 Expect::Progress,
                 retryable(C::NetworkFailure, None),
             ),
+            // Certain failures end at once: no satellite serves the
+            // target, the plugin is not installed, the plugin refused.
+            (
+                Owned::T(C::NoSatellite),
+                Expect::Progress,
+                terminal(C::NoSatellite, "m"),
+            ),
+            (
+                Owned::T(C::PluginNotFound),
+                Expect::List,
+                terminal(C::PluginNotFound, "m"),
+            ),
+            (
+                Owned::P(progress(S::Failure, Some(C::InvalidRequest))),
+                Expect::Progress,
+                terminal(C::InvalidRequest, "m"),
+            ),
             (
                 Owned::L(list(S::Success, None)),
                 Expect::Progress,

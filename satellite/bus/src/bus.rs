@@ -25,6 +25,15 @@ pub enum BusError {
         /// The target.
         target: String,
     },
+    /// The plugin is not among those this process runs (embedded mode:
+    /// its binary was not found, or it did not start).
+    #[error("plugin `{plugin}` is not running in this process (not found or not started; see the plugin search path: --plugin-dir, ORRERY_PLUGIN_DIR), so nothing can reach target `{target}`")]
+    PluginNotFound {
+        /// The plugin.
+        plugin: String,
+        /// The target.
+        target: String,
+    },
     /// No answer before the deadline: the outcome is unknown.
     #[error("no answer from plugin `{plugin}` within {timeout:?}")]
     Timeout {
@@ -83,6 +92,7 @@ impl BusError {
     pub fn code(&self) -> ErrorCode {
         match self {
             BusError::NoSatellite { .. } => ErrorCode::NoSatellite,
+            BusError::PluginNotFound { .. } => ErrorCode::PluginNotFound,
             BusError::Timeout { .. } => ErrorCode::DeadlineExceeded,
             BusError::Transport(_) => ErrorCode::NetworkFailure,
             BusError::TooLarge { .. } => ErrorCode::MessageTooLarge,

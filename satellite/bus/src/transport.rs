@@ -81,8 +81,11 @@ impl Transport for LocalBus {
         timeout: Duration,
     ) -> SendFuture<'a> {
         Box::pin(async move {
+            // In-process there are no satellites: a plugin missing here
+            // is not installed (or did not start), which a retry cannot
+            // change.
             let Some(host) = self.hosts.get(plugin) else {
-                return Err(BusError::NoSatellite {
+                return Err(BusError::PluginNotFound {
                     plugin: plugin.to_owned(),
                     target: request.target().name.clone(),
                 });

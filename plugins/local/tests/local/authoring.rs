@@ -122,7 +122,7 @@ async fn delete_removes_an_empty_directory() {
 
     std::fs::write(root.path().join("www/index.html"), "hi").unwrap();
     let busy = call(&client, delete()).await;
-    assert_eq!(busy.error_code, Some(ErrorCode::ResourceConflict));
+    assert_eq!(busy.error_code, Some(ErrorCode::InvalidRequest));
     std::fs::remove_file(root.path().join("www/index.html")).unwrap();
     let event = call(&client, delete()).await;
     assert_eq!(event.status, OperationStatus::Success, "{event:?}");

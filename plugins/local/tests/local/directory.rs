@@ -110,11 +110,11 @@ async fn changing_the_path_is_not_updatable() {
 }
 
 #[tokio::test]
-async fn deleting_a_non_empty_directory_is_a_conflict() {
+async fn deleting_a_non_empty_directory_is_refused_for_good() {
     let env = Env::new().await;
     ok(&env.create(DIR, props([("path", "d".into())])).await);
     std::fs::write(env.path("d/keep.txt"), "x").unwrap();
-    let message = failed(&env.delete(DIR, "d").await, ErrorCode::ResourceConflict);
+    let message = failed(&env.delete(DIR, "d").await, ErrorCode::InvalidRequest);
     assert!(message.contains("not empty"), "{message}");
     assert!(env.path("d/keep.txt").exists());
 }
