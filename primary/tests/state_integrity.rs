@@ -374,3 +374,148 @@ fn a_deterministic_plugin_failure_is_not_retried() {
     assert_ne!(code, "ResourceConflict", "{ops:?}");
     assert!(message.contains("not empty"), "{message}");
 }
+
+/// A stand-in for `orrery primary` that accepts one apply as command `c1`
+/// and serves its events: planned, then finished with `status` and no
+/// operation counted (what a command the state store failed under ends
+/// with). Serves until the test ends.
+fn fake_primary(status: &'static str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            if reader.read_line(&mut request).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let path = request
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
+            let json = |code: &str, body: Value| {
+                let body = body.to_string();
+                format!(
+                    "HTTP/1.1 {code}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            };
+            let answer = if path == "/v1/stacks/plan" {
+                json(
+                    "200 OK",
+                    serde_json::json!({
+                        "stack": "s", "mode": "reconcile", "changes": [],
+                        "summary": { "create": 1, "update": 0, "replace": 0, "delete": 0, "no_op": 0 },
+                        "has_changes": true
+                    }),
+                )
+            } else if path == "/v1/stacks/apply" {
+                json("202 Accepted", serde_json::json!({ "command_id": "c1" }))
+            } else if path == "/v1/commands/c1/events" {
+                let event = |seq: u64, body: Value| {
+                    let mut e = serde_json::json!({
+                        "schema": 1, "command_id": "c1", "run": "r1", "seq": seq, "at_ms": 0
+                    });
+                    e.as_object_mut()
+                        .unwrap()
+                        .extend(body.as_object().unwrap().clone());
+                    format!("id: {seq}\ndata: {e}\n\n")
+                };
+                let planned = event(
+                    1,
+                    serde_json::json!({
+                        "type": "planned", "stack": "s", "kind": "apply", "create": 1, "update": 0,
+                        "replace": 0, "delete": 0, "no_op": 0, "operations": 1
+                    }),
+                );
+                let finished = event(
+                    2,
+                    serde_json::json!({
+                        "type": "finished", "status": status, "succeeded": 0, "failed": 0,
+                        "dependency_failed": 0, "canceled": 0, "retries": 0, "requests": 1,
+                        "elapsed_ms": 5, "message": "the state store failed: connection reset"
+                    }),
+                );
+                format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{planned}{finished}")
+            } else {
+                json(
+                    "404 Not Found",
+                    serde_json::json!({ "error": "no such path" }),
+                )
+            };
+            let _ = stream.write_all(answer.as_bytes());
+            let _ = stream.flush();
+        }
+    });
+    url
+}
+
+/// Item 11: `orrery apply --primary … --yes` and `orrery status --follow`
+/// exit non-zero when the command did not succeed, as its `finished`
+/// event's status says, even when no operation is counted failed; and
+/// they do not say "Done".
+#[test]
+fn following_a_command_that_did_not_succeed_exits_non_zero() {
+    let scratch = Scratch::new();
+    let file = scratch.write(
+        "s.yaml",
+        &two_site_doc(&scratch.path().join("s"), &["east"]),
+    );
+    for status in ["failed", "error"] {
+        let url = fake_primary(status);
+        let applied = Run::from(
+            scratch
+                .command(&["apply", file.to_str().unwrap(), "--yes", "--primary", &url])
+                .env("ORRERY_TOKEN", "t")
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(applied.code, 1, "{status}: {applied:?}");
+        assert!(!applied.stdout.contains("Done"), "{status}: {applied:?}");
+        assert!(
+            applied.stdout.contains(status) || applied.stderr.contains(status),
+            "{status}: {applied:?}"
+        );
+        let followed = Run::from(
+            scratch
+                .command(&["status", "--follow", "c1", "--primary", &url])
+                .env("ORRERY_TOKEN", "t")
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(followed.code, 1, "{status}: {followed:?}");
+        assert!(!followed.stdout.contains("Done"), "{status}: {followed:?}");
+        let json = Run::from(
+            scratch
+                .command(&[
+                    "status",
+                    "--follow",
+                    "c1",
+                    "--primary",
+                    &url,
+                    "--output",
+                    "json",
+                ])
+                .env("ORRERY_TOKEN", "t")
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(json.code, 1, "{status}: {json:?}");
+    }
+}

@@ -229,7 +229,7 @@ pub async fn follow(
     let report = printer
         .report(id)
         .context("the command's events ended without a summary")?;
-    let code = finish(report, output)?;
+    let code = finish(report, printer.finished(), output)?;
     printer.breakdown();
     Ok(code)
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use orrery_bus::held_targets::{HeldTargets, RefPolicy};
 use orrery_bus::transport::Transport;
-use orrery_core::events::{CommandEvent, EventBody, OpEvent};
+use orrery_core::events::{CommandEvent, EventBody, FinishedEvent, OpEvent};
 use orrery_primary::apply::{EventSink, Options, Report, Resumed, Stop};
 use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
@@ -758,7 +758,7 @@ async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     let (report, printer) = execute(command, &planned, output, common.verbose).await?;
-    let code = finish(report, output)?;
+    let code = finish(report, printer.finished(), output)?;
     printer.breakdown();
     Ok(code)
 }
@@ -1104,6 +1104,11 @@ impl Printer {
         }
     }
 
+    /// The `finished` event, once it came: how the command ended.
+    pub(super) fn finished(&self) -> Option<&FinishedEvent> {
+        self.finished.as_ref()
+    }
+
     /// The report the events tell, once `finished` came.
     pub(super) fn report(&self, command_id: &str) -> Option<Report> {
         let f = self.finished.as_ref()?;
@@ -1164,20 +1169,39 @@ pub(super) fn event_line(event: &CommandEvent, output: Output) -> Option<String>
     }
 }
 
-pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitCode> {
+pub(super) fn finish(
+    mut report: Report,
+    ended: Option<&FinishedEvent>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
     // The same order whoever ran it and however it was followed.
     report.failed.sort();
     report.dependency_failed.sort();
     report.canceled.sort();
     report.unsettled.sort();
+    // The command's own status decides, not the operations counted: a
+    // command the state store failed under ends `failed` or `error` with
+    // none of them failed, and must not pass for done (a CI job trusts the
+    // exit code).
+    let status = ended.map_or("completed", |f| f.status.as_str());
+    let succeeded = report.ok() && status == "completed";
     if output == Output::Ndjson {
         // The `finished` event said it all.
     } else if output == Output::Json {
-        println!("{}", serde_json::to_string(&ReportView::new(&report))?);
+        let mut view = ReportView::new(&report);
+        view.ok = succeeded;
+        println!("{}", serde_json::to_string(&view)?);
     } else {
+        let headline = if succeeded {
+            "Done".to_owned()
+        } else if !report.ok() {
+            "Finished with failures".to_owned()
+        } else {
+            format!("Command ended `{status}`")
+        };
         println!(
             "{} in {:.1}s: {} succeeded, {} failed, {} not attempted (dependency failed), {} canceled, {} retries. Command {}.",
-            if report.ok() { "Done" } else { "Finished with failures" },
+            headline,
             report.elapsed_ms as f64 / 1000.0,
             report.succeeded,
             report.failed.len(),
@@ -1189,6 +1213,9 @@ pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitC
         for (label, op, code, message) in &report.failed {
             println!("  failed: {op} {label}: {code}: {message}");
         }
+        if let Some(message) = ended.and_then(|f| f.message.as_deref()) {
+            println!("  the command ended `{status}`: {message}");
+        }
         if !report.unsettled.is_empty() {
             println!(
                 "  unsettled: {} operation(s) in flight when the forced cancel stopped waiting ({}); the next apply of the stack settles them by reading.",
@@ -1197,7 +1224,7 @@ pub(super) fn finish(mut report: Report, output: Output) -> anyhow::Result<ExitC
             );
         }
     }
-    Ok(if report.ok() {
+    Ok(if succeeded {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
