@@ -40,7 +40,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(cli::run(args, telemetry.metrics())) {
+    let result = runtime.block_on(cli::run(args, telemetry.metrics()));
+    // Output that could not be written (a full disk, not a reader that went
+    // away) is a failure of the command, however it ended otherwise.
+    if let Some(why) = cli::stdout_failure() {
+        eprintln!("error: cannot write to standard output: {why}");
+        return ExitCode::from(1);
+    }
+    match result {
         Ok(code) => code,
         Err(e) => {
             match cli::render_error::stack_errors(&e, cli::render_error::colour()) {

@@ -519,3 +519,104 @@ fn following_a_command_that_did_not_succeed_exits_non_zero() {
         assert_eq!(json.code, 1, "{status}: {json:?}");
     }
 }
+
+/// `orrery ARGS` whose standard output is a pipe nobody reads any more
+/// (as under `| head -1` once head has exited): every write fails with
+/// EPIPE.
+fn with_stdout_closed(scratch: &Scratch, args: &[&str]) -> Run {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors `pipe` writes.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    let out = scratch
+        .command(args)
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    Run::from(out)
+}
+
+/// Item 12: output cut short by its reader (`orrery plan --output json |
+/// head -1`, `orrery inventory | head -1`) ends the command quietly: no
+/// panic, no backtrace, the command's own exit code.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let scratch = Scratch::new();
+    let file = scratch.write(
+        "s.yaml",
+        &two_site_doc(&scratch.path().join("s"), &["east"]),
+    );
+    let file = file.to_str().unwrap();
+    let plan = with_stdout_closed(&scratch, &["plan", file, "--output", "json"]);
+    assert!(!plan.stderr.contains("panicked"), "{plan:?}");
+    assert_eq!(plan.code, 2, "the plan's own code (changes): {plan:?}");
+    let plan = with_stdout_closed(&scratch, &["plan", file]);
+    assert!(!plan.stderr.contains("panicked"), "{plan:?}");
+    assert_eq!(plan.code, 2, "{plan:?}");
+    let applied = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    for args in [&["inventory"][..], &["inventory", "--output", "json"]] {
+        let inventory = with_stdout_closed(&scratch, args);
+        assert!(!inventory.stderr.contains("panicked"), "{inventory:?}");
+        assert_eq!(inventory.code, 0, "{inventory:?}");
+    }
+}
+
+/// Item 12: a recorded apply whose mode this release does not know is not
+/// resumed (least of all as `reconcile`, the mode that deletes): resuming
+/// it is refused with a typed error naming the mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_recorded_mode_refuses_to_resume() {
+    use orrery_primary::service::{Engine, PluginPool, Service, ServiceConfig, ServiceError};
+    use orrery_primary::state::{CommandDocument, CommandHead, CommandStatus};
+    let scratch = Scratch::new();
+    let store = orrery_primary::state::open_dir(&scratch.state()).unwrap();
+    let text = two_site_doc(&scratch.path().join("s"), &["east"]);
+    store.begin_command("c1", "sites", "apply").unwrap();
+    store
+        .put_command_document(
+            "c1",
+            &CommandDocument {
+                engine: Engine::Embedded.name().into(),
+                mode: "merge".into(),
+                source: "s.yaml".into(),
+                stack_dir: scratch.path().display().to_string(),
+                text,
+                selection: Default::default(),
+            },
+        )
+        .unwrap();
+    let service = Service::new(
+        store,
+        PluginPool::new(vec![orrery_testing::target_debug()]),
+        ServiceConfig {
+            options: Default::default(),
+            lease: orrery_primary::lease::LeaseConfig::new(std::time::Duration::from_secs(30)),
+            engine: Engine::Embedded,
+        },
+    );
+    let head = CommandHead {
+        id: "c1".into(),
+        stack: "sites".into(),
+        kind: "apply".into(),
+        status: CommandStatus::Running,
+        started_ms: 0,
+        finished_ms: None,
+        principal: None,
+    };
+    let resumed = service.begin_resume(&head, "c2").await;
+    let refused = match resumed {
+        Err(e) => e,
+        Ok(c) => panic!("resumed as {:?}", c.map(|c| c.id().to_owned())),
+    };
+    assert!(
+        matches!(refused, ServiceError::NotResumable { .. }),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("`merge`"), "{refused}");
+    service.shutdown().await;
+}

@@ -4,9 +4,68 @@
 //! failed, checks failed, or an error); 2 `plan` found changes.
 
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use clap::{Parser, Subcommand};
 use orrery_plugin_sdk::telemetry::{self, MetricsReader, Telemetry, TelemetryConfig};
+
+/// Why standard output stopped taking what the commands print, once it
+/// did: `None` while it takes it; a closed pipe (`orrery plan | head -1`)
+/// is not kept (nobody reads, nothing is wrong).
+static STDOUT_FAILED: Mutex<Option<Option<String>>> = Mutex::new(None);
+
+/// Writes to standard output what the commands print, never panicking as
+/// `println!` does when it cannot: once a write fails the rest of the
+/// output is dropped and the command goes on to its end (an apply is not
+/// abandoned halfway because its reader went away). A closed pipe ends
+/// the output quietly; any other failure is reported when the command ends
+/// ([`stdout_failure`]).
+pub fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(|p| p.into_inner());
+    if failed.is_some() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| {
+        if newline {
+            out.write_all(b"\n")
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = written {
+        *failed = Some((e.kind() != std::io::ErrorKind::BrokenPipe).then(|| e.to_string()));
+    }
+}
+
+/// Why writing to standard output failed, other than a closed pipe.
+pub fn stdout_failure() -> Option<String> {
+    STDOUT_FAILED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .flatten()
+}
+
+// `println!` and `print!` for every command module below (a macro defined
+// here is in scope in the modules declared after it): through
+// `write_stdout`, so that output cut short by its reader is not a panic
+// with a backtrace.
+macro_rules! println {
+    () => {
+        $crate::cli::write_stdout(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*), true)
+    };
+}
+
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*), false)
+    };
+}
 
 pub mod config_file;
 mod discover;

@@ -152,7 +152,9 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
             }
             ServiceError::UnknownStack(_) => ApiError::not_found(e.to_string()),
-            ServiceError::Selection(_) => ApiError::bad_request(e.to_string()),
+            ServiceError::Selection(_) | ServiceError::UnknownMode(_) => {
+                ApiError::bad_request(e.to_string())
+            }
             ServiceError::NotResumable { .. } | ServiceError::Protected(_) => {
                 ApiError::conflict(e.to_string())
             }

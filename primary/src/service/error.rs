@@ -31,6 +31,11 @@ pub enum ServiceError {
     /// The server stops taking commands.
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// A mode this release does not know (a document recorded by another
+    /// release, or a damaged record): never taken as `reconcile`, the mode
+    /// that deletes.
+    #[error("unknown mode `{0}`: expected `reconcile` or `patch`; nothing was changed")]
+    UnknownMode(String),
     /// Nothing is recorded of the stack.
     #[error("no stack `{0}` is recorded")]
     UnknownStack(String),

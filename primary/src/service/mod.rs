@@ -482,7 +482,8 @@ impl Service {
         document: CommandDocument,
         inputs: StackInputs,
     ) -> Result<Prepared, ServiceError> {
-        let mode = view::parse_mode(&document.mode).unwrap_or_default();
+        let mode = view::parse_mode(&document.mode)
+            .ok_or_else(|| ServiceError::UnknownMode(document.mode.clone()))?;
         let (doc, store) = (document.clone(), self.store.clone());
         let stack = tokio::task::spawn_blocking(move || {
             inputs.parse_with_store(&doc, Some(store.as_ref()))
@@ -704,6 +705,15 @@ impl Service {
                     return Err(not_resumable(format!(
                         "it reached its plugins through `{}`, not as this primary does; a primary that reaches them so resumes it",
                         document.engine
+                    )));
+                }
+                // Resumed only as recorded: a mode this release does not
+                // know is refused here, never defaulted (the default,
+                // `reconcile`, deletes what the document does not name).
+                if view::parse_mode(&document.mode).is_none() {
+                    return Err(not_resumable(format!(
+                        "its recorded mode `{}` is not one this release knows (`reconcile` or `patch`), so it is not resumed; applying the document of stack `{}` again goes on with it",
+                        document.mode, head.stack
                     )));
                 }
                 // The subset it ran (`--target`…) is what it goes on with.
