@@ -620,3 +620,174 @@ async fn an_unknown_recorded_mode_refuses_to_resume() {
     assert!(refused.to_string().contains("`merge`"), "{refused}");
     service.shutdown().await;
 }
+
+/// A stack of one `local` file per label, rooted at `root`.
+fn files_doc(root: &std::path::Path, labels: &[&str]) -> String {
+    let mut doc = format!(
+        "stack: shared\ntargets:\n  - name: home\n    plugin: local\n    config: {{ root: \"{}\", create_root: true }}\nresources:\n",
+        root.display()
+    );
+    for l in labels {
+        doc.push_str(&format!(
+            "  - {{ label: {l}, type: Local::Fs::File, target: home, properties: {{ path: {l}.txt, content: \"{l}\" }} }}\n"
+        ));
+    }
+    doc
+}
+
+/// Applies `doc` through the primary's API, as a colleague would, and
+/// waits for it to end `completed`.
+fn colleague_applies(server: &common::server::Server, doc: &str) {
+    let (status, accepted) =
+        server.post("/v1/stacks/apply", &serde_json::json!({ "document": doc }));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    let done = server.wait_command(&id);
+    assert_eq!(done["status"], "completed", "{done}");
+}
+
+/// Item 2, over the API: an apply given the plan its caller confirmed runs
+/// that plan or nothing. The stack moved since (a colleague's apply): 409
+/// naming what changed, nothing run; planned again and confirmed: it runs.
+#[test]
+fn an_apply_runs_the_confirmed_plan_or_refuses_naming_what_changed() {
+    let server = common::server::Server::start();
+    let scratch = Scratch::new();
+    let root = scratch.path().join("site");
+    colleague_applies(&server, &files_doc(&root, &["a"]));
+
+    let mine = serde_json::json!({ "document": files_doc(&root, &["a", "b"]) });
+    let (status, plan) = server.post("/v1/stacks/plan", &mine);
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["summary"]["create"], 1, "{plan}");
+    let hash = plan["plan_hash"].as_str().unwrap().to_owned();
+    assert_eq!(hash.len(), 64, "{plan}");
+    let confirmed = |plan: &Value| {
+        let mut body = mine.clone();
+        body["confirmed_plan"] = serde_json::json!({
+            "plan_hash": plan["plan_hash"],
+            "changes": plan["changes"],
+        });
+        body
+    };
+    // Planned again with nothing moved: the same hash.
+    let (_, again) = server.post("/v1/stacks/plan", &mine);
+    assert_eq!(again["plan_hash"], hash.as_str());
+
+    // Meanwhile a colleague applies the stack with one more file: my
+    // document would now delete it, which my plan never showed.
+    colleague_applies(&server, &files_doc(&root, &["a", "c"]));
+    let (status, refused) = server.post("/v1/stacks/apply", &confirmed(&plan));
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["stale_plan"], true, "{refused}");
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("the stack changed since your plan; plan again"),
+        "{error}"
+    );
+    assert!(
+        error.contains("`c`: confirmed nothing, now delete"),
+        "{error}"
+    );
+    assert!(root.join("c.txt").is_file(), "nothing ran");
+    assert!(!root.join("b.txt").exists(), "nothing ran");
+
+    // Planned again and confirmed: exactly that runs.
+    let (_, fresh) = server.post("/v1/stacks/plan", &mine);
+    assert_eq!(fresh["summary"]["delete"], 1, "{fresh}");
+    let (status, accepted) = server.post("/v1/stacks/apply", &confirmed(&fresh));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    assert_eq!(server.wait_command(&id)["status"], "completed");
+    assert!(root.join("b.txt").is_file() && !root.join("c.txt").exists());
+}
+
+/// Item 2, from the CLI: `orrery apply --primary URL` shows a plan and
+/// waits at `[y/N]`; a colleague applies meanwhile; the answer `y` runs
+/// nothing and says "the stack changed since your plan; plan again".
+#[test]
+fn a_remote_apply_confirmed_after_the_stack_moved_runs_nothing() {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    let server = common::server::Server::start();
+    let scratch = Scratch::new();
+    let root = scratch.path().join("site");
+    colleague_applies(&server, &files_doc(&root, &["a"]));
+    let file = scratch.write("mine.yaml", &files_doc(&root, &["a", "b"]));
+
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the given integers; the
+    // name, termios and size arguments may be null.
+    let made = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(made, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and are owned here only.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut command = scratch.command(&[
+        "apply",
+        file.to_str().unwrap(),
+        "--primary",
+        &server.url(""),
+    ]);
+    command
+        .env("ORRERY_TOKEN", common::server::ADMIN_TOKEN)
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    let mut child = command.spawn().unwrap();
+    drop(command);
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel::<String>();
+    let mut reader = master.try_clone().unwrap();
+    let shown = std::thread::spawn(move || {
+        let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+            let _ = seen_tx.send(String::from_utf8_lossy(&out).into_owned());
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let seen = seen_rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .unwrap_or_else(|_| panic!("no prompt within 60 s"));
+        if seen.contains("Apply these changes?") {
+            assert!(seen.contains("1 to create"), "{seen}");
+            break;
+        }
+    }
+    colleague_applies(&server, &files_doc(&root, &["a", "c"]));
+    (&master).write_all(b"y\n").unwrap();
+    let status = child.wait().unwrap();
+    drop(master);
+    let shown = shown.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("the stack changed since your plan; plan again"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("`c`: confirmed nothing, now delete"),
+        "{shown}"
+    );
+    assert!(
+        root.join("c.txt").is_file(),
+        "the never-shown delete did not run: {shown}"
+    );
+    assert!(!root.join("b.txt").exists(), "{shown}");
+}

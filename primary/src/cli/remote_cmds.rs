@@ -114,10 +114,43 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
         println!("Nothing changed.");
         return Ok(ExitCode::SUCCESS);
     }
+    // Exactly the plan shown (and confirmed) runs: the primary plans again
+    // under the stack's lease and refuses when that plan differs.
+    body["confirmed_plan"] = confirmed_plan(&plan);
     let sigint = listen_for_ctrl_c()?;
-    let accepted = remote.post("/v1/stacks/apply", &body)?;
+    let (status, accepted) = remote.post_status("/v1/stacks/apply", &body)?;
+    if status == 409 && accepted["stale_plan"] == true {
+        eprintln!("the stack changed since your plan; plan again");
+        for change in accepted["changed"].as_array().into_iter().flatten() {
+            eprintln!("  {}", change.as_str().unwrap_or_default());
+        }
+        return Ok(ExitCode::from(1));
+    }
+    if !(200..300).contains(&status) {
+        return Err(super::remote::api_error(status, &accepted));
+    }
     let id = command_id(&accepted)?;
     follow(remote, &id, output, args.common.verbose, sigint).await
+}
+
+/// What an apply sends of the plan it shows: its hash, its changes
+/// (label, action, fields) and its other parts, for the primary to run
+/// nothing the plan did not show and to name what differs.
+fn confirmed_plan(plan: &Value) -> Value {
+    let changes: Vec<Value> = plan["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["action"] != "no-op")
+        .map(|c| json!({ "label": c["label"], "action": c["action"], "fields": c["fields"] }))
+        .collect();
+    let mut confirmed = json!({ "plan_hash": plan["plan_hash"], "changes": changes });
+    for part in ["moved", "imported", "protect", "outputs"] {
+        if let Some(shown) = plan.get(part) {
+            confirmed[part] = shown.clone();
+        }
+    }
+    confirmed
 }
 
 pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow::Result<ExitCode> {

@@ -20,7 +20,7 @@ use super::extract::{JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::{blocking, pages, views, Shared};
 use crate::discovery::UNMANAGED_STACK;
 use crate::plan::Mode;
-use crate::service::view::{self, PlanView, ReportView};
+use crate::service::view::{self, ConfirmedPlan, PlanView, ReportView};
 use crate::service::{Command, ServiceError, StackInputs, StackReads};
 use crate::stack::Supplied;
 use crate::state::{CommandDocument, CommandFilter, CommandStatus};
@@ -146,6 +146,12 @@ pub struct StackRequest {
     /// A targeted run (`target`, `exclude`, `replace`).
     #[serde(flatten)]
     selection: SelectionRequest,
+    /// For an apply: the plan the caller confirmed (its `plan_hash` and
+    /// changes, as `POST /v1/stacks/plan` gave them). The apply then runs
+    /// only that plan: when planning again under the stack's lease gives
+    /// another, it is refused (409) naming what changed.
+    #[serde(default)]
+    confirmed_plan: Option<ConfirmedPlan>,
 }
 
 /// The labels of a targeted run, as `--target`, `--exclude`, `--replace`.
@@ -363,6 +369,7 @@ async fn start(
     command: Command,
     principal: &Principal,
     refresh: bool,
+    confirmed: Option<ConfirmedPlan>,
 ) -> ApiResult<Response> {
     if command.id() != reservation.id {
         reservation.rename(command.id());
@@ -378,6 +385,24 @@ async fn start(
     };
     let planned = command.plan().await?;
     let view = command.view(&planned.plan).with_refresh(refreshed);
+    // What runs is the plan that was confirmed, or nothing: planned again
+    // here, under the stack's lease (no other command can move the stack
+    // until this one ends), it must do nothing the confirmed plan did not
+    // show (it may do less: what settling an interrupted command adopted
+    // is no longer to create). A resumed command goes on with what an
+    // earlier apply was confirmed for.
+    if let Some(confirmed) = confirmed.filter(|_| !command.resumes()) {
+        let changed = view.differences(&confirmed);
+        if !changed.is_empty() {
+            return Err(ApiError::conflict(format!(
+                "the stack changed since your plan; plan again: {}",
+                changed.join("; ")
+            ))
+            .with("stale_plan", json!(true))
+            .with("changed", json!(changed))
+            .with("plan_hash", json!(view.plan_hash)));
+        }
+    }
     // The dashboard shows it: the store keeps no plan.
     state.ui_plans.remember(command.id(), &view);
     let response = accepted(&command, &view);
@@ -394,6 +419,7 @@ pub async fn apply_handler(
 ) -> ApiResult<Response> {
     let inputs = inputs(&mut req)?;
     let (selection, refresh) = (req.selection.take(), req.refresh);
+    let confirmed = req.confirmed_plan.take();
     let document = document(&state, req)?;
     authorize(&principal, Role::Operator, &document).await?;
     let inputs = reading_as(&principal, inputs);
@@ -434,7 +460,7 @@ pub async fn apply_handler(
         .service
         .begin_apply(prepared, &reservation.id, Some(&principal.name))
         .await?;
-    start(&state, reservation, command, &principal, refresh).await
+    start(&state, reservation, command, &principal, refresh, confirmed).await
 }
 
 /// `POST /v1/stacks/{name}/destroy`.
@@ -451,7 +477,7 @@ pub async fn destroy_handler(
         .begin_destroy(&name, None, &reservation.id, Some(&principal.name))
         .await?
         .with_selection(body.selection.take());
-    start(&state, reservation, command, &principal, false).await
+    start(&state, reservation, command, &principal, false, None).await
 }
 
 /// Query parameters naming a stack.

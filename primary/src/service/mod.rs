@@ -538,6 +538,7 @@ impl Service {
             prepared.mode,
         );
         let selection = prepared.selection.clone();
+        let digest = document_digest(&prepared.document.text, Some(mode));
         let imported = imports::read(
             &self.store,
             &prepared.plugins,
@@ -566,6 +567,7 @@ impl Service {
             plan.protect = marks_of(&plan, &stack, &store.protected_labels(&stack.name)?);
             plan.outputs =
                 outputs::changes(&stack, &stored, store.outputs(&stack.name)?.as_ref(), &plan);
+            plan.basis = plan_basis(&digest, &selection, &stored);
             Ok(plan)
         })
         .await
@@ -588,6 +590,7 @@ impl Service {
             selection,
             plugins,
         } = prepared;
+        let digest = document_digest(&document.text, Some(mode));
         // Resumed from the document alone, an apply must mean the same:
         // not when parameters took values from the caller or files were
         // read, and never when it holds secrets.
@@ -596,7 +599,7 @@ impl Service {
                 selection: selection.clone(),
                 ..document
             });
-        let command = self
+        let mut command = self
             .begin(
                 CommandKind::Apply,
                 stack,
@@ -608,6 +611,7 @@ impl Service {
             )
             .await?
             .with_selection(selection);
+        command.document_digest = digest;
         self.record_principal(&command, principal).await?;
         Ok(command)
     }
@@ -783,8 +787,48 @@ impl Service {
             selection: Selection::default(),
             store: self.store.clone(),
             options: self.config.options.clone(),
+            document_digest: String::new(),
         })
     }
+}
+
+/// A digest of a document as planned: its text and mode.
+fn document_digest(text: &str, mode: Option<Mode>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(mode.map_or("destroy", view::mode_name).as_bytes());
+    hash.update([0]);
+    hash.update(text.as_bytes());
+    hex(&hash.finalize())
+}
+
+/// What a plan was made against ([`Plan::basis`]): the document's digest,
+/// the selection, and the stack's records it was planned against (each
+/// one's label, version and native id: any write to a record changes its
+/// version).
+fn plan_basis(document: &str, selection: &Selection, stored: &[StoredResource]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(document.as_bytes());
+    hash.update([0]);
+    hash.update(serde_json::to_vec(selection).unwrap_or_default());
+    let mut records: Vec<(&str, i64, &str)> = stored
+        .iter()
+        .map(|s| (s.label.as_str(), s.version, s.native_id.as_str()))
+        .collect();
+    records.sort_unstable();
+    for (label, version, native_id) in records {
+        hash.update([0]);
+        hash.update(label.as_bytes());
+        hash.update([0]);
+        hash.update(version.to_le_bytes());
+        hash.update(native_id.as_bytes());
+    }
+    hex(&hash.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A command whose lease this primary holds: settle what an interrupted
@@ -808,6 +852,8 @@ pub struct Command {
     /// protected is the document's to say, of the others the records'.
     declared: BTreeSet<String>,
     allow_protected: bool,
+    /// [`document_digest`] of an apply's document (empty for a destroy).
+    document_digest: String,
 }
 
 /// A command's plan with the records it was made against.
@@ -892,6 +938,7 @@ impl Command {
             self.hasher.clone(),
         );
         let selection = self.selection.clone();
+        let digest = self.document_digest.clone();
         let imported = match mode {
             Some(_) => {
                 imports::read(&self.store, &self.plugins, &stack, &graph, &self.options).await?
@@ -928,6 +975,7 @@ impl Command {
                 ),
             };
             select::restrict(&mut plan, &deps, &selection)?;
+            plan.basis = plan_basis(&digest, &selection, &stored);
             let recorded_protected = store.protected_labels(&stack.name)?;
             if mode.is_some() {
                 plan.protect = marks_of(&plan, &stack, &recorded_protected);

@@ -39,6 +39,11 @@ pub struct PlanView {
     pub summary: SummaryView,
     /// Whether anything would change.
     pub has_changes: bool,
+    /// The plan's content hash (hex SHA-256): of what it was made against
+    /// (the document, the selection, the stack's records) and of the plan
+    /// itself. An apply given it (`confirmed_plan`) runs only the plan with
+    /// this hash (`docs/http-api.md`).
+    pub plan_hash: String,
     /// What `--refresh` (`"refresh": true`) read before planning: the
     /// drift sync's report (as `orrery drift --output json` prints it),
     /// whose drift the changes above restore. Absent without it.
@@ -69,6 +74,41 @@ pub struct OutputView {
     /// The document no longer has it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub removed: bool,
+}
+
+/// A plan as someone confirmed it: its hash and its changes as shown
+/// (`confirmed_plan` of an apply request; `docs/http-api.md`).
+#[derive(Clone, Debug, Default, serde::Deserialize, Serialize, PartialEq)]
+pub struct ConfirmedPlan {
+    /// Its [`PlanView::plan_hash`].
+    pub plan_hash: String,
+    /// Its changes, no-ops left out or not.
+    #[serde(default)]
+    pub changes: Vec<ConfirmedChange>,
+    /// Its `moved`, as shown (absent: none).
+    #[serde(default)]
+    pub moved: serde_json::Value,
+    /// Its `imported`, as shown (absent: none).
+    #[serde(default)]
+    pub imported: serde_json::Value,
+    /// Its `protect`, as shown (absent: none).
+    #[serde(default)]
+    pub protect: serde_json::Value,
+    /// Its `outputs`, as shown (absent: none).
+    #[serde(default)]
+    pub outputs: serde_json::Value,
+}
+
+/// One change of a confirmed plan.
+#[derive(Clone, Debug, Default, serde::Deserialize, Serialize, PartialEq)]
+pub struct ConfirmedChange {
+    /// The resource's label.
+    pub label: String,
+    /// `create`, `update`, `replace`, `delete` or `no-op`.
+    pub action: String,
+    /// The fields that differ.
+    #[serde(default)]
+    pub fields: Vec<String>,
 }
 
 /// One record re-addressed: from the address it was recorded at to the
@@ -186,7 +226,7 @@ pub struct SummaryView {
 impl PlanView {
     /// The view of `plan` for `stack` (`mode` absent for a destroy).
     pub fn new(stack: &str, mode: Option<Mode>, plan: &Plan) -> PlanView {
-        PlanView {
+        let mut view = PlanView {
             stack: stack.to_owned(),
             mode: mode.map(mode_name),
             moved: plan
@@ -241,8 +281,103 @@ impl PlanView {
                 .collect(),
             summary: SummaryView::of(plan),
             has_changes: plan.has_changes(),
+            plan_hash: String::new(),
             refresh: None,
+        };
+        view.plan_hash = view.content_hash(&plan.basis);
+        view
+    }
+
+    /// The hash of `basis` (what the plan was made against) and of this
+    /// view's plan: everything it shows but the hash and what a refresh
+    /// read (the refresh's effect is in the records `basis` covers).
+    fn content_hash(&self, basis: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let shown = PlanView {
+            plan_hash: String::new(),
+            refresh: None,
+            ..self.clone()
+        };
+        let mut hash = Sha256::new();
+        hash.update(basis.as_bytes());
+        hash.update([0]);
+        hash.update(serde_json::to_vec(&shown).unwrap_or_default());
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// What this plan, made since, would do that `confirmed` (the plan
+    /// someone confirmed, as its hash and parts were shown) did not show,
+    /// for a person to read: each resource whose planned action or fields
+    /// are not the confirmed ones, and each other part (moves, imports,
+    /// protect marks, outputs) that differs. Empty when it does nothing
+    /// unconfirmed: its hash is the confirmed one, or it is the confirmed
+    /// plan less changes made meanwhile (a create settled from an
+    /// interrupted command, say), which runs.
+    pub fn differences(&self, confirmed: &ConfirmedPlan) -> Vec<String> {
+        if confirmed.plan_hash == self.plan_hash {
+            return Vec::new();
         }
+        let planned = |changes: &mut dyn Iterator<Item = (String, String, Vec<String>)>| {
+            changes
+                .filter(|(_, action, _)| action != "no-op")
+                .map(|(label, action, fields)| (label, (action, fields)))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let before = planned(
+            &mut confirmed
+                .changes
+                .iter()
+                .map(|c| (c.label.clone(), c.action.clone(), c.fields.clone())),
+        );
+        let after = planned(
+            &mut self
+                .changes
+                .iter()
+                .map(|c| (c.label.clone(), c.action.to_owned(), c.fields.clone())),
+        );
+        let say = |c: Option<&(String, Vec<String>)>| match c {
+            None => "nothing".to_owned(),
+            Some((action, fields)) if fields.is_empty() => action.clone(),
+            Some((action, fields)) => format!("{action} ({})", fields.join(", ")),
+        };
+        let mut out: Vec<String> = after
+            .iter()
+            .filter(|(label, change)| before.get(*label) != Some(*change))
+            .map(|(label, change)| {
+                format!(
+                    "`{label}`: confirmed {}, now {}",
+                    say(before.get(label)),
+                    say(Some(change))
+                )
+            })
+            .collect();
+        let parts = [
+            ("moves", serde_json::to_value(&self.moved), &confirmed.moved),
+            (
+                "imports",
+                serde_json::to_value(&self.imported),
+                &confirmed.imported,
+            ),
+            (
+                "protect marks",
+                serde_json::to_value(&self.protect),
+                &confirmed.protect,
+            ),
+            (
+                "outputs to record",
+                serde_json::to_value(&self.outputs),
+                &confirmed.outputs,
+            ),
+        ];
+        for (part, now, shown) in parts {
+            let now = now.unwrap_or_default();
+            let nothing = now.as_array().is_none_or(Vec::is_empty);
+            let shown_nothing = shown.as_array().is_none_or(Vec::is_empty);
+            if !nothing && (now != *shown || shown_nothing) {
+                out.push(format!("the {part} are not the confirmed ones"));
+            }
+        }
+        out
     }
 
     /// This view with the report of the refresh made before planning.

@@ -136,6 +136,11 @@ pub struct Plan {
     /// with no plugin call. A change of its own: a stack whose resources
     /// do not change but whose outputs do still has something to apply.
     pub outputs: Vec<OutputChange>,
+    /// A digest of what it was made against (the document and the stack's
+    /// records, as whoever planned says): with the plan itself it makes the
+    /// plan's content hash, by which an apply checks that it carries out
+    /// exactly the plan that was confirmed. Empty when nobody said.
+    pub basis: String,
 }
 
 /// One output of the stack, as recorded and as it will be recorded.
