@@ -47,6 +47,7 @@ mod stack_options;
 mod stack_outputs;
 mod stack_parameters;
 mod stack_references;
+mod state_integrity;
 mod targeted;
 mod throttled;
 mod trust_authorize;

@@ -2,9 +2,8 @@
 //! exists, whatever the kind of change. Each test here failed before the
 //! fix it names.
 
-mod common;
 
-use common::{Run, Scratch};
+use crate::common::{Run, Scratch};
 use serde_json::Value;
 
 /// The labels `orrery inventory --output json` lists for stack `stack`.
