@@ -313,18 +313,20 @@ pub fn stack_name(source: &str, text: &str) -> Result<String, StackError> {
     struct NameOnly {
         stack: String,
     }
-    read::read::<NameOnly>(text, &Limits::default())
+    yaml::read::<NameOnly>(text, &Limits::default())
         .map(|doc| doc.stack)
-        .map_err(|e| {
-            let (line, position, problem) = e.located();
-            StackError {
-                file: source.to_owned(),
-                line,
-                position,
-                resource: None,
-                problem,
-            }
-        })
+        .map_err(|e| unread(source, e))
+}
+
+/// A document that could not be read, as the error of `source`.
+fn unread(source: &str, e: yaml::ReadError) -> StackError {
+    StackError {
+        file: source.to_owned(),
+        line: e.line,
+        position: e.position,
+        resource: None,
+        problem: e.problem,
+    }
 }
 
 /// [`parse`] with other limits.
@@ -354,13 +356,7 @@ fn parse_with(
     limits: &Limits,
     inputs: &Inputs<'_>,
 ) -> Result<Stack, StackError> {
-    let doc: Document = yaml::read(text, limits).map_err(|e| StackError {
-        file: source.to_owned(),
-        line: e.line,
-        position: e.position,
-        resource: None,
-        problem: e.problem,
-    })?;
+    let doc: Document = yaml::read(text, limits).map_err(|e| unread(source, e))?;
     // A document that reads files (`file()`, modules) does not alone say
     // what was applied.
     let read_files = &Cell::new(false);

@@ -2,8 +2,8 @@
 //! exists, whatever the kind of change. Each test here failed before the
 //! fix it names.
 
-
-use crate::common::{Run, Scratch};
+use crate::common::{self, Run, Scratch};
+use orrery_testing::Wait;
 use serde_json::Value;
 
 /// The labels `orrery inventory --output json` lists for stack `stack`.
@@ -308,13 +308,9 @@ async fn a_target_no_satellite_serves_fails_at_once_naming_it() {
             .unwrap(),
     );
     let client = server.client().await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while common::fleet::served(&client).await.is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the satellite did not register"
-        );
-    }
+    Wait::new("the satellite to register", std::time::Duration::from_secs(20))
+        .until_async(|| async { !common::fleet::served(&client).await.is_empty() })
+        .await;
     let scratch = Scratch::new();
     let file = scratch.write(
         "far.yaml",
