@@ -141,7 +141,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             // Parents come from the tracing span tree, not OpenTelemetry's
             // thread-local context: attaching and detaching that on every
             // poll of a traced future was a third of a traced request's
-            // cost in the layer (BENCHMARKS.md, relay round 12), and
+            // cost in the layer (BENCHMARKS.md, Tracing overhead), and
             // nothing here reads `opentelemetry::Context::current()`.
             .with_context_activation(false);
         otel.with_filter(super::sampling::traced_only())

@@ -1,6 +1,6 @@
-//! What a plugin's answer means: the one classification every caller uses
-//! (the executor, resuming, discovery), so that "retry this", "poll again"
-//! and "give up" are decided in one place.
+//! What a plugin's answer means: "retry this", "poll again" or "give up".
+//! Resuming and paced requests (resume, discovery, drift, import) use it;
+//! the executor does not use it yet (it has rules of its own).
 
 use std::time::Duration;
 

@@ -64,6 +64,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "orrery-hub",
             "orrery-bus",
             "orrery-core",
+            "orrery-stack",
             "orrery-state",
             "orrery-primary",
         ],

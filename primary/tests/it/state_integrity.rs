@@ -308,9 +308,12 @@ async fn a_target_no_satellite_serves_fails_at_once_naming_it() {
             .unwrap(),
     );
     let client = server.client().await;
-    Wait::new("the satellite to register", std::time::Duration::from_secs(20))
-        .until_async(|| async { !common::fleet::served(&client).await.is_empty() })
-        .await;
+    Wait::new(
+        "the satellite to register",
+        std::time::Duration::from_secs(20),
+    )
+    .until_async(|| async { !common::fleet::served(&client).await.is_empty() })
+    .await;
     let scratch = Scratch::new();
     let file = scratch.write(
         "far.yaml",

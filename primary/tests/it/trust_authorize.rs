@@ -4,7 +4,6 @@
 //! or a plugin started: a document that would fail evaluation is `403`,
 //! not `422`, and no plugin runs afterwards.
 
-
 use std::path::Path;
 
 use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};

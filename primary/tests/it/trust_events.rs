@@ -3,7 +3,6 @@
 //! `GET /v1/commands/{id}` refuses it, through `/v1/commands/{id}/events`
 //! and the dashboard's `/ui/commands/{id}/events`.
 
-
 use std::path::Path;
 use std::time::Duration;
 

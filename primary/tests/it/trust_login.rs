@@ -3,7 +3,6 @@
 //! bodies; a `metrics` token signing in; other principals' sessions
 //! evicted by a flood of sign-ins.
 
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

@@ -2,7 +2,6 @@
 //! client certificate whose subject is `CN=reader` with an `OU` holding
 //! the DER bytes of a commonName `admin-user` is `reader`, not the admin.
 
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;

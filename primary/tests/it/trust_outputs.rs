@@ -4,7 +4,6 @@
 //! Reading another stack's outputs needs `viewer` of it, for the
 //! principal who asked; no error message carries an output's value.
 
-
 use std::path::Path;
 
 use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
