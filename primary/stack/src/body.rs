@@ -34,6 +34,8 @@ pub(super) struct Ctx<'i> {
     module_instances: usize,
     /// Module files already read and parsed, by path.
     cache: HashMap<String, Rc<ModuleFile>>,
+    /// What the document's expressions may still make.
+    pub budget: &'i eval::Budget,
 }
 
 impl<'i> Ctx<'i> {
@@ -43,8 +45,10 @@ impl<'i> Ctx<'i> {
         limits: &'i Limits,
         files: FileReader<'i>,
         stacks: Option<StackOutputs<'i>>,
+        budget: &'i eval::Budget,
     ) -> Self {
         Ctx {
+            budget,
             stacks,
             document,
             stack_dir,
@@ -171,6 +175,7 @@ pub(super) fn evaluate(
         files: &files,
         stacks: ctx.stacks,
         prefix: &place.prefix,
+        budget: ctx.budget,
     };
     let mut outputs_of: ModuleOutputs = BTreeMap::new();
     let no_vars = BTreeMap::new();
@@ -466,6 +471,7 @@ struct EnvParts<'a> {
     files: FileReader<'a>,
     stacks: Option<StackOutputs<'a>>,
     prefix: &'a str,
+    budget: &'a eval::Budget,
 }
 
 impl EnvParts<'_> {
@@ -485,6 +491,7 @@ impl EnvParts<'_> {
             stacks: self.stacks,
             prefix: self.prefix,
             secret: Cell::new(false),
+            budget: self.budget,
         }
     }
 }

@@ -20,6 +20,53 @@ pub const MAX_STRING_BYTES: usize = 1 << 20;
 pub const MAX_ITEMS: usize = 100_000;
 /// Largest file `file()` reads, in bytes.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
+/// Most bytes of values one document's expressions may make, all told
+/// (each value counted each time it is made or copied: a 1 MiB parameter
+/// referenced a thousand times is a thousand MiB). The per-value limits
+/// above do not bound a document that copies a large value many times.
+pub const MAX_EVALUATED_BYTES: u64 = 256 << 20;
+
+/// What one document's evaluation has made so far, held to
+/// [`MAX_EVALUATED_BYTES`]. Shared by every environment of the document
+/// (its modules' included), so that no number of instances, list items
+/// or references gets past it.
+#[derive(Debug, Default)]
+pub struct Budget {
+    made: Cell<u64>,
+}
+
+impl Budget {
+    /// Counts `value` as made; an error once the total passes the budget.
+    pub fn charge(&self, value: &Value) -> Result<(), EvalError> {
+        let made = self.made.get().saturating_add(weight(value));
+        self.made.set(made);
+        if made > MAX_EVALUATED_BYTES {
+            return Err(EvalError::Limit(format!(
+                "the document's expressions make more than {} MiB of values",
+                MAX_EVALUATED_BYTES >> 20
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// About how many bytes `value` takes: its text, and a word for every
+/// other item.
+fn weight(value: &Value) -> u64 {
+    const WORD: u64 = 8;
+    match value {
+        Value::String(s) => WORD + s.len() as u64,
+        Value::Bytes(b) => WORD + b.len() as u64,
+        Value::List(items) => WORD + items.iter().map(weight).sum::<u64>(),
+        Value::Map(map) => {
+            WORD + map
+                .iter()
+                .map(|(k, v)| WORD + k.len() as u64 + weight(v))
+                .sum::<u64>()
+        }
+        _ => WORD,
+    }
+}
 
 /// Why an expression has no value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +167,8 @@ pub struct Env<'a> {
     pub prefix: &'a str,
     /// Set when a secret value was used.
     pub secret: Cell<bool>,
+    /// What the document's evaluation may still make.
+    pub budget: &'a Budget,
 }
 
 impl<'a> Env<'a> {
@@ -144,6 +193,7 @@ impl<'a> Env<'a> {
             stacks: self.stacks,
             prefix: self.prefix,
             secret: Cell::new(false),
+            budget: self.budget,
         }
     }
 
@@ -266,7 +316,17 @@ pub fn eval(ast: &Ast, outputs: &dyn Fn(&Reference) -> Option<Value>) -> Result<
     eval_in(ast, &Scope::Resolve(outputs))
 }
 
+/// The value of `ast` in `scope`; at parse time counted against the
+/// document's [`Budget`].
 fn eval_in(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
+    let value = eval_node(ast, scope)?;
+    if let Scope::Parse(env) = scope {
+        env.budget.charge(&value)?;
+    }
+    Ok(value)
+}
+
+fn eval_node(ast: &Ast, scope: &Scope<'_, '_>) -> Result<Value, EvalError> {
     let env = |what: &str| match scope {
         Scope::Parse(env) => Ok(*env),
         Scope::Resolve(_) => Err(EvalError::Unknown(format!(

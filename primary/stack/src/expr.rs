@@ -264,6 +264,7 @@ mod tests {
             stacks: None,
             prefix: "",
             secret: Cell::new(false),
+            budget: &Default::default(),
         };
         f(&env)
     }

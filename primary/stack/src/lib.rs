@@ -372,7 +372,8 @@ fn parse_with(
         }
     });
     let stacks_reader = stacks.as_ref().map(|f| f as eval::StackOutputs<'_>);
-    let mut ctx = body::Ctx::new(source, stack_dir, limits, &files, stacks_reader);
+    let budget = eval::Budget::default();
+    let mut ctx = body::Ctx::new(source, stack_dir, limits, &files, stacks_reader, &budget);
     // The document's own path, for spotting a module that uses it.
     let own = source.rsplit('/').next().unwrap_or(source).to_owned();
     let place = body::Place {

@@ -527,6 +527,7 @@ fn with_env<T>(f: impl FnOnce(&eval::Env<'_>) -> T) -> T {
         stacks: None,
         prefix: "",
         secret: std::cell::Cell::new(false),
+        budget: &Default::default(),
     })
 }
 
@@ -844,4 +845,36 @@ fn the_stack_name_is_read_without_evaluating_the_rest() {
     let e = stack_name("d", "resources: []\n").unwrap_err();
     assert_eq!(e.file, "d");
     assert!(stack_name("d", "stack: [1]\n").is_err());
+}
+
+/// Issue #43 (4): a small document that copies one large value many times
+/// (into list items, into instances) is stopped by the evaluation budget,
+/// with a limit error, after at most the budget's bytes, not gigabytes.
+#[test]
+fn copying_a_large_value_many_times_is_stopped_by_the_evaluation_budget() {
+    let big = "x".repeat(1_000_000);
+    let items = vec!["\"${var.big}\""; 1_000].join(", ");
+    let in_a_list = format!(
+        "stack: s\nvariables:\n  big: \"{big}\"\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: r\n    type: A::B\n    target: t\n    properties:\n      x: [{items}]\n"
+    );
+    let in_instances = format!(
+        "stack: s\nvariables:\n  big: \"{big}\"\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: r\n    count: 1000\n    type: A::B\n    target: t\n    properties:\n      x: \"${{var.big}}\"\n"
+    );
+    let in_one_expression = format!(
+        "stack: s\nvariables:\n  big: \"{big}\"\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: r\n    type: A::B\n    target: t\n    properties:\n      x: \"${{length([{}])}}\"\n",
+        vec!["var.big"; 1_000].join(", ")
+    );
+    for text in [in_a_list, in_instances, in_one_expression] {
+        let e = parse("s.yaml", &text, "/").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the document's expressions make more than 256 MiB of values"),
+            "{e}"
+        );
+    }
+    // The same value copied a few times is fine.
+    let few = format!(
+        "stack: s\nvariables:\n  big: \"{big}\"\ntargets:\n  - name: t\n    plugin: p\nresources:\n  - label: r\n    count: 10\n    type: A::B\n    target: t\n    properties:\n      x: \"${{var.big}}\"\n"
+    );
+    assert_eq!(parse("s.yaml", &few, "/").unwrap().resources.len(), 10);
 }

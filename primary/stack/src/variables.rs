@@ -62,6 +62,7 @@ fn visit(
         stacks: base.stacks,
         prefix: base.prefix,
         secret: Cell::new(false),
+        budget: base.budget,
     };
     let fail = |e| (name.to_owned(), e);
     let value =
