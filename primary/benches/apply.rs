@@ -6,13 +6,14 @@
 //! `ORRERY_BENCH_QUICK=1` runs 100-resource stacks and skips Terraform;
 //! `ORRERY_BENCH_SIZES=100000` (a comma-separated list) runs those sizes
 //! instead of 1,000 and 10,000 (Terraform only at 1,000 or fewer).
-//! `ORRERY_BENCH_SHAPES=wide` (or `10-layer`, comma-separated) and
+//! `ORRERY_BENCH_SHAPES=wide` (or `10-layer`, or `fleet`: the same number
+//! of resources from a `for_each` document; comma-separated) and
 //! `ORRERY_BENCH_PATHS=embedded` (or `nats`) run only those rows, to
 //! iterate on one of them.
 //!
 //! The no-change plan is timed twice: of the YAML document, and of the same
-//! document written as JSON (which the stack parser reads through
-//! `serde_json`); the JSON one runs first.
+//! document written as JSON (read by the same parser); the JSON one runs
+//! first.
 //!
 //! Each row gives the peak resident memory of this process during the plan
 //! and apply, and then during the no-change plan (its `VmHWM`, reset
@@ -45,6 +46,9 @@ use orrery_satellite::relay::{self, RelayConfig};
 enum Shape {
     Wide,
     Layered,
+    /// A fleet written with `for_each`, as `examples/fleet` is: 10 sites
+    /// and `n - 10` things, each referring to its site.
+    Fleet,
 }
 
 impl Shape {
@@ -52,11 +56,28 @@ impl Shape {
         match self {
             Shape::Wide => "wide",
             Shape::Layered => "10-layer",
+            Shape::Fleet => "fleet",
         }
     }
 }
 
+/// The fleet document: a few lines whatever `n`.
+fn fleet_yaml(n: usize, target: &str) -> String {
+    let things = n - 10;
+    format!(
+        "stack: bench\ntargets:\n  - name: {target}\n    plugin: testbed\nresources:\n\
+         \x20 - label: site\n    for_each: \"${{range(10)}}\"\n    type: Testbed::Noop::Thing\n    target: {target}\n\
+         \x20   properties: {{ name: \"site-${{each.value}}\", value: \"${{each.value}}\" }}\n\
+         \x20 - label: thing\n    for_each: \"${{range({things})}}\"\n    type: Testbed::Noop::Thing\n    target: {target}\n\
+         \x20   properties:\n      name: \"thing-${{each.value}}\"\n\
+         \x20     value: \"${{site[tostring(each.value % 10)].name}}/${{each.value}}\"\n"
+    )
+}
+
 fn stack_yaml(n: usize, shape: Shape, target: &str) -> String {
+    if let Shape::Fleet = shape {
+        return fleet_yaml(n, target);
+    }
     let mut doc =
         format!("stack: bench\ntargets:\n  - name: {target}\n    plugin: testbed\nresources:\n");
     for i in 0..n {
@@ -70,6 +91,11 @@ fn stack_yaml(n: usize, shape: Shape, target: &str) -> String {
 
 /// The same document as JSON, one resource a line, as a generator writes it.
 fn stack_json(n: usize, shape: Shape, target: &str) -> String {
+    if let Shape::Fleet = shape {
+        let v: serde_json::Value = stack::yaml::read(&fleet_yaml(n, target), &Default::default())
+            .expect("the fleet document");
+        return serde_json::to_string_pretty(&v).unwrap();
+    }
     let mut doc = format!(
         "{{\"stack\": \"bench\", \"targets\": [{{\"name\": \"{target}\", \"plugin\": \"testbed\"}}], \"resources\": [\n"
     );
@@ -218,7 +244,7 @@ async fn run(
     // A no-change plan is a command of its own (a fresh `orrery plan`):
     // it does not hold the apply's document, plan and executor.
     drop((executor, s, g, p, report));
-    // The same document as JSON: the stack parser's fast path.
+    // The same document as JSON.
     let json = stack_json(n, shape, target);
     let noop = |text: &str, form: &str| {
         reset_peak_rss();
@@ -380,7 +406,7 @@ async fn main() {
     println!("| shape | resources | path | plan | apply | resources/s | no-change plan: YAML / JSON | peak RSS: apply / no-change plan JSON / YAML | vs Terraform (resources/s) |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
-        for shape in [Shape::Wide, Shape::Layered] {
+        for shape in [Shape::Wide, Shape::Layered, Shape::Fleet] {
             if !only("ORRERY_BENCH_SHAPES", shape.name()) {
                 continue;
             }
