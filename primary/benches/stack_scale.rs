@@ -1,5 +1,5 @@
 //! The scale of the stack language: `examples/fleet/stack.yaml` (a
-//! 40-line document whose `for_each` makes 10,000 resources across 10
+//! 33-line document whose `for_each` makes 10,000 resources across 10
 //! targets) evaluated, validated and planned against an empty store, next
 //! to the same 10,000 resources written out literally (about 1.4 MB of
 //! YAML), in the same run. Both must give the same resources; the target

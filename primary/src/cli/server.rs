@@ -121,6 +121,10 @@ pub struct Args {
     /// request's whole body (408 and the connection closed beyond).
     #[arg(long, env = "ORRERY_BODY_READ_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub body_read_timeout: Duration,
+    /// Most connections served at once; one past it is answered 503 (over
+    /// plain HTTP) and closed.
+    #[arg(long, env = "ORRERY_MAX_CONNECTIONS", default_value_t = http::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Serve the API over TLS with this certificate chain (PEM); needs
     /// --api-tls-key.
     #[arg(long, env = "ORRERY_API_TLS_CERT", requires = "api_tls_key")]
@@ -263,6 +267,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
             header_read_timeout: args.header_read_timeout,
             body_read_timeout: args.body_read_timeout,
             tls,
+            max_connections: args.max_connections,
         },
         shutdown,
     )

@@ -24,6 +24,13 @@ use super::auth::ClientCertificate;
 /// 300 KB/s.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many connections are served at once by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// What a connection past the cap is told, over plain HTTP, before it is
+/// closed (over TLS it is closed: there is no handshake to answer in).
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: 39\r\n\r\ntoo many connections; try again later\r\n";
+
 /// How connections are served.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -36,6 +43,10 @@ pub struct ServeOptions {
     pub body_read_timeout: Duration,
     /// TLS on the listener.
     pub tls: Option<Arc<ServerConfig>>,
+    /// Most connections served at once, authenticated or not: each holds
+    /// memory and a task until its timeouts pass, so without a cap
+    /// clients that never send a token could hold any number.
+    pub max_connections: usize,
 }
 
 impl Default for ServeOptions {
@@ -44,6 +55,7 @@ impl Default for ServeOptions {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             tls: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -170,6 +182,7 @@ pub async fn serve(
         super::body::deadline,
     ));
     let acceptor = options.tls.clone().map(TlsAcceptor::from);
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -184,6 +197,14 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, max = options.max_connections, "too many connections: one refused");
+            if acceptor.is_none() {
+                // Best effort: a client that reads nothing is closed all the same.
+                let _ = stream.try_write(BUSY);
+            }
+            continue;
+        };
         let timeout = options.header_read_timeout;
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -193,6 +214,7 @@ pub async fn serve(
         let router = router.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let result = match acceptor {
                 None => {
                     let service = TowerToHyperService::new(router);

@@ -51,7 +51,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
 use error::ApiResult;
-pub use listen::{serve, tls_config, ServeOptions, TlsError, DEFAULT_BODY_READ_TIMEOUT};
+pub use listen::{
+    serve, tls_config, ServeOptions, TlsError, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 pub use ui::utc;
 
 use crate::apply::Options;

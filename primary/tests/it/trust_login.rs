@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use orrery_testing::Wait;
 
 const VIEWER: &str = "orr_test_viewer_00000000000000000000000000000000";
 const TEAM_A: &str = "orr_test_team_a_0000000000000000000000000000000";
@@ -249,4 +250,41 @@ fn sign_ins_of_one_principal_do_not_evict_anothers_session() {
         "the watcher's session was evicted"
     );
     assert_eq!(page_status(&agent, &s, &last.unwrap()), 200);
+}
+
+/// Issue #43 (4): connections that never send a request are capped. With
+/// `--max-connections 4`, of six idle connections at most four are held
+/// and the others are answered 503 and closed at once; once the idle ones
+/// go, the server serves again.
+#[test]
+fn connections_past_the_cap_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), &[("ORRERY_MAX_CONNECTIONS", "4")]);
+    let a = addr(&s);
+    let mut idle: Vec<TcpStream> = (0..6).map(|_| TcpStream::connect(&a).unwrap()).collect();
+    let (mut held, mut refused) = (0, 0);
+    for conn in &mut idle {
+        let (answer, closed) = read_until_closed(conn, Duration::from_secs(2));
+        if closed {
+            assert_eq!(status_of(&answer), Some(503), "{answer:?}");
+            assert!(answer.contains("too many connections"), "{answer:?}");
+            refused += 1;
+        } else {
+            assert_eq!(answer, "", "an idle connection is sent nothing");
+            held += 1;
+        }
+    }
+    assert!(held <= 4, "{held} held past a cap of 4");
+    assert!(refused >= 2, "only {refused} of 6 refused");
+    drop(idle);
+    Wait::new("a request served once the idle connections are gone", Duration::from_secs(20))
+        .until(|| {
+            let mut conn = TcpStream::connect(&a).unwrap();
+            write!(
+                conn,
+                "GET /v1/stacks HTTP/1.1\r\nHost: {a}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            status_of(&read_until_closed(&mut conn, Duration::from_secs(5)).0) == Some(200)
+        });
 }
