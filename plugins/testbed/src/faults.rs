@@ -114,7 +114,7 @@ impl Counters {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
         if let Some(every) = config.throttle_every.filter(|n| *n > 0) {
-            if nth % every == 0 {
+            if nth.is_multiple_of(every) {
                 return Err(PluginError::throttled(
                     format!("testbed: injected throttling (request {nth}, every {every})"),
                     THROTTLE_RETRY_AFTER_MS,
@@ -126,7 +126,7 @@ impl Counters {
             (Some(_), None) => 1,
             (None, None) => 0,
         };
-        if fail_every > 0 && nth % fail_every == 0 {
+        if fail_every > 0 && nth.is_multiple_of(fail_every) {
             let code = config
                 .fail_code
                 .as_deref()

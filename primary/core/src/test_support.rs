@@ -77,6 +77,7 @@ impl StackBuilder {
             stacks: None,
             prefix: "",
             secret: std::cell::Cell::new(false),
+            budget: &Default::default(),
         };
         let properties = props
             .iter()
