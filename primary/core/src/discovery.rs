@@ -117,6 +117,30 @@ pub fn strip_secrets(schema: Option<&ResourceSchema>, properties: &mut PropertyM
     }
 }
 
+/// What a field set from a secret records as its hash once its value has
+/// moved out of band: no value hashes to it, so the next plan writes the
+/// field again, and the next drift sync still knows the field is secret.
+pub const MOVED_SECRET: &str = "moved out of band";
+
+/// Takes out of `read` every field recorded by keyed hash only (set from a
+/// secret: `recorded_hashes`, the drift marker aside), so that its value is
+/// never recorded, and names those whose value read does not hash to the
+/// one applied. A field the plugin does not read back is not compared.
+pub fn secret_derived_changes(
+    hash: impl Fn(&str, &Value) -> String,
+    recorded_hashes: &BTreeMap<String, String>,
+    read: &mut PropertyMap,
+) -> Vec<String> {
+    recorded_hashes
+        .iter()
+        .filter(|(field, _)| field.as_str() != DRIFT_KEY)
+        .filter_map(|(field, recorded)| {
+            let value = read.remove(field)?;
+            (hash(field, &value) != *recorded).then(|| field.clone())
+        })
+        .collect()
+}
+
 /// Fields that differ between the recorded and the read properties,
 /// ignoring write-only, opaque and read-only fields (a read-only field
 /// follows the others; it is recorded, never reported as drift).

@@ -47,13 +47,14 @@ use orrery_schema::{
 use serde::Serialize;
 
 use crate::apply::Pacer;
+use crate::plan::SecretHasher;
 use crate::scheduler::{BucketLimit, Jitter, RetryPolicy};
 use crate::stack::{Catalog, TargetDecl};
 use crate::state::{StateStore, StoreError, StoredResource};
 
 use self::core::{
     changed_fields, excluded, inherit_from_parent, is_discovered, listing_order, merge_targets,
-    strip_secrets, unmanaged_label, with_drift, ManagedIds,
+    secret_derived_changes, strip_secrets, unmanaged_label, with_drift, ManagedIds, MOVED_SECRET,
 };
 pub use self::core::{Drift, TargetRef, DRIFT_KEY, UNMANAGED_STACK};
 use crate::state::fingerprint;
@@ -518,6 +519,7 @@ pub async fn sync_drift(
     let started = Instant::now();
     let pacer = Pacer::new(catalog, &options.rate_overrides);
     let jitter = Mutex::new(Jitter::new(options.seed));
+    let hasher = SecretHasher::new(store.secret_key()?);
     let mut report = DriftReport::default();
     let resources: Vec<StoredResource> = store
         .resources(stack)?
@@ -586,7 +588,13 @@ pub async fn sync_drift(
             Ok(Answer::Progress(event)) => {
                 let mut read: PropertyMap = event.properties.unwrap_or_default();
                 strip_secrets(schema, &mut read);
-                let changed = changed_fields(schema, &r.properties, &read);
+                // A readable field set from a secret is compared by keyed
+                // hash and never recorded (issue 42, item 4).
+                let moved_secrets =
+                    secret_derived_changes(|f, v| hasher.hash(f, v), &r.secret_hashes, &mut read);
+                let mut changed = changed_fields(schema, &r.properties, &read);
+                changed.extend(moved_secrets.iter().cloned());
+                changed.sort();
                 let prior = Drift::of(&r);
                 if !changed.is_empty() {
                     let mut fields: BTreeSet<String> = match prior {
@@ -595,9 +603,13 @@ pub async fn sync_drift(
                     };
                     fields.extend(changed.iter().cloned());
                     let d = Drift::Changed(fields.into_iter().collect());
+                    let mut secret_hashes = with_drift(r.secret_hashes.clone(), Some(&d));
+                    for field in &moved_secrets {
+                        secret_hashes.insert(field.clone(), MOVED_SECRET.to_owned());
+                    }
                     let record = StoredResource {
                         properties: read,
-                        secret_hashes: with_drift(r.secret_hashes.clone(), Some(&d)),
+                        secret_hashes,
                         ..r.clone()
                     };
                     if !store.put_resource_if_version(&record, r.version)? {
