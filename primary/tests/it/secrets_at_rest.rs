@@ -1,6 +1,7 @@
 //! Planted secrets: distinct secret values (a write-only property, a
 //! write-only value of the wrong type, a target-config password, a
-//! `postgres://user:pw@…` URL in a target config, a secret in the parent's
+//! `postgres://user:pw@…` URL and a libpq `password=…` connection string
+//! in a target config, a secret in the parent's
 //! environment) go through `orrery apply` → `orrery drift` →
 //! `orrery destroy` in embedded mode, with `orrery primary` on the same
 //! store serving `/v1/resources`, `/v1/targets` and `/v1/commands/{id}`
@@ -22,6 +23,7 @@ const WRITE_ONLY: &str = "wo-Secret-7f3a91";
 const WRONG_TYPE: i64 = 918_273_645;
 const TARGET_PASSWORD: &str = "tpw-Secret-c4e2d8";
 const URL_PASSWORD: &str = "url-Secret-9b1d55";
+const DSN_PASSWORD: &str = "dsn-Secret-2a7c43";
 const ENV_SECRET: &str = "env-Secret-5e8c20";
 const ALLOWED: &str = "allowed-visible-31415";
 
@@ -31,13 +33,14 @@ fn planted() -> Vec<String> {
         WRONG_TYPE.to_string(),
         TARGET_PASSWORD.into(),
         URL_PASSWORD.into(),
+        DSN_PASSWORD.into(),
         ENV_SECRET.into(),
     ]
 }
 
 fn document(stack: &str, root: &Path, note: &str) -> String {
     format!(
-        "stack: {stack}\ntargets:\n  - name: home\n    plugin: local\n    config:\n      root: \"{}\"\n      create_root: true\n      password: \"{TARGET_PASSWORD}\"\n      database: {{ dsn: \"postgres://admin:{URL_PASSWORD}@db.example:5432/app\" }}\nresources:\n  - label: note\n    type: Local::Fs::File\n    target: home\n    properties: {{ path: note.txt, content: \"hello\\n\", owner_note: {note} }}\n",
+        "stack: {stack}\ntargets:\n  - name: home\n    plugin: local\n    config:\n      root: \"{}\"\n      create_root: true\n      password: \"{TARGET_PASSWORD}\"\n      database: {{ dsn: \"postgres://admin:{URL_PASSWORD}@db.example:5432/app\" }}\n      libpq: \"host=db.example password={DSN_PASSWORD} dbname=app\"\nresources:\n  - label: note\n    type: Local::Fs::File\n    target: home\n    properties: {{ path: note.txt, content: \"hello\\n\", owner_note: {note} }}\n",
         root.display()
     )
 }

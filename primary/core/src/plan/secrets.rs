@@ -122,12 +122,81 @@ pub fn redact_url(text: &str) -> Option<String> {
     ))
 }
 
+/// Keywords of a libpq keyword/value connection string whose values are
+/// secrets.
+const DSN_SECRETS: [&str; 2] = ["password", "sslpassword"];
+
+/// `text`, a libpq keyword/value connection string
+/// (`host=h password='p w' dbname=d`), with its passwords replaced by
+/// `***`; `None` when it is not one or holds none (or `***` already).
+/// Values are read as libpq reads them: single-quoted with `\` escapes,
+/// or up to the next white space; an unterminated quote runs to the end.
+pub fn redact_dsn(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut found = false;
+    loop {
+        while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+            out.push(c);
+        }
+        if chars.peek().is_none() {
+            break;
+        }
+        let mut keyword = String::new();
+        while let Some(c) = chars.next_if(|c| *c != '=' && !c.is_whitespace()) {
+            keyword.push(c);
+        }
+        out.push_str(&keyword);
+        while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+            out.push(c);
+        }
+        // Not `keyword=`: not a connection string.
+        out.push(chars.next_if_eq(&'=')?);
+        while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+            out.push(c);
+        }
+        let mut value = String::new();
+        let quoted = chars.next_if_eq(&'\'').is_some();
+        if quoted {
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        value.push(c);
+                        value.extend(chars.next());
+                    }
+                    '\'' => break,
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                value.push(c);
+                if c == '\\' {
+                    value.extend(chars.next());
+                }
+            }
+        }
+        let secret = DSN_SECRETS.contains(&keyword.as_str()) && value != URL_PASSWORD;
+        found |= secret;
+        let shown = if secret { URL_PASSWORD } else { value.as_str() };
+        if quoted {
+            out.push('\'');
+            out.push_str(shown);
+            out.push('\'');
+        } else {
+            out.push_str(shown);
+        }
+    }
+    found.then_some(out)
+}
+
 /// Whether `config` holds a secret-looking value at any depth: under a
-/// secret-looking key, or a URL with a password.
+/// secret-looking key, a URL with a password, or a libpq connection
+/// string with one.
 pub fn config_has_secrets(config: &PropertyMap) -> bool {
     fn value_has(v: &Value) -> bool {
         match v {
-            Value::String(s) => redact_url(s).is_some(),
+            Value::String(s) => redact_url(s).is_some() || redact_dsn(s).is_some(),
             Value::List(items) => items.iter().any(value_has),
             Value::Map(m) => config_has_secrets(m),
             _ => false,
@@ -160,7 +229,9 @@ fn scrub_map(config: &PropertyMap, keyed: Keyed) -> PropertyMap {
 
 fn scrub_value(v: &Value, keyed: Keyed) -> Value {
     match v {
-        Value::String(s) => redact_url(s).map_or_else(|| v.clone(), Value::String),
+        Value::String(s) => redact_url(s)
+            .or_else(|| redact_dsn(s))
+            .map_or_else(|| v.clone(), Value::String),
         Value::List(items) => Value::List(items.iter().map(|i| scrub_value(i, keyed)).collect()),
         Value::Map(m) => Value::Map(scrub_map(m, keyed)),
         _ => v.clone(),
@@ -168,13 +239,14 @@ fn scrub_value(v: &Value, keyed: Keyed) -> Value {
 }
 
 /// `config` for display: values under secret-looking keys (at any depth,
-/// in maps and lists) replaced by [`REDACTED`], URL passwords by `***`.
+/// in maps and lists) replaced by [`REDACTED`], URL and connection-string
+/// passwords by `***`.
 pub fn redact_config(config: &PropertyMap) -> PropertyMap {
     scrub_map(config, Keyed::Redact)
 }
 
 /// `config` as it may be stored: secret-looking keys left out (at any
-/// depth), URL passwords replaced by `***`. A plugin that needs a
+/// depth), URL and connection-string passwords replaced by `***`. A plugin that needs a
 /// credential from its target configuration gets it only from a document,
 /// never from the recorded targets.
 pub fn storable_config(config: &PropertyMap) -> PropertyMap {
@@ -261,6 +333,48 @@ mod tests {
             &with_target("{ dsn: 'postgres://u:pw@h/db' }"),
             &catalog
         ));
+    }
+
+    #[test]
+    fn connection_strings_lose_their_passwords_and_only_them() {
+        assert_eq!(
+            redact_dsn("host=db port=5432 password=s3cret dbname=app").as_deref(),
+            Some("host=db port=5432 password=*** dbname=app")
+        );
+        assert_eq!(
+            redact_dsn("user = u password = 'a b\\' c' sslpassword=k").as_deref(),
+            Some("user = u password = '***' sslpassword=***")
+        );
+        assert_eq!(
+            redact_dsn("password=x\\ y host=h").as_deref(),
+            Some("password=*** host=h")
+        );
+        assert_eq!(
+            redact_dsn("password='unterminated").as_deref(),
+            Some("password='***'")
+        );
+        assert_eq!(redact_dsn("host=db dbname=app"), None, "no password");
+        assert_eq!(redact_dsn("password=***"), None, "hidden already");
+        assert_eq!(redact_dsn("not a connection string"), None);
+        assert_eq!(
+            redact_dsn("ünïcode=é password=é€"),
+            Some("ünïcode=é password=***".into())
+        );
+        assert_eq!(redact_dsn(""), None);
+        assert_eq!(redact_dsn("=\\"), None);
+        let config: PropertyMap = [(
+            "database".to_owned(),
+            Value::Map(
+                [("dsn".to_owned(), Value::from("host=h password=s3cret"))]
+                    .into_iter()
+                    .collect(),
+            ),
+        )]
+        .into_iter()
+        .collect();
+        assert!(config_has_secrets(&config));
+        assert!(!format!("{:?}", storable_config(&config)).contains("s3cret"));
+        assert!(!format!("{:?}", redact_config(&config)).contains("s3cret"));
     }
 
     #[test]
