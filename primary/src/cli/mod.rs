@@ -287,7 +287,8 @@ pub fn init_telemetry(cli: &Cli) -> anyhow::Result<Telemetry> {
         cli.log_json,
     );
     // Warnings only, but the command and operation spans (apply/ logs no
-    // info events) so that every line of a command names its trace.
-    config.default_log_filter = "warn,orrery_primary::apply=info".into();
+    // info events) so that every line of a command names its trace, and
+    // the server's audit trail (`http::AUDIT`).
+    config.default_log_filter = "warn,orrery_primary::apply=info,orrery_primary::audit=info".into();
     Ok(telemetry::init(&config)?)
 }

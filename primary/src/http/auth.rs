@@ -145,6 +145,8 @@ fn article(role: Role) -> String {
 }
 
 fn forbidden(message: String) -> ApiError {
+    // The message names the principal and what it lacked.
+    tracing::info!(target: super::AUDIT, refused = %message, "403");
     ApiError::new(StatusCode::FORBIDDEN, message)
 }
 
@@ -580,6 +582,18 @@ fn admit(auth: &Auth, mut req: Request) -> Result<Request, Box<Response>> {
         }
         Err(e) => {
             let status = e.status;
+            // Never the credential: what was asked, and why it was refused
+            // (a 403 is logged where it is made).
+            if status != StatusCode::FORBIDDEN {
+                tracing::info!(
+                    target: super::AUDIT,
+                    method = %req.method(),
+                    path = %req.uri().path(),
+                    refused = %e.message,
+                    "{}",
+                    status.as_u16()
+                );
+            }
             let mut response = e.into_response();
             if status == StatusCode::UNAUTHORIZED {
                 response.headers_mut().insert(

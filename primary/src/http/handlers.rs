@@ -407,6 +407,14 @@ async fn start(
     state.ui_plans.remember(command.id(), &view);
     let response = accepted(&command, &view);
     let planned = (!command.resumes()).then_some(planned);
+    tracing::info!(
+        target: super::AUDIT,
+        principal = %principal.name,
+        command = %command.id(),
+        kind = %command.kind().name(),
+        stack = %command.stack().name,
+        "command started"
+    );
     commands::launch(reservation, command, planned, Some(&principal.name));
     Ok(response)
 }
@@ -634,11 +642,14 @@ pub async fn cancel_handler(
         false => crate::apply::Stop::Graceful,
     };
     match state.commands.cancel(&id, stop) {
-        Ok(()) => Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({"command_id": id, "status": "canceling", "force": force})),
-        )
-            .into_response()),
+        Ok(()) => {
+            tracing::info!(target: super::AUDIT, principal = %principal.name, command = %id, force, "command canceled");
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"command_id": id, "status": "canceling", "force": force})),
+            )
+                .into_response())
+        }
         Err(NotRunning::NotRunning) => {
             let store = state.store.clone();
             let lookup = id.clone();

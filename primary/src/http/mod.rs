@@ -51,6 +51,11 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::ApiError;
 use error::ApiResult;
+/// The log target of the audit trail: who started or canceled which
+/// command, and every 401 and 403 with whom or why. On at `info` by
+/// default, whatever else is filtered out.
+pub const AUDIT: &str = "orrery_primary::audit";
+
 pub use listen::{
     serve, tls_config, ServeOptions, TlsError, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };

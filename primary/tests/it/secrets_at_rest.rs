@@ -116,6 +116,7 @@ fn planted_secrets_are_found_nowhere() {
         ],
         cwd: None,
         no_default_auth: false,
+        default_log_filter: false,
     });
     let mut seen = Seen::default();
 

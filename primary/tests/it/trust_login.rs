@@ -18,6 +18,12 @@ const SCRAPER: &str = "orr_test_scraper_000000000000000000000000000000";
 /// A server with the four principals; `env` as well (options given as
 /// environment variables, so that a build without them still starts).
 fn server(dir: &Path, env: &[(&str, &str)]) -> Server {
+    server_logging(dir, env, false)
+}
+
+/// [`server`], with the server's own default log filter when
+/// `default_log_filter`.
+fn server_logging(dir: &Path, env: &[(&str, &str)], default_log_filter: bool) -> Server {
     let tokens = dir.join("tokens.toml");
     std::fs::write(
         &tokens,
@@ -40,6 +46,7 @@ fn server(dir: &Path, env: &[(&str, &str)]) -> Server {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         no_default_auth: true,
+        default_log_filter,
         ..ServerOptions::default()
     });
     s.token = Some(ADMIN_TOKEN.to_owned());
@@ -287,4 +294,57 @@ fn connections_past_the_cap_are_refused_at_once() {
             .unwrap();
             status_of(&read_until_closed(&mut conn, Duration::from_secs(5)).0) == Some(200)
         });
+}
+
+/// Issue #43 (9): the server's audit trail at its default log level: a 401
+/// with what was asked, a 403 naming the principal, who started a command
+/// and who canceled it; never a token.
+#[test]
+fn refusals_command_starts_and_cancels_are_logged_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server_logging(dir.path(), &[], true);
+    let wrong = "orr_test_wrong_000000000000000000000000000000000";
+    assert_eq!(s.get_as(None, "/v1/stacks").0, 401);
+    assert_eq!(s.get_as(Some(wrong), "/v1/stacks").0, 401);
+    let other = serde_json::json!({"document": "stack: team-b-x\n"});
+    assert_eq!(s.post_as(Some(VIEWER), "/v1/stacks/apply", &other).0, 403);
+
+    // A chain of slow resources, canceled while it runs.
+    let mut doc = String::from(
+        "stack: slow\ntargets:\n  - name: lab\n    plugin: testbed\n    config: { polls: 0, delay_ms: 400 }\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: t0, value: 0 }\n",
+    );
+    for i in 1..8 {
+        doc.push_str(&format!(
+            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
+            i - 1
+        ));
+    }
+    let (status, accepted) = s.post("/v1/stacks/apply", &serde_json::json!({ "document": doc }));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    let (status, reply) = s.post(&format!("/v1/commands/{id}/cancel"), &serde_json::json!({}));
+    assert_eq!(status, 202, "{reply}");
+
+    let log = Wait::new("the cancel in the server's log", Duration::from_secs(20)).until_ok(|| {
+        let log = s.log();
+        if log.contains("command canceled") {
+            Ok(log)
+        } else {
+            Err(log)
+        }
+    });
+    let line = |needles: &[&str]| {
+        log.lines()
+            .any(|l| l.contains("orrery_primary::audit") && needles.iter().all(|n| l.contains(n)))
+    };
+    assert!(line(&["401", "path=/v1/stacks"]), "{log}");
+    assert!(line(&["403", "`watcher`"]), "{log}");
+    assert!(
+        line(&["command started", "principal=admin", &id, "stack=slow"]),
+        "{log}"
+    );
+    assert!(line(&["command canceled", "principal=admin", &id]), "{log}");
+    for token in [wrong, VIEWER, ADMIN_TOKEN] {
+        assert!(!log.contains(token), "a token in the log: {log}");
+    }
 }

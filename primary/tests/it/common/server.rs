@@ -23,6 +23,9 @@ pub struct ServerOptions {
     /// `--insecure-no-auth`); by default a tokens file names the admin
     /// [`ADMIN_TOKEN`], which every request of [`Server`] presents.
     pub no_default_auth: bool,
+    /// Start without `RUST_LOG`: the server logs as its own default filter
+    /// says (the harness otherwise asks for `info`).
+    pub default_log_filter: bool,
 }
 
 /// The token of the admin every test server knows.
@@ -103,6 +106,9 @@ impl Server {
             .stderr(log);
         if let Some(cwd) = options.cwd {
             cmd.current_dir(cwd);
+        }
+        if options.default_log_filter {
+            cmd.env_remove("RUST_LOG");
         }
         let child = cmd.spawn().unwrap();
         let agent: ureq::Agent = ureq::Agent::config_builder()
