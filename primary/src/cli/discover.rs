@@ -214,7 +214,7 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     if args.common.output.is_json() {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        print_drift_text(&serde_json::to_value(&report)?);
+        print_drift_text(&serde_json::to_value(&report)?, None);
     }
     Ok(if !report.failures.is_empty() {
         ExitCode::from(1)
@@ -227,8 +227,10 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
 
 /// A drift report (`DriftReport` as JSON: what `orrery drift --output
 /// json` prints, and a plan's `refresh`) for people: a line per drifted
-/// resource and per failed read, then the count.
-pub(super) fn print_drift_text(report: &serde_json::Value) {
+/// resource and per failed read, then the count. With the `plan` made
+/// after it, each line says which fields the next apply restores: a field
+/// the document does not set is not restored (docs/stacks.md, "Drift").
+pub(super) fn print_drift_text(report: &serde_json::Value, plan: Option<&serde_json::Value>) {
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
     let list = |k: &str| report[k].as_array().cloned().unwrap_or_default();
     let drifted = list("drifted");
@@ -242,9 +244,9 @@ pub(super) fn print_drift_text(report: &serde_json::Value) {
                     .flatten()
                     .map(text)
                     .collect();
-                format!(
-                    "changed out of band ({}); the next apply restores it",
-                    fields.join(", ")
+                changed_line(
+                    &fields,
+                    plan.map(|p| restored_fields(p, &text(&d["label"]))),
                 )
             }
         };
@@ -284,6 +286,60 @@ pub(super) fn print_drift_text(report: &serde_json::Value) {
         );
     } else {
         println!("No drift: {checked} resources as recorded.");
+    }
+}
+
+/// The fields the plan changes on resource `label`: `None` when it writes
+/// every field (a replace), none when the plan leaves it alone.
+fn restored_fields(plan: &serde_json::Value, label: &str) -> Option<Vec<String>> {
+    let change = plan["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["label"] == label);
+    let Some(change) = change else {
+        return Some(Vec::new());
+    };
+    match change["action"].as_str() {
+        Some("update") => {}
+        Some("replace" | "create") => return None,
+        _ => return Some(Vec::new()),
+    }
+    Some(
+        change["diffs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["field"].as_str().map(str::to_owned))
+            .collect(),
+    )
+}
+
+/// What a changed resource's drift line says: which fields changed, and
+/// what the next apply does about them (`restored`: `None` without a
+/// plan; else what [`restored_fields`] says).
+fn changed_line(fields: &[String], restored: Option<Option<Vec<String>>>) -> String {
+    let all = fields.join(", ");
+    let Some(restored) = restored else {
+        return format!("changed out of band ({all}); an apply restores what its document sets");
+    };
+    let Some(restored) = restored else {
+        // Replaced: every field is written again.
+        return format!("changed out of band ({all}); the next apply restores it");
+    };
+    let (kept, left): (Vec<&String>, Vec<&String>) =
+        fields.iter().partition(|f| restored.contains(f));
+    let names = |v: &[&String]| v.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ");
+    match (kept.is_empty(), left.is_empty()) {
+        (_, true) => format!("changed out of band ({all}); the next apply restores it"),
+        (true, false) => format!(
+            "changed out of band ({all}); the document does not set it: not restored"
+        ),
+        (false, false) => format!(
+            "changed out of band ({all}); the next apply restores {}; the document does not set {}: not restored",
+            names(&kept),
+            names(&left)
+        ),
     }
 }
 

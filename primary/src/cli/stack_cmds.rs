@@ -360,7 +360,7 @@ pub(super) fn print_plan_text(plan: &serde_json::Value) {
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
     if plan["refresh"].is_object() {
         // What `--refresh` read, as `orrery drift` prints it.
-        super::discover::print_drift_text(&plan["refresh"]);
+        super::discover::print_drift_text(&plan["refresh"], Some(plan));
     }
     let moved = plan["moved"].as_array().map_or(0, Vec::len);
     for m in plan["moved"].as_array().into_iter().flatten() {

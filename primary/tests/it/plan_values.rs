@@ -166,3 +166,42 @@ fn a_refreshed_plan_reports_drift_and_restores_it() {
     );
     assert_eq!(std::fs::read_to_string(&index).unwrap(), big);
 }
+
+/// Issue 42, item 6: drift on a field the document does not set (a
+/// directory's `mode`, which the plugin defaults) is reported as such and
+/// not promised a repair; `orrery drift`, which has no document, promises
+/// only what a document sets.
+#[test]
+fn drift_on_a_field_the_document_does_not_set_is_not_promised_a_repair() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let file = scratch.write(
+        "stack.yaml",
+        "stack: unset\ntargets:\n  - name: home\n    plugin: local\n    config: { root: \"${stack_dir}/site\", create_root: true }\nresources:\n  - label: dir\n    type: Local::Fs::Directory\n    target: home\n    properties: { path: config }\n",
+    );
+    let file = file.to_str().unwrap();
+    let run = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let dir = scratch.path().join("site/config");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    let run = scratch.orrery(&["plan", file, "--refresh"]);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("drift unset/dir"))
+        .unwrap_or_else(|| panic!("no drift line: {run:?}"));
+    assert!(
+        line.ends_with("changed out of band (mode); the document does not set it: not restored"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("~ update dir"), "{run:?}");
+
+    let run = scratch.orrery(&["drift", "--stack", "unset"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("changed out of band (mode); an apply restores what its document sets"),
+        "{run:?}"
+    );
+}
