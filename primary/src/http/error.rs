@@ -106,6 +106,16 @@ impl From<LeaseError> for ApiError {
                 .with("command_id", json!(command_id))
                 .with("lease_owner", json!(owner))
                 .with("lease_expires_ms", json!(expires_ms)),
+            LeaseError::StackHeld {
+                ref stack,
+                ref command_id,
+                ref owner,
+                expires_ms,
+            } => ApiError::conflict(e.to_string())
+                .with("stack", json!(stack))
+                .with("command_id", json!(command_id))
+                .with("lease_owner", json!(owner))
+                .with("lease_expires_ms", json!(expires_ms)),
             LeaseError::Contended { .. } => ApiError::conflict(e.to_string()),
         }
     }

@@ -66,6 +66,19 @@ pub enum LeaseError {
         /// When the holder's lease expires unless renewed.
         expires_ms: i64,
     },
+    /// Another process holds the stack: it is planning or running a
+    /// command of it.
+    #[error("stack `{stack}` is held by another command's process ({owner}){running} until {expires_ms} (Unix ms) unless it renews; try again once that command has finished", running = .command_id.as_deref().map(|id| format!(", running command {id},")).unwrap_or_default())]
+    StackHeld {
+        /// The stack.
+        stack: String,
+        /// The stack's running command, when one is recorded.
+        command_id: Option<String>,
+        /// Its holder.
+        owner: String,
+        /// When the holder's lease expires unless renewed.
+        expires_ms: i64,
+    },
     /// The stack's commands kept changing while this primary claimed one.
     #[error("the commands of stack `{stack}` kept changing while this primary claimed one (other primaries run it); try again")]
     Contended {
@@ -141,8 +154,36 @@ pub fn claim(
     new_id: &str,
     config: &LeaseConfig,
 ) -> Result<Claim, LeaseError> {
-    let listed = running_command(store, stack)?;
-    claim_listed(store, stack, listed, new_id, config)
+    // The stack first: a new command's id is always free, so without it two
+    // processes could each claim a new command of one stack and plan and
+    // run it twice (a command is listed running only once planned).
+    let key = stack_key(stack);
+    match acquire(store, &key, config) {
+        Ok(()) => {}
+        Err(LeaseError::Held {
+            owner, expires_ms, ..
+        }) => {
+            return Err(LeaseError::StackHeld {
+                stack: stack.to_owned(),
+                command_id: running_command(store, stack)?,
+                owner,
+                expires_ms,
+            })
+        }
+        Err(other) => return Err(other),
+    }
+    let claimed = running_command(store, stack)
+        .and_then(|listed| claim_listed(store, stack, listed, new_id, config));
+    if claimed.is_err() {
+        store.release_lease(&key, &config.owner.to_string())?;
+    }
+    claimed
+}
+
+/// The lease key of `stack` itself, held (beside its command's) from the
+/// claim until the command ends. Command ids are UUIDs: no id is one.
+pub fn stack_key(stack: &str) -> String {
+    format!("stack:{stack}")
 }
 
 /// [`claim`] from a listing already made: `listed` is the stack's running

@@ -68,11 +68,59 @@ fn an_interrupted_command_is_claimed_unless_a_live_primary_holds_it() {
     let me = config(OwnerId::current());
     let err = claim(store.as_ref(), "web", "unused", &me).unwrap_err();
     assert!(
-        matches!(&err, LeaseError::Held { command_id, owner, .. }
-            if command_id == "c1" && *owner == elsewhere.owner.to_string()),
+        matches!(&err, LeaseError::StackHeld { stack, owner, .. }
+            if stack == "web" && *owner == elsewhere.owner.to_string()),
         "{err}"
     );
-    assert!(err.to_string().contains("another primary"), "{err}");
+    assert!(err.to_string().contains("another command"), "{err}");
+    // With the stack let go, the command's own lease still stops it.
+    store
+        .release_lease(&stack_key("web"), &elsewhere.owner.to_string())
+        .unwrap();
+    let err = claim(store.as_ref(), "web", "unused", &me).unwrap_err();
+    assert!(
+        matches!(&err, LeaseError::Held { command_id, .. } if command_id == "c1"),
+        "{err}"
+    );
+    assert!(
+        holder(store.as_ref(), &stack_key("web")).is_none(),
+        "a failed claim lets the stack go"
+    );
+}
+
+/// Issue 45, item 0: two processes starting a new command of one stack at
+/// once. A new command's id is always free, so only the stack's own lease
+/// keeps the second from planning and running the stack beside the first.
+#[test]
+fn two_new_commands_of_one_stack_cannot_both_be_claimed() {
+    let (_dir, store) = store();
+    let first = config(OwnerId::new("host-a", "boot-a:1", 41, "r"));
+    let second = config(OwnerId::new("host-b", "boot-b:1", 42, "r"));
+    assert_eq!(
+        claim(store.as_ref(), "web", "a", &first).unwrap(),
+        Claim::New("a".into())
+    );
+    let err = claim(store.as_ref(), "web", "b", &second).unwrap_err();
+    assert!(
+        matches!(&err, LeaseError::StackHeld { stack, owner, .. }
+            if stack == "web" && *owner == first.owner.to_string()),
+        "{err}"
+    );
+    assert!(holder(store.as_ref(), "b").is_none(), "b never claimed");
+    // Another stack is free.
+    assert_eq!(
+        claim(store.as_ref(), "api", "c", &second).unwrap(),
+        Claim::New("c".into())
+    );
+    // Once the first lets the stack go, the second may claim it.
+    store.release_lease("a", &first.owner.to_string()).unwrap();
+    store
+        .release_lease(&stack_key("web"), &first.owner.to_string())
+        .unwrap();
+    assert_eq!(
+        claim(store.as_ref(), "web", "b", &second).unwrap(),
+        Claim::New("b".into())
+    );
 }
 
 /// The race a server start meets: it listed `c1` running, then another

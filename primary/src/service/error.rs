@@ -74,9 +74,9 @@ impl From<LeaseError> for ServiceError {
     fn from(e: LeaseError) -> Self {
         match e {
             LeaseError::Store(e) => ServiceError::Store(e),
-            held @ (LeaseError::Held { .. } | LeaseError::Contended { .. }) => {
-                ServiceError::LeaseHeld(held)
-            }
+            held @ (LeaseError::Held { .. }
+            | LeaseError::StackHeld { .. }
+            | LeaseError::Contended { .. }) => ServiceError::LeaseHeld(held),
         }
     }
 }

@@ -770,6 +770,11 @@ impl Service {
         })
         .await?;
         let keeper = Keeper::start(self.store.clone(), claim.command_id(), &self.config.lease);
+        let stack_keeper = Keeper::start(
+            self.store.clone(),
+            &lease::stack_key(&stack.name),
+            &self.config.lease,
+        );
         let protected = protected_labels(&stack);
         Ok(Command {
             protected,
@@ -778,6 +783,7 @@ impl Service {
             kind,
             claim,
             keeper,
+            stack_keeper,
             stack,
             graph,
             mode,
@@ -837,6 +843,8 @@ pub struct Command {
     kind: CommandKind,
     claim: Claim,
     keeper: Keeper,
+    /// The stack's own lease ([`lease::stack_key`]), held until the end.
+    stack_keeper: Keeper,
     stack: Stack,
     graph: Graph,
     mode: Option<Mode>,
@@ -1087,6 +1095,7 @@ impl Command {
         drop(executor);
         let id = self.id().to_owned();
         self.keeper.release();
+        self.stack_keeper.release();
         if report.is_err() {
             // Best effort: the store is what just failed.
             let id = id.clone();

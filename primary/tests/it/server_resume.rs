@@ -185,7 +185,8 @@ fn a_command_of_a_live_primary_is_left_to_it_and_resumed_once_it_is_gone() {
         let run = scratch.orrery(&args);
         assert_ne!(run.code, 0, "{args:?}: {run:?}");
         assert!(
-            run.stderr.contains("being run by another primary") && run.stderr.contains(&id),
+            run.stderr.contains("is held by another command's process")
+                && run.stderr.contains(&format!("running command {id}")),
             "{args:?}: {run:?}"
         );
     }

@@ -870,3 +870,58 @@ fn a_remote_apply_confirmed_after_the_stack_moved_runs_nothing() {
     );
     assert!(!root.join("b.txt").exists(), "{shown}");
 }
+
+/// Issue 45, item 0 (as the mission found it): two `orrery apply --yes` of
+/// one stack on one store, started at the same instant. Exactly one runs;
+/// the other is refused before it plans, naming the stack and its holder.
+#[test]
+fn two_clis_applying_one_stack_at_once_run_it_once() {
+    let scratch = Scratch::new();
+    let mut doc = String::from(
+        "stack: twice\ntargets:\n  - name: lab\n    plugin: testbed\n    config: { polls: 0, delay_ms: 300 }\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: t0, value: 0 }\n",
+    );
+    for i in 1..6 {
+        doc.push_str(&format!(
+            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
+            i - 1
+        ));
+    }
+    let file = scratch.write("stack.yaml", &doc);
+    let file = file.to_str().unwrap();
+    // Create the store first, so both processes meet one schema.
+    let listed = scratch.orrery(&["inventory"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            scratch
+                .command(&["apply", file, "--yes"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let runs: Vec<Run> = children
+        .into_iter()
+        .map(|c| Run::from(c.wait_with_output().unwrap()))
+        .collect();
+    let ran: Vec<&Run> = runs.iter().filter(|r| r.code == 0).collect();
+    let refused: Vec<&Run> = runs
+        .iter()
+        .filter(|r| {
+            r.stderr
+                .contains("stack `twice` is held by another command")
+        })
+        .collect();
+    assert_eq!((ran.len(), refused.len()), (1, 1), "{runs:?}");
+    assert_ne!(refused[0].code, 0, "{runs:?}");
+    assert!(
+        !refused[0].stdout.contains("Plan:"),
+        "refused before planning: {runs:?}"
+    );
+    assert_eq!(inventory_labels(&scratch, "twice").len(), 6, "{runs:?}");
+    // The stack is free again.
+    let again = scratch.orrery(&["apply", file, "--yes"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(again.stdout.contains("No changes"), "{again:?}");
+}
