@@ -877,16 +877,7 @@ fn a_remote_apply_confirmed_after_the_stack_moved_runs_nothing() {
 #[test]
 fn two_clis_applying_one_stack_at_once_run_it_once() {
     let scratch = Scratch::new();
-    let mut doc = String::from(
-        "stack: twice\ntargets:\n  - name: lab\n    plugin: testbed\n    config: { polls: 0, delay_ms: 300 }\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: t0, value: 0 }\n",
-    );
-    for i in 1..6 {
-        doc.push_str(&format!(
-            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
-            i - 1
-        ));
-    }
-    let file = scratch.write("stack.yaml", &doc);
+    let file = scratch.write("stack.yaml", &slow_chain("twice"));
     let file = file.to_str().unwrap();
     // Create the store first, so both processes meet one schema.
     let listed = scratch.orrery(&["inventory"]);
@@ -924,4 +915,88 @@ fn two_clis_applying_one_stack_at_once_run_it_once() {
     let again = scratch.orrery(&["apply", file, "--yes"]);
     assert_eq!(again.code, 0, "{again:?}");
     assert!(again.stdout.contains("No changes"), "{again:?}");
+}
+
+/// A stack `stack` of six testbed things, each waiting 300 ms and for the
+/// one before: an apply that takes seconds.
+fn slow_chain(stack: &str) -> String {
+    let mut doc = format!(
+        "stack: {stack}\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ polls: 0, delay_ms: 300 }}\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: t0, value: 0 }}\n",
+    );
+    for i in 1..6 {
+        doc.push_str(&format!(
+            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
+            i - 1
+        ));
+    }
+    doc
+}
+
+/// Two primaries sharing one store get the same apply at the same
+/// instant: one answers 202 and runs it, the other 409 naming the stack's
+/// holder; the stack is applied once.
+fn two_primaries_race(options: impl Fn() -> common::server::ServerOptions + Sync) {
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| common::server::Server::start_with(options()));
+        let b = s.spawn(|| common::server::Server::start_with(options()));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let body = serde_json::json!({ "document": slow_chain("raced") });
+    let barrier = std::sync::Barrier::new(2);
+    let post = |server: &common::server::Server| {
+        barrier.wait();
+        server.post("/v1/stacks/apply", &body)
+    };
+    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let (pa, pb) = (s.spawn(|| post(&a)), s.spawn(|| post(&b)));
+        vec![pa.join().unwrap(), pb.join().unwrap()]
+    });
+    let accepted: Vec<&(u16, Value)> = answers.iter().filter(|(s, _)| *s == 202).collect();
+    let refused: Vec<&(u16, Value)> = answers.iter().filter(|(s, _)| *s == 409).collect();
+    assert_eq!((accepted.len(), refused.len()), (1, 1), "{answers:?}");
+    let refusal = refused[0].1["error"].as_str().unwrap_or_default();
+    assert!(
+        refusal.contains("stack `raced` is held by another command's process"),
+        "{answers:?}"
+    );
+    let id = accepted[0].1["command_id"].as_str().unwrap().to_owned();
+    let runner = if answers[0].0 == 202 { &a } else { &b };
+    let command = runner.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}");
+    let (_, commands) = runner.get("/v1/commands?stack=raced");
+    let applies = commands["commands"].as_array().map_or(0, Vec::len);
+    assert_eq!(applies, 1, "one command of the stack: {commands}");
+    let (_, resources) = runner.get("/v1/resources?stack=raced");
+    assert_eq!(
+        resources["resources"].as_array().map_or(0, Vec::len),
+        6,
+        "{resources}"
+    );
+}
+
+/// Issue 45, item 0, as it was found: two primaries on one PostgreSQL
+/// store, the same apply at the same instant. Skipped without
+/// `ORRERY_TEST_DATABASE_URL` (scripts/with-postgres.sh sets it).
+#[test]
+fn two_primaries_on_postgresql_applying_one_stack_at_once_run_it_once() {
+    let Some(db) = common::postgres::fresh_database("raced") else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return;
+    };
+    two_primaries_race(|| common::server::ServerOptions {
+        args: vec!["--database-url".into(), db.clone()],
+        ..Default::default()
+    });
+}
+
+/// The same with two primaries on one SQLite data directory.
+#[test]
+fn two_primaries_on_sqlite_applying_one_stack_at_once_run_it_once() {
+    let scratch = Scratch::new();
+    two_primaries_race(|| common::server::ServerOptions {
+        data_dir: Some(scratch.state()),
+        ..Default::default()
+    });
 }
