@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::certs::make_certs;
+use common::certs::{make_certs, tls_primary};
 use common::server::{free_port, sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
 use orrery_testing::Wait;
 use serde_json::json;
@@ -340,19 +340,7 @@ fn mtls_client_certificates_are_principals() {
     let port = free_port();
     let tokens = tokens_file(dir.path());
     let log = std::fs::File::create(dir.path().join("log")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orrery"))
-        .arg("primary")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--auth-tokens")
-        .arg(&tokens)
-        .arg("--api-tls-cert")
-        .arg(dir.path().join("server.pem"))
-        .arg("--api-tls-key")
-        .arg(dir.path().join("server.key"))
-        .arg("--tls-client-ca")
-        .arg(dir.path().join("ca.pem"))
-        .env("ORRERY_DATA_DIR", dir.path().join("state"))
+    let mut child = tls_primary(dir.path(), port, &tokens)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::certs::make_certs;
+use common::certs::{make_certs, tls_primary};
 use common::fleet::Killed;
 use common::server::free_port;
 
@@ -47,19 +47,7 @@ fn the_client_certificate_signs_in_with_a_secure_cookie() {
     .unwrap();
     let port = free_port();
     let _primary = Killed(
-        Command::new(env!("CARGO_BIN_EXE_orrery"))
-            .arg("primary")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--auth-tokens")
-            .arg(&tokens)
-            .arg("--api-tls-cert")
-            .arg(dir.path().join("server.pem"))
-            .arg("--api-tls-key")
-            .arg(dir.path().join("server.key"))
-            .arg("--tls-client-ca")
-            .arg(dir.path().join("ca.pem"))
-            .env("ORRERY_DATA_DIR", dir.path().join("state"))
+        tls_primary(dir.path(), port, &tokens)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

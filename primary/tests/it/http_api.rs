@@ -286,15 +286,7 @@ fn plan_apply_inventory_destroy_over_http() {
 fn a_running_apply_holds_its_stack_and_can_be_canceled() {
     let server = Server::start();
     // A chain of slow resources: each waits for the one before.
-    let mut doc = String::from(
-        "stack: slow\ntargets:\n  - name: lab\n    plugin: testbed\n    config: { polls: 0, delay_ms: 400 }\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: t0, value: 0 }\n",
-    );
-    for i in 1..12 {
-        doc.push_str(&format!(
-            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
-            i - 1
-        ));
-    }
+    let doc = common::slow_chain("slow", 12, 400);
     let body = json!({ "document": doc });
     let (status, accepted) = server.post("/v1/stacks/apply", &body);
     assert_eq!(status, 202, "{accepted}");

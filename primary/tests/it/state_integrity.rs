@@ -877,7 +877,7 @@ fn a_remote_apply_confirmed_after_the_stack_moved_runs_nothing() {
 #[test]
 fn two_clis_applying_one_stack_at_once_run_it_once() {
     let scratch = Scratch::new();
-    let file = scratch.write("stack.yaml", &slow_chain("twice"));
+    let file = scratch.write("stack.yaml", &common::slow_chain("twice", 6, 300));
     let file = file.to_str().unwrap();
     // Create the store first, so both processes meet one schema.
     let listed = scratch.orrery(&["inventory"]);
@@ -917,21 +917,6 @@ fn two_clis_applying_one_stack_at_once_run_it_once() {
     assert!(again.stdout.contains("No changes"), "{again:?}");
 }
 
-/// A stack `stack` of six testbed things, each waiting 300 ms and for the
-/// one before: an apply that takes seconds.
-fn slow_chain(stack: &str) -> String {
-    let mut doc = format!(
-        "stack: {stack}\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ polls: 0, delay_ms: 300 }}\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: t0, value: 0 }}\n",
-    );
-    for i in 1..6 {
-        doc.push_str(&format!(
-            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
-            i - 1
-        ));
-    }
-    doc
-}
-
 /// Two primaries sharing one store get the same apply at the same
 /// instant: one answers 202 and runs it, the other 409 naming the stack's
 /// holder; the stack is applied once.
@@ -941,7 +926,7 @@ fn two_primaries_race(options: impl Fn() -> common::server::ServerOptions + Sync
         let b = s.spawn(|| common::server::Server::start_with(options()));
         (a.join().unwrap(), b.join().unwrap())
     });
-    let body = serde_json::json!({ "document": slow_chain("raced") });
+    let body = serde_json::json!({ "document": common::slow_chain("raced", 6, 300) });
     let barrier = std::sync::Barrier::new(2);
     let post = |server: &common::server::Server| {
         barrier.wait();

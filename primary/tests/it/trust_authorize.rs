@@ -6,33 +6,21 @@
 
 use std::path::Path;
 
-use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use crate::common::server::{with_principals, Server, ServerOptions};
 use serde_json::json;
 
 const TEAM_A: &str = "orr_test_team_a_0000000000000000000000000000000";
 const SCRAPER: &str = "orr_test_scraper_000000000000000000000000000000";
 
 fn server(dir: &Path) -> Server {
-    let tokens = dir.join("tokens.toml");
-    std::fs::write(
-        &tokens,
-        format!(
-            "[[principal]]\nname = \"admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n\n\
-             [[principal]]\nname = \"team-a-ci\"\ntoken_sha256 = \"{}\"\nroles = [\"operator:team-a-*\"]\n\n\
-             [[principal]]\nname = \"prometheus\"\ntoken_sha256 = \"{}\"\nroles = [\"metrics\"]\n",
-            sha256_hex(ADMIN_TOKEN),
-            sha256_hex(TEAM_A),
-            sha256_hex(SCRAPER),
-        ),
+    with_principals(
+        dir,
+        &[
+            ("team-a-ci", TEAM_A, r#"["operator:team-a-*"]"#),
+            ("prometheus", SCRAPER, r#"["metrics"]"#),
+        ],
+        ServerOptions::default(),
     )
-    .unwrap();
-    let mut s = Server::start_with(ServerOptions {
-        args: vec!["--auth-tokens".into(), tokens.display().to_string()],
-        no_default_auth: true,
-        ..ServerOptions::default()
-    });
-    s.token = Some(ADMIN_TOKEN.to_owned());
-    s
 }
 
 /// A `local` stack `name` of `count` files, each with `content`.

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use crate::common::server::{with_principals, Server, ServerOptions, ADMIN_TOKEN};
 use orrery_testing::Wait;
 
 const VIEWER: &str = "orr_test_viewer_00000000000000000000000000000000";
@@ -24,33 +24,22 @@ fn server(dir: &Path, env: &[(&str, &str)]) -> Server {
 /// [`server`], with the server's own default log filter when
 /// `default_log_filter`.
 fn server_logging(dir: &Path, env: &[(&str, &str)], default_log_filter: bool) -> Server {
-    let tokens = dir.join("tokens.toml");
-    std::fs::write(
-        &tokens,
-        format!(
-            "[[principal]]\nname = \"admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n\n\
-             [[principal]]\nname = \"watcher\"\ntoken_sha256 = \"{}\"\nroles = [\"viewer\"]\n\n\
-             [[principal]]\nname = \"team-a-ci\"\ntoken_sha256 = \"{}\"\nroles = [\"operator:team-a-*\"]\n\n\
-             [[principal]]\nname = \"prometheus\"\ntoken_sha256 = \"{}\"\nroles = [\"metrics\"]\n",
-            sha256_hex(ADMIN_TOKEN),
-            sha256_hex(VIEWER),
-            sha256_hex(TEAM_A),
-            sha256_hex(SCRAPER)
-        ),
+    with_principals(
+        dir,
+        &[
+            ("watcher", VIEWER, r#"["viewer"]"#),
+            ("team-a-ci", TEAM_A, r#"["operator:team-a-*"]"#),
+            ("prometheus", SCRAPER, r#"["metrics"]"#),
+        ],
+        ServerOptions {
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            default_log_filter,
+            ..ServerOptions::default()
+        },
     )
-    .unwrap();
-    let mut s = Server::start_with(ServerOptions {
-        args: vec!["--auth-tokens".to_owned(), tokens.display().to_string()],
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        no_default_auth: true,
-        default_log_filter,
-        ..ServerOptions::default()
-    });
-    s.token = Some(ADMIN_TOKEN.to_owned());
-    s
 }
 
 fn addr(s: &Server) -> String {
@@ -310,15 +299,7 @@ fn refusals_command_starts_and_cancels_are_logged_by_default() {
     assert_eq!(s.post_as(Some(VIEWER), "/v1/stacks/apply", &other).0, 403);
 
     // A chain of slow resources, canceled while it runs.
-    let mut doc = String::from(
-        "stack: slow\ntargets:\n  - name: lab\n    plugin: testbed\n    config: { polls: 0, delay_ms: 400 }\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: { name: t0, value: 0 }\n",
-    );
-    for i in 1..8 {
-        doc.push_str(&format!(
-            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
-            i - 1
-        ));
-    }
+    let doc = crate::common::slow_chain("slow", 8, 400);
     let (status, accepted) = s.post("/v1/stacks/apply", &serde_json::json!({ "document": doc }));
     assert_eq!(status, 202, "{accepted}");
     let id = accepted["command_id"].as_str().unwrap().to_owned();

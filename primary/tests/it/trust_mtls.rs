@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::certs::make_certs;
+use crate::common::certs::{make_certs, tls_primary};
 use crate::common::fleet::Killed;
 use crate::common::server::free_port;
 
@@ -70,19 +70,7 @@ fn an_ou_holding_a_common_name_does_not_make_the_certificate_that_name() {
     .unwrap();
     let port = free_port();
     let _primary = Killed(
-        Command::new(env!("CARGO_BIN_EXE_orrery"))
-            .arg("primary")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--auth-tokens")
-            .arg(&tokens)
-            .arg("--api-tls-cert")
-            .arg(dir.path().join("server.pem"))
-            .arg("--api-tls-key")
-            .arg(dir.path().join("server.key"))
-            .arg("--tls-client-ca")
-            .arg(dir.path().join("ca.pem"))
-            .env("ORRERY_DATA_DIR", dir.path().join("state"))
+        tls_primary(dir.path(), port, &tokens)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::common::server::{sha256_hex, Server, ServerOptions, ADMIN_TOKEN};
+use crate::common::server::{with_principals, Server, ServerOptions};
 use serde_json::json;
 
 const PLANNER: &str = "orr_test_team_a_planner_000000000000000000000000";
@@ -16,34 +16,20 @@ const TRUSTED: &str = "orr_test_team_a_trusted_000000000000000000000000";
 const PASSWORD: &str = "PASSWORD-b-0001";
 
 fn server(dir: &Path) -> Server {
-    let tokens = dir.join("tokens.toml");
-    let mut text = format!(
-        "[[principal]]\nname = \"admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n",
-        sha256_hex(ADMIN_TOKEN)
-    );
-    for (name, token, roles) in [
-        ("team-a-planner", PLANNER, r#"["planner:team-a-*"]"#),
-        ("team-a-viewer", VIEWER, r#"["viewer:team-a-*"]"#),
-        ("prometheus", SCRAPER, r#"["metrics"]"#),
-        (
-            "team-a-trusted",
-            TRUSTED,
-            r#"["planner:team-a-*", "viewer:team-b-*"]"#,
-        ),
-    ] {
-        text.push_str(&format!(
-            "\n[[principal]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\nroles = {roles}\n",
-            sha256_hex(token)
-        ));
-    }
-    std::fs::write(&tokens, text).unwrap();
-    let mut s = Server::start_with(ServerOptions {
-        args: vec!["--auth-tokens".into(), tokens.display().to_string()],
-        no_default_auth: true,
-        ..ServerOptions::default()
-    });
-    s.token = Some(ADMIN_TOKEN.to_owned());
-    s
+    with_principals(
+        dir,
+        &[
+            ("team-a-planner", PLANNER, r#"["planner:team-a-*"]"#),
+            ("team-a-viewer", VIEWER, r#"["viewer:team-a-*"]"#),
+            ("prometheus", SCRAPER, r#"["metrics"]"#),
+            (
+                "team-a-trusted",
+                TRUSTED,
+                r#"["planner:team-a-*", "viewer:team-b-*"]"#,
+            ),
+        ],
+        ServerOptions::default(),
+    )
 }
 
 /// Team B's stack: its output `dsn` carries a password.

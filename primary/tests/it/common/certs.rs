@@ -25,3 +25,24 @@ openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out c
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// `orrery primary` on `127.0.0.1:port` over TLS with [`make_certs`]'s
+/// server certificate, admitting client certificates of its CA, with the
+/// principals of `tokens` and its state under `dir`. The caller chooses
+/// its output and spawns it.
+pub fn tls_primary(dir: &Path, port: u16, tokens: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orrery"));
+    cmd.arg("primary")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--auth-tokens")
+        .arg(tokens)
+        .arg("--api-tls-cert")
+        .arg(dir.join("server.pem"))
+        .arg("--api-tls-key")
+        .arg(dir.join("server.key"))
+        .arg("--tls-client-ca")
+        .arg(dir.join("ca.pem"))
+        .env("ORRERY_DATA_DIR", dir.join("state"));
+    cmd
+}

@@ -88,3 +88,19 @@ impl std::fmt::Debug for Run {
         )
     }
 }
+
+/// A stack `stack` of `n` testbed things on target `lab`, each answered
+/// after `delay_ms` and waiting for the one before: an apply that takes
+/// about `n * delay_ms`, for tests that act while it runs.
+pub fn slow_chain(stack: &str, n: usize, delay_ms: u32) -> String {
+    let mut doc = format!(
+        "stack: {stack}\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ polls: 0, delay_ms: {delay_ms} }}\nresources:\n  - label: t0\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: t0, value: 0 }}\n",
+    );
+    for i in 1..n {
+        doc.push_str(&format!(
+            "  - label: t{i}\n    type: Testbed::Async::Thing\n    target: lab\n    properties: {{ name: \"${{t{}.name}}-{i}\", value: {i} }}\n",
+            i - 1
+        ));
+    }
+    doc
+}

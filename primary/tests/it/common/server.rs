@@ -1,7 +1,7 @@
 //! A real `orrery primary` on a free port, spoken to over HTTP.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -261,4 +261,35 @@ impl Server {
         })
         .unwrap_or_else(|command| wait.fail(format_args!("last seen: {command}\n{}", self.log())))
     }
+}
+
+/// A server whose principals are `admin` (holding [`ADMIN_TOKEN`], which
+/// its requests present) and `others` (name, token, TOML list of roles),
+/// their tokens file written under `dir`; `options` as well.
+pub fn with_principals(
+    dir: &Path,
+    others: &[(&str, &str, &str)],
+    options: ServerOptions,
+) -> Server {
+    let tokens = dir.join("tokens.toml");
+    let mut text = format!(
+        "[[principal]]\nname = \"admin\"\ntoken_sha256 = \"{}\"\nroles = [\"admin\"]\n",
+        sha256_hex(ADMIN_TOKEN)
+    );
+    for (name, token, roles) in others {
+        text.push_str(&format!(
+            "\n[[principal]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\nroles = {roles}\n",
+            sha256_hex(token)
+        ));
+    }
+    std::fs::write(&tokens, text).unwrap();
+    let mut args = vec!["--auth-tokens".to_owned(), tokens.display().to_string()];
+    args.extend(options.args.iter().cloned());
+    let mut s = Server::start_with(ServerOptions {
+        args,
+        no_default_auth: true,
+        ..options
+    });
+    s.token = Some(ADMIN_TOKEN.to_owned());
+    s
 }
