@@ -39,7 +39,13 @@ pub struct Config {
     pub listed_bytes: Option<u64>,
     /// An SQLite file keeping this target's things (see [`crate::store`]).
     pub store: Option<String>,
+    /// How long a `Testbed::Cloud::Thing` create takes on the provider's
+    /// side (default 0), at most [`MAX_CREATE_MS`].
+    pub create_ms: Option<u64>,
 }
+
+/// The longest a cloud create may be asked to take.
+pub const MAX_CREATE_MS: u64 = 600_000;
 
 /// Most synthetic things `listed` may ask for.
 const MAX_LISTED: u64 = 100_000;
@@ -73,6 +79,12 @@ impl Config {
             return Err(PluginError::invalid(format!(
                 "config of target `{}`: at most {MAX_LISTED} listed things of at most \
                  {MAX_LISTED_BYTES} bytes in all",
+                target.name
+            )));
+        }
+        if config.create_ms.unwrap_or(0) > MAX_CREATE_MS {
+            return Err(PluginError::invalid(format!(
+                "config of target `{}`: `create_ms` is at most {MAX_CREATE_MS}",
                 target.name
             )));
         }

@@ -5,14 +5,18 @@
 //! - `Testbed::Async::Thing` answers create and delete with `InProgress`
 //!   and finishes after `polls` status polls (target config, default 2);
 //! - `Testbed::Noop::Thing` answers every operation at once, as cheaply as
-//!   possible, for benchmarks.
+//!   possible, for benchmarks;
+//! - `Testbed::Cloud::Thing` behaves like a cloud API's resource ([`cloud`]):
+//!   the plugin assigns ids, deduplicates creates only by request id, and a
+//!   create takes `create_ms` on the provider's side, so a host that sends a
+//!   create twice makes two things.
 //!
 //! Faults are injected through the target config ([`faults::Config`]):
 //! `throttle_every`, `fail_code` + `fail_every`, `crash_on` + `crash_after`
 //! (the process aborts), `delay_ms` and `panic_on`. Fault counters belong to
 //! the plugin instance, so in the binary they are global to the process.
-//! `listed` + `listed_bytes` make `list` return that many more things of
-//! that size, for tests of message sizes.
+//! `listed` + `listed_bytes` make `list` of the async and noop types return
+//! that many more things of that size, for tests of message sizes.
 //!
 //! Things live in the plugin's memory unless the target config names a
 //! `store` file (the binary also reads `ORRERY_TESTBED_STORE`): then they
@@ -27,6 +31,7 @@
 //! `runtimeDependency`, a name) cannot be deleted, so the order of a
 //! destroy shows.
 
+mod cloud;
 pub mod faults;
 pub mod store;
 mod things;
@@ -54,6 +59,8 @@ use things::{Key, Memory, Things};
 pub const ASYNC_THING: &str = "Testbed::Async::Thing";
 /// The instant resource type.
 pub const NOOP_THING: &str = "Testbed::Noop::Thing";
+/// The cloud-like resource type (see [`cloud`]).
+pub const CLOUD_THING: &str = "Testbed::Cloud::Thing";
 
 /// How long the runtime is asked to wait between status polls.
 pub const POLL_AFTER_MS: u64 = 10;
@@ -102,18 +109,35 @@ impl TestbedPlugin {
     /// The things of a request: in the store its config names, else in
     /// memory.
     fn things(&self, config: &Config) -> Result<Things<'_>, PluginError> {
+        Ok(match self.store(config)? {
+            Some(store) => Things::Stored(store),
+            None => Things::Memory(&self.memory),
+        })
+    }
+
+    /// The store file a request's config names (or the default one).
+    fn store(&self, config: &Config) -> Result<Option<Arc<Store>>, PluginError> {
         let path = match (&config.store, &self.default_store) {
             (Some(path), _) => Path::new(path),
             (None, Some(path)) => path.as_path(),
-            (None, None) => return Ok(Things::Memory(&self.memory)),
+            (None, None) => return Ok(None),
         };
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = stores.get(path) {
-            return Ok(Things::Stored(store.clone()));
+            return Ok(Some(store.clone()));
         }
         let store = Arc::new(Store::open(path)?);
         stores.insert(path.to_owned(), store.clone());
-        Ok(Things::Stored(store))
+        Ok(Some(store))
+    }
+
+    /// The cloud of a request: its store, which a cloud thing requires.
+    fn cloud(&self, config: &Config) -> Result<Arc<Store>, PluginError> {
+        self.store(config)?.ok_or_else(|| {
+            PluginError::invalid(format!(
+                "{CLOUD_THING} lives in a store file: set the target's `store` (or ORRERY_TESTBED_STORE)"
+            ))
+        })
     }
 
     /// A thing may attach only to a thing that exists on its target.
@@ -152,14 +176,16 @@ impl TestbedPlugin {
 enum Kind {
     Async,
     Noop,
+    Cloud,
 }
 
 fn kind(resource_type: &str) -> Result<Kind, PluginError> {
     match resource_type {
         ASYNC_THING => Ok(Kind::Async),
         NOOP_THING => Ok(Kind::Noop),
+        CLOUD_THING => Ok(Kind::Cloud),
         other => Err(PluginError::invalid(format!(
-            "unknown resource type `{other}`; the testbed manages {ASYNC_THING} and {NOOP_THING}"
+            "unknown resource type `{other}`; the testbed manages {ASYNC_THING}, {NOOP_THING} and {CLOUD_THING}"
         ))),
     }
 }
@@ -240,6 +266,15 @@ impl ResourcePlugin for TestbedPlugin {
                         .edge_kind(EdgeKind::RuntimeDependency),
                 )
                 .build(),
+            resource(CLOUD_THING)
+                .describe(
+                    "A thing like a cloud API's: ids assigned by the plugin, creates deduplicated \
+                     by request id only, taking `create_ms` (target config) on the provider's side",
+                )
+                .identifier(["name"])
+                .field(name())
+                .field(field::any("value"))
+                .build(),
         ]
     }
 
@@ -256,6 +291,19 @@ impl ResourcePlugin for TestbedPlugin {
         let config = self.begin(&request.target, Operation::Create).await?;
         let kind = kind(&request.resource_type)?;
         let (name, stored) = thing(kind, request.properties)?;
+        if kind == Kind::Cloud {
+            let accepted = self.cloud(&config)?.cloud_create(
+                &request.target.name,
+                &request.resource_type,
+                &name,
+                &stored,
+                &request.request_id,
+                config.create_ms.unwrap_or(0),
+            )?;
+            // The provider works on it whether or not anyone waits.
+            tokio::time::sleep(accepted.remaining()).await;
+            return done(cloud::native_id(accepted.id), accepted.properties);
+        }
         let key = key(&request.target, &request.resource_type, &name);
         let things = self.things(&config)?;
         self.attachable(&things, &request.target, &stored)?;
@@ -274,7 +322,16 @@ impl ResourcePlugin for TestbedPlugin {
 
     async fn read(&self, request: ReadRequest) -> OpResult {
         let config = self.begin(&request.target, Operation::Read).await?;
-        kind(&request.resource_type)?;
+        if kind(&request.resource_type)? == Kind::Cloud {
+            let found = match cloud::row_of(&request.native_id) {
+                Some(id) => self.cloud(&config)?.cloud_get(&request.target.name, id)?,
+                None => None,
+            };
+            return match found {
+                Some(properties) => done(request.native_id, properties),
+                None => Err(cloud::not_found(&request.resource_type, &request.native_id)),
+            };
+        }
         let key = key(&request.target, &request.resource_type, &request.native_id);
         match self.things(&config)?.get(&key)? {
             Some(properties) => done(request.native_id, properties),
@@ -286,6 +343,18 @@ impl ResourcePlugin for TestbedPlugin {
         let config = self.begin(&request.target, Operation::Update).await?;
         let kind = kind(&request.resource_type)?;
         let (name, stored) = thing(kind, request.properties)?;
+        if kind == Kind::Cloud {
+            let updated = match cloud::row_of(&request.native_id) {
+                Some(id) => self
+                    .cloud(&config)?
+                    .cloud_update(&request.target.name, id, &stored)?,
+                None => false,
+            };
+            if !updated {
+                return Err(cloud::not_found(&request.resource_type, &request.native_id));
+            }
+            return done(request.native_id, stored);
+        }
         if name != request.native_id {
             return Err(PluginError::new(
                 ErrorCode::NotUpdatable,
@@ -307,6 +376,18 @@ impl ResourcePlugin for TestbedPlugin {
     async fn delete(&self, request: DeleteRequest) -> OpResult {
         let config = self.begin(&request.target, Operation::Delete).await?;
         let kind = kind(&request.resource_type)?;
+        if kind == Kind::Cloud {
+            let removed = match cloud::row_of(&request.native_id) {
+                Some(id) => self
+                    .cloud(&config)?
+                    .cloud_remove(&request.target.name, id)?,
+                None => false,
+            };
+            if !removed {
+                return Err(cloud::not_found(&request.resource_type, &request.native_id));
+            }
+            return deleted(request.native_id);
+        }
         let key = key(&request.target, &request.resource_type, &request.native_id);
         let things = self.things(&config)?;
         if things.get(&key)?.is_none() {
@@ -335,7 +416,8 @@ impl ResourcePlugin for TestbedPlugin {
         let config = self.begin(&request.target, Operation::Status).await?;
         if kind(&request.resource_type)? != Kind::Async {
             return Err(PluginError::invalid(format!(
-                "{NOOP_THING} operations finish at once; there is nothing to poll"
+                "{} operations answer when they finish; there is nothing to poll",
+                request.resource_type
             )));
         }
         let polls = request
@@ -369,17 +451,28 @@ impl ResourcePlugin for TestbedPlugin {
 
     async fn list(&self, request: ListRequest) -> Result<ListPage, PluginError> {
         let config = self.begin(&request.target, Operation::List).await?;
-        kind(&request.resource_type)?;
-        let mut things: Vec<ListedResource> = self
-            .things(&config)?
-            .list(&request.target.name, &request.resource_type)?
+        let kind = kind(&request.resource_type)?;
+        let listed_now = match kind {
+            // A target without a store has no cloud: nothing to list
+            // (discovery lists every type of every target).
+            Kind::Cloud => match self.store(&config)? {
+                Some(cloud) => cloud.cloud_list(&request.target.name, &request.resource_type)?,
+                None => Vec::new(),
+            },
+            _ => self
+                .things(&config)?
+                .list(&request.target.name, &request.resource_type)?,
+        };
+        let mut things: Vec<ListedResource> = listed_now
             .into_iter()
             .map(|(native_id, properties)| ListedResource {
                 native_id,
                 properties,
             })
             .collect();
-        things.extend(listed(&config));
+        if kind != Kind::Cloud {
+            things.extend(listed(&config));
+        }
         let token = request.page_token.as_deref();
         let (resources, next_page_token) =
             paginate(things, |t| &t.native_id, request.page_size, token);

@@ -42,7 +42,7 @@ pub struct Store {
     conn: Mutex<Connection>,
 }
 
-fn failed(e: impl std::fmt::Display) -> PluginError {
+pub(crate) fn failed(e: impl std::fmt::Display) -> PluginError {
     PluginError::new(
         ErrorCode::ServiceInternalError,
         format!("testbed store: {e}"),
@@ -68,12 +68,13 @@ impl Store {
              CREATE INDEX IF NOT EXISTS things_by_name ON things (target, type, name);",
         )
         .map_err(failed)?;
+        conn.execute_batch(crate::cloud::SCHEMA).map_err(failed)?;
         Ok(Store {
             conn: Mutex::new(conn),
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -189,7 +190,8 @@ impl Store {
 /// What a store file holds, for a test's invariants.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Census {
-    /// Rows per `(target, type, name)`: more than 1 is a duplicate.
+    /// Rows per `(target, type, name)`, things and cloud things (ready or
+    /// not) alike: more than 1 is a duplicate.
     pub rows: std::collections::BTreeMap<(String, String, String), u64>,
 }
 
@@ -205,7 +207,10 @@ pub fn census(path: &Path) -> Result<Census, PluginError> {
     let store = Store::open(path)?;
     let conn = store.conn();
     let mut statement = conn
-        .prepare("SELECT target, type, name, COUNT(*) FROM things GROUP BY target, type, name")
+        .prepare(
+            "SELECT target, type, name, COUNT(*) FROM things GROUP BY target, type, name
+             UNION ALL SELECT target, type, name, COUNT(*) FROM cloud GROUP BY target, type, name",
+        )
         .map_err(failed)?;
     let rows = statement
         .query_map([], |row| {

@@ -137,8 +137,9 @@ impl std::fmt::Display for OpStatus {
     }
 }
 
-/// One operation of a command, as recorded.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+/// One operation of a command, as recorded. Two records are equal when
+/// they say the same; when each was written does not count.
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct OperationRecord {
     /// The resource's label.
     pub label: String,
@@ -164,6 +165,42 @@ pub struct OperationRecord {
     /// back with every `status` poll, including after a restart.
     #[serde(skip)]
     pub context: Option<Value>,
+    /// When the record was last written, in the store's clock (ms since
+    /// the Unix epoch; 0 in one not read from a store). A `running` create
+    /// was sent right after this: its answer may still come until this
+    /// plus the request timeout.
+    #[serde(skip)]
+    pub updated_ms: i64,
+}
+
+impl PartialEq for OperationRecord {
+    fn eq(&self, other: &Self) -> bool {
+        let OperationRecord {
+            label,
+            operation,
+            request_id,
+            status,
+            attempts,
+            error_code,
+            message,
+            native_id,
+            context,
+            updated_ms: _,
+        } = self;
+        (
+            label, operation, request_id, status, attempts, error_code, message, native_id, context,
+        ) == (
+            &other.label,
+            &other.operation,
+            &other.request_id,
+            &other.status,
+            &other.attempts,
+            &other.error_code,
+            &other.message,
+            &other.native_id,
+            &other.context,
+        )
+    }
 }
 
 /// A command and its operations.

@@ -334,20 +334,24 @@ impl Executor {
         // Going on with an interrupted command: an attempt of it may have
         // landed unanswered, so a create answered `AlreadyExists` is looked
         // for before it counts as failed.
-        let continuing = self
+        let this = self
             .store
             .command(Some(command_id))?
-            .is_some_and(|c| c.status == CommandStatus::Running);
+            .filter(|c| c.status == CommandStatus::Running);
+        let continuing = this.is_some();
         // Creates the stack's previous command ended with their outcome
         // unknown: they may have landed, so they get the same lookup.
-        let unsure = match continuing {
-            true => std::collections::HashSet::new(),
-            false => self
-                .store
-                .latest_command_of(stack_name)?
-                .map(|c| resume::unsure_creates(&c))
-                .unwrap_or_default(),
+        let previous = match continuing {
+            true => None,
+            false => self.store.latest_command_of(stack_name)?,
         };
+        let unsure = previous
+            .as_ref()
+            .map(resume::unsure_creates)
+            .unwrap_or_default();
+        // A create an earlier attempt may have made is sent again under
+        // that attempt's request id.
+        let carried = resume::carried_request_ids(this.as_ref(), previous.as_ref());
         if !continuing {
             self.store.begin_command(command_id, stack_name, kind)?;
         }
@@ -409,7 +413,10 @@ impl Executor {
             .collect();
         let request_ids: Vec<String> = ops
             .iter()
-            .map(|_| uuid::Uuid::now_v7().to_string())
+            .map(|op| match (&op.kind, carried.get(&op.label)) {
+                (OpKind::Create, Some(id)) => id.clone(),
+                _ => uuid::Uuid::now_v7().to_string(),
+            })
             .collect();
         let mut progress: Vec<Option<(String, Option<Value>)>> = vec![None; ops.len()];
         // Native ids recorded for resources: never adopted for another label.
@@ -564,7 +571,7 @@ impl Executor {
                 // exists already.
                 let lookup = match &request {
                     Request::Create(c)
-                        if verify_first || continuing || unsure.contains(&op.label) =>
+                        if verify_first || continuing || unsure.contains_key(&op.label) =>
                     {
                         Some(resume::Lookup {
                             plugin: plugin.clone(),
@@ -894,6 +901,8 @@ impl Executor {
                 message: message.map(str::to_owned),
                 native_id,
                 context: progress.and_then(|(_, c)| c.clone()),
+                // The store stamps its own clock on every write.
+                updated_ms: 0,
             },
         });
         Ok(())

@@ -14,8 +14,17 @@
 //!   ambiguous code) are looked up: the plugin has no native id for them, so
 //!   the type is listed on the target (every page) and matched against the
 //!   desired values of the schema's `identifier` fields. A match is adopted
-//!   as created; no match means the create never took effect and the plan
-//!   creates it again. A create is never sent blindly a second time.
+//!   as created. No match once the lost attempt's deadline (its record's
+//!   time plus the request timeout) has passed means the create never took
+//!   effect; before that deadline it may still land (a cloud API's create
+//!   takes seconds), so it is reported "still landing". Either way the plan
+//!   sends it again.
+//! - A create sent again, by the resumed command or by the next one after
+//!   a command that ended unsure of it, carries the request id recorded for
+//!   the lost attempt ([`carried_request_ids`]): a plugin that deduplicates
+//!   by request id (the protocol's idempotency key) answers with what the
+//!   lost attempt made instead of making a second. A create is never sent
+//!   blindly a second time under a new request id.
 //! - `running` updates and deletes need nothing: the plan repeats them
 //!   (updates are idempotent; deleting what is gone counts as success).
 //!
@@ -62,6 +71,10 @@ pub struct Resumed {
     pub adopted: Vec<String>,
     /// Labels of creates that had not taken effect (they are planned again).
     pub not_found: Vec<String>,
+    /// Labels of creates not found whose lost attempt may still land (its
+    /// deadline has not passed): planned again, under the lost attempt's
+    /// request id like every create sent again.
+    pub resent: Vec<String>,
     /// The command was canceled by force, not interrupted: what it left in
     /// flight is settled, but it does not go on (a new command plans).
     pub canceled: bool,
@@ -299,7 +312,7 @@ async fn settle(
 /// unknown: an ambiguous code, or `AlreadyExists` (an earlier attempt may
 /// have landed). The next command looks them up when their create is
 /// answered `AlreadyExists`, instead of failing them again and again.
-pub(super) fn unsure_creates(command: &crate::state::CommandRecord) -> HashSet<String> {
+pub(super) fn unsure_creates(command: &crate::state::CommandRecord) -> HashMap<String, String> {
     command
         .operations
         .iter()
@@ -311,8 +324,30 @@ pub(super) fn unsure_creates(command: &crate::state::CommandRecord) -> HashSet<S
             let late = command.status == CommandStatus::Canceled && code == ErrorCode::NotFound;
             code.is_ambiguous() || code == ErrorCode::AlreadyExists || late
         })
-        .map(|o| o.label.clone())
+        .map(|o| (o.label.clone(), o.request_id.clone()))
         .collect()
+}
+
+/// The request id each create of a run sends, by label, when an earlier
+/// attempt of it may have landed: for a command that goes on, every create
+/// it recorded without success; for a new one, the creates the stack's
+/// previous command ended unsure of ([`unsure_creates`]). Sending the lost
+/// attempt's id again lets the plugin deduplicate (found by the cloud-like
+/// testbed: three kills of an apply of 48 made 20 duplicates when a create
+/// sent again carried a new id).
+pub(super) fn carried_request_ids(
+    continuing: Option<&crate::state::CommandRecord>,
+    previous: Option<&crate::state::CommandRecord>,
+) -> HashMap<String, String> {
+    match continuing {
+        Some(command) => command
+            .operations
+            .iter()
+            .filter(|o| o.operation == "create" && o.status != OpStatus::Succeeded)
+            .map(|o| (o.label.clone(), o.request_id.clone()))
+            .collect(),
+        None => previous.map(unsure_creates).unwrap_or_default(),
+    }
 }
 
 /// Whether `command` has operations sent without an outcome (`running`,
@@ -517,6 +552,11 @@ impl Executor {
             })
             .collect();
         let results = self.settle_all(&command_id, finds, &targets).await;
+        // A lost attempt whose deadline has not passed may still land after
+        // the listing: not found is then not "never landed".
+        let now_ms = self.store.now_ms()?;
+        let timeout_ms =
+            i64::try_from(self.options.request_timeout.as_millis()).unwrap_or(i64::MAX);
         for result in results {
             let (op, record, answer) = result?;
             resumed.resolved += 1;
@@ -536,19 +576,22 @@ impl Executor {
                     false,
                 )?;
             } else {
-                resumed.not_found.push(op.label.clone());
+                let landing = record.updated_ms.saturating_add(timeout_ms) > now_ms;
+                let message = match (landing, canceled) {
+                    (true, _) => "not found yet, but its attempt may still land: sent again under the same request id",
+                    (false, true) => "not found after a forced cancel: it did not take effect and is planned again",
+                    (false, false) => "not found after the primary restarted: it did not take effect and is planned again",
+                };
+                match landing {
+                    true => resumed.resent.push(op.label.clone()),
+                    false => resumed.not_found.push(op.label.clone()),
+                }
                 self.store.put_operation(
                     &command_id,
                     &OperationRecord {
                         status: OpStatus::Failed,
                         error_code: Some(ErrorCode::NotFound.to_string()),
-                        message: Some(
-                            match canceled {
-                                true => "not found after a forced cancel: it did not take effect and is planned again",
-                                false => "not found after the primary restarted: it did not take effect and is planned again",
-                            }
-                            .into(),
-                        ),
+                        message: Some(message.into()),
                         native_id: None,
                         context: None,
                         ..record
@@ -585,6 +628,7 @@ impl Executor {
         }
         resumed.adopted.sort();
         resumed.not_found.sort();
+        resumed.resent.sort();
         Ok(Some(resumed))
     }
 

@@ -11,7 +11,7 @@ use orrery_schema::{
     CreateRequest, ErrorCode, Operation, ProgressEvent, PropertyMap, Request, Target, Value,
 };
 
-use super::{send_create, unsure_creates, Lookup};
+use super::{carried_request_ids, send_create, unsure_creates, Lookup};
 use crate::state::{CommandRecord, CommandStatus, OpStatus, OperationRecord};
 
 /// Answers every create `AlreadyExists`; every list times out.
@@ -75,6 +75,7 @@ fn op(label: &str, operation: &str, status: OpStatus, code: Option<&str>) -> Ope
     OperationRecord {
         label: label.into(),
         operation: operation.into(),
+        request_id: format!("req-{label}"),
         status,
         error_code: code.map(str::to_owned),
         ..Default::default()
@@ -104,7 +105,42 @@ fn creates_a_command_left_unsure_are_those_failed_with_an_unknown_outcome() {
             ),
         ],
     };
-    let mut unsure: Vec<String> = unsure_creates(&command).into_iter().collect();
-    unsure.sort();
-    assert_eq!(unsure, ["exists", "lost"]);
+    let unsure: std::collections::BTreeMap<_, _> = unsure_creates(&command).into_iter().collect();
+    let expected = [("exists", "req-exists"), ("lost", "req-lost")];
+    assert_eq!(
+        unsure,
+        expected.map(|(l, r)| (l.to_owned(), r.to_owned())).into()
+    );
+    // The next command sends those creates again under their ids.
+    assert_eq!(
+        carried_request_ids(None, Some(&command)),
+        unsure.into_iter().collect()
+    );
+}
+
+#[test]
+fn a_command_that_goes_on_sends_its_unfinished_creates_under_their_ids() {
+    let command = CommandRecord {
+        id: "c".into(),
+        stack: "s".into(),
+        kind: "apply".into(),
+        status: CommandStatus::Running,
+        started_ms: 0,
+        finished_ms: None,
+        principal: None,
+        operations: vec![
+            op("sent", "create", OpStatus::Running, None),
+            op("gone", "create", OpStatus::Failed, Some("NotFound")),
+            op("made", "create", OpStatus::Succeeded, None),
+            op("changed", "update", OpStatus::Running, None),
+        ],
+    };
+    let carried: std::collections::BTreeMap<_, _> = carried_request_ids(Some(&command), None)
+        .into_iter()
+        .collect();
+    let expected = [("gone", "req-gone"), ("sent", "req-sent")];
+    assert_eq!(
+        carried,
+        expected.map(|(l, r)| (l.to_owned(), r.to_owned())).into()
+    );
 }

@@ -774,20 +774,22 @@ fn print_resumed(resumed: Option<&Resumed>, output: Output) {
                 return;
             }
             println!(
-                "Settling what command {} left in flight when it was canceled by force: {} operation(s) settled, {} found and adopted, {} to create again.",
+                "Settling what command {} left in flight when it was canceled by force: {} operation(s) settled, {} found and adopted, {} to create again, {} still landing (sent again under their own request id).",
                 r.command_id,
                 r.resolved,
                 r.adopted.len(),
-                r.not_found.len()
+                r.not_found.len(),
+                r.resent.len()
             );
             return;
         }
         println!(
-            "Resuming interrupted command {}: {} operation(s) settled, {} found and adopted, {} to create again.",
+            "Resuming interrupted command {}: {} operation(s) settled, {} found and adopted, {} to create again, {} still landing (sent again under their own request id).",
             r.command_id,
             r.resolved,
             r.adopted.len(),
-            r.not_found.len()
+            r.not_found.len(),
+            r.resent.len()
         );
     }
 }

@@ -922,7 +922,7 @@ impl Command {
         let resumed = self.executor().resume(&self.stack, &self.graph).await?;
         if let Some(r) = &resumed {
             tracing::info!(command = %r.command_id, stack = %self.stack.name, settled = r.resolved,
-                adopted = r.adopted.len(), to_create_again = r.not_found.len(),
+                adopted = r.adopted.len(), to_create_again = r.not_found.len(), still_landing = r.resent.len(),
                 canceled = r.canceled,
                 "settling what an interrupted or force-canceled command left in flight");
         }

@@ -386,3 +386,111 @@ async fn killing_the_primary_at_five_points_loses_and_duplicates_nothing() {
 
     eprintln!("crash-resume: {} ms in all", started.elapsed().as_millis());
 }
+
+/// Cloud-like things: the plugin assigns ids, only the request id
+/// deduplicates, and a create takes this long on the provider's side.
+const CLOUD_CREATE_MS: u64 = 1_500;
+const CLOUD_RESOURCES: usize = 48;
+
+/// `n` `Testbed::Cloud::Thing`s over both targets, kept in `store`.
+fn cloud_document(store: &Path, n: usize) -> String {
+    let mut doc = String::from("stack: cloud\ntargets:\n");
+    for t in TARGETS {
+        doc.push_str(&format!(
+            "  - name: {t}\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: {CLOUD_CREATE_MS} }}\n",
+            store.display()
+        ));
+    }
+    doc.push_str("resources:\n");
+    for i in 0..n {
+        doc.push_str(&format!(
+            "  - label: c{i:03}\n    type: Testbed::Cloud::Thing\n    target: {}\n    properties: {{ name: cloud-{i:03}, value: {i} }}\n",
+            TARGETS[i % 2]
+        ));
+    }
+    doc
+}
+
+/// The scenario, counted in the plugin's world: three SIGKILLs of
+/// `orrery apply` while creates that take seconds are in flight, then an
+/// apply to the end. Every desired thing exists exactly once at the
+/// provider, and the stack records each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_primary_during_slow_cloud_creates_makes_no_duplicate() {
+    let started = Instant::now();
+    let server = nats::NatsServer::start().await;
+    let _a = satellite(&server.url, "sat-a", TARGETS[0]);
+    let _b = satellite(&server.url, "sat-b", TARGETS[1]);
+    let client = server.client().await;
+    orrery_testing::wait_for_async(
+        "2 satellites answering $SRV.PING",
+        Duration::from_secs(20),
+        || {
+            let client = &client;
+            async move {
+                let n = satellites(client).await;
+                if n >= 2 {
+                    Ok(())
+                } else {
+                    Err(format!("{n} answered"))
+                }
+            }
+        },
+    )
+    .await;
+
+    let env = Env::new(&server.url, "cloud");
+    let store = env.scratch.path().join("cloud.sqlite");
+    let doc = env
+        .scratch
+        .write("cloud.yaml", &cloud_document(&store, CLOUD_RESOURCES));
+    let mut command = None;
+    for (kill, at_least) in [8, 20, 32].into_iter().enumerate() {
+        let mut apply = env.spawn_apply(&doc, None);
+        let seen = kill_when(&env.state(), &mut apply.0, "creates in flight", |s| {
+            s.count("create", "succeeded") >= at_least && s.count("create", "running") >= 1
+        });
+        assert!(
+            seen.count("create", "succeeded") < CLOUD_RESOURCES,
+            "kill {kill}: {seen:?}"
+        );
+        eprintln!(
+            "kill {kill}: {} created, {} in flight",
+            seen.count("create", "succeeded"),
+            seen.count("create", "running")
+        );
+        let id = seen.command.clone().unwrap().0;
+        assert_eq!(
+            *command.get_or_insert(id.clone()),
+            id,
+            "one command throughout"
+        );
+    }
+    let run = env.apply(&doc);
+    assert_eq!(run.code, 0, "the apply after the kills: {run:?}");
+    let status = env.status();
+    assert_eq!(status["id"], command.unwrap().as_str(), "the same command");
+    assert_eq!(status["status"], "completed", "{status}");
+
+    let census = orrery_plugin_testbed::store::census(&store).unwrap();
+    let duplicated: Vec<_> = census.rows.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        duplicated.is_empty(),
+        "{} duplicates at the provider: {duplicated:?}",
+        census.duplicates()
+    );
+    assert_eq!(census.rows.len(), CLOUD_RESOURCES, "every thing exists");
+    let inventory = env.inventory();
+    let recorded = inventory.as_array().unwrap();
+    assert_eq!(recorded.len(), CLOUD_RESOURCES, "{inventory}");
+    let ids: std::collections::BTreeSet<_> = recorded
+        .iter()
+        .map(|r| r["native_id"].to_string())
+        .collect();
+    assert_eq!(
+        ids.len(),
+        CLOUD_RESOURCES,
+        "each recorded once: {inventory}"
+    );
+    eprintln!("cloud crash-resume: {} ms", started.elapsed().as_millis());
+}

@@ -347,8 +347,9 @@ async fn discovery_pages_through_everything_within_the_rate_limit() {
         .unwrap();
     let elapsed = started.elapsed();
     assert!(report.failures.is_empty(), "{report:?}");
-    // Two types; the async one has no things (one empty page).
-    assert_eq!(report.pages, 13 + 1, "{report:?}");
+    // Three types; the async and cloud ones have no things (one empty
+    // page each).
+    assert_eq!(report.pages, 13 + 2, "{report:?}");
     assert_eq!(report.largest_page, 20);
     assert_eq!(
         (report.listed, report.managed, report.unmanaged),

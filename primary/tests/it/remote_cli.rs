@@ -771,7 +771,10 @@ fn locally_a_second_ctrl_c_cancels_by_force_and_the_next_apply_settles() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no `{word}` in {line}"))
     };
-    let (adopted, recreated) = (count("found and adopted"), count("to create again"));
+    let (adopted, recreated) = (
+        count("found and adopted"),
+        count("to create again") + count("still landing"),
+    );
     assert_eq!(adopted + recreated, 4, "{line}");
     let planned = match recreated {
         0 => "No changes: 4 resources up to date.".to_owned(),

@@ -3,6 +3,7 @@
 
 mod asynchronous;
 mod binary;
+mod cloud;
 mod common;
 mod faults;
 mod fixtures;

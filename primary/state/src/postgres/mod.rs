@@ -861,13 +861,13 @@ impl PgPool {
                 c,
                 if page.is_paged() {
                     "SELECT label, operation, request_id, status, attempts, error_code, message,
-                         native_id, context
+                         native_id, context, updated_ms
                      FROM operations WHERE command_id = $1 AND ($2::text IS NULL OR status = $2)
                        AND ($3::text IS NULL OR (label, operation) > ($3::text, $4::text))
                      ORDER BY label, operation LIMIT $5::bigint"
                 } else {
                     "SELECT label, operation, request_id, status, attempts, error_code, message,
-                         native_id, context
+                         native_id, context, updated_ms
                      FROM operations WHERE command_id = $1 AND ($2::text IS NULL OR status = $2)
                        AND $3::text IS NULL AND $4::text IS NULL
                      ORDER BY updated_ms, label LIMIT $5::bigint"
@@ -895,6 +895,7 @@ impl PgPool {
                     message: r.get(6),
                     native_id: r.get(7),
                     context,
+                    updated_ms: r.get(9),
                 })
             })
             .collect::<Result<_, StoreError>>()?;

@@ -740,12 +740,12 @@ impl StateStore for SqliteStore {
         // cursor stays put while operations are updated); everything comes
         // in the order of updates.
         let mut stmt = conn.prepare_cached(if page.is_paged() {
-            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
+            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context, updated_ms FROM operations
              WHERE command_id = ?1 AND (?2 IS NULL OR status = ?2)
                AND (?3 IS NULL OR (label, operation) > (?3, ?4))
              ORDER BY label, operation LIMIT ?5"
         } else {
-            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context FROM operations
+            "SELECT label, operation, request_id, status, attempts, error_code, message, native_id, context, updated_ms FROM operations
              WHERE command_id = ?1 AND (?2 IS NULL OR status = ?2) AND ?3 IS NULL AND ?4 IS NULL
              ORDER BY updated_ms, label LIMIT ?5"
         })?;
@@ -766,6 +766,7 @@ impl StateStore for SqliteStore {
                             message: r.get(6)?,
                             native_id: r.get(7)?,
                             context: None,
+                            updated_ms: r.get(9)?,
                         },
                         r.get(8)?,
                     ))

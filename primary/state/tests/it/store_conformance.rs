@@ -260,6 +260,7 @@ fn op(label: &str, operation: &str, status: &str) -> OperationRecord {
         message: None,
         native_id: None,
         context: None,
+        updated_ms: 0,
     }
 }
 
