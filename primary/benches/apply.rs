@@ -232,6 +232,7 @@ async fn run(
         catalog.clone(),
         hasher.clone(),
         options,
+        orrery_primary::scheduler::RateRegistry::local(),
     );
     let t = Instant::now();
     let report = executor

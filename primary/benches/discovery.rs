@@ -30,7 +30,7 @@ use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, Transport};
 use orrery_plugin_sdk::Answer;
 use orrery_primary::discovery::{self, Options, TargetRef};
-use orrery_primary::scheduler::BucketLimit;
+use orrery_primary::scheduler::{BucketLimit, RateRegistry};
 use orrery_primary::stack::{Catalog, TargetDecl};
 use orrery_primary::state::{self, StoredResource};
 use orrery_schema::{CreateRequest, ListRequest, ListedResource, PropertyMap, Request, Target};
@@ -196,9 +196,16 @@ async fn run_discovery(
 ) -> (u64, u64, String) {
     let targets: Vec<TargetRef> =
         discovery::targets_to_discover(store, Some(&format!("stack-{target_name}")), None).unwrap();
-    let r = discovery::discover(bus, catalog, store, &targets, options)
-        .await
-        .unwrap();
+    let r = discovery::discover(
+        bus,
+        catalog,
+        &RateRegistry::local(),
+        store,
+        &targets,
+        options,
+    )
+    .await
+    .unwrap();
     assert!(r.failures.is_empty(), "{r:?}");
     (
         r.pages,

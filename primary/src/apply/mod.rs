@@ -34,7 +34,7 @@ pub use stop::Stop;
 
 use crate::plan::{Action, Plan, SecretHasher};
 use crate::scheduler::{
-    Action as Step, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, TaskState,
+    Action as Step, BucketLimit, Config, Outcome, RateRegistry, RetryPolicy, Scheduler, TaskState,
 };
 use crate::stack::{Catalog, Graph, Reference, Stack};
 use crate::state::{
@@ -161,6 +161,8 @@ pub struct Executor {
     catalog: Catalog,
     hasher: SecretHasher,
     options: Options,
+    /// The process's rate-limit registry, shared with its other runs.
+    rates: RateRegistry,
     events: Option<EventSink>,
     cancel: watch::Receiver<Stop>,
     /// Transitions recorded since the last [`Executor::flush`]: written in
@@ -185,13 +187,16 @@ impl Executor {
         }
     }
 
-    /// An executor over a transport and a store.
+    /// An executor over a transport and a store, taking rate-limit tokens
+    /// from `rates`: the process's one registry (the service's is
+    /// `Plugins::rates`), so that its runs share each target's rate.
     pub fn new(
         transport: Arc<dyn Transport>,
         store: Store,
         catalog: Catalog,
         hasher: SecretHasher,
         options: Options,
+        rates: RateRegistry,
     ) -> Self {
         let (_, cancel) = watch::channel(Stop::Run);
         Executor {
@@ -200,6 +205,7 @@ impl Executor {
             catalog,
             hasher,
             options,
+            rates,
             events: None,
             cancel,
             pending: std::sync::Mutex::new(Vec::new()),
@@ -385,27 +391,28 @@ impl Executor {
             limits.insert(key, limit);
         }
         let config = self.options.scheduler_config();
-        let mut scheduler = match Scheduler::new(tasks, limits, config, Instant::now()) {
-            Ok(s) => s,
-            Err(e) => {
-                // The stack graph is acyclic; a cycle here means stored
-                // dependencies contradict it. Nothing has been started.
-                self.store
-                    .finish_command(command_id, &CommandStatus::Failed)?;
-                let report = Report {
-                    command_id: command_id.to_owned(),
-                    failed: vec![(
-                        String::new(),
-                        String::new(),
-                        "InvalidRequest".into(),
-                        e.to_string(),
-                    )],
-                    ..Default::default()
-                };
-                self.emit_finished(&CommandStatus::Failed, &report);
-                return Ok(report);
-            }
-        };
+        let mut scheduler =
+            match Scheduler::new(tasks, limits, self.rates.clone(), config, Instant::now()) {
+                Ok(s) => s,
+                Err(e) => {
+                    // The stack graph is acyclic; a cycle here means stored
+                    // dependencies contradict it. Nothing has been started.
+                    self.store
+                        .finish_command(command_id, &CommandStatus::Failed)?;
+                    let report = Report {
+                        command_id: command_id.to_owned(),
+                        failed: vec![(
+                            String::new(),
+                            String::new(),
+                            "InvalidRequest".into(),
+                            e.to_string(),
+                        )],
+                        ..Default::default()
+                    };
+                    self.emit_finished(&CommandStatus::Failed, &report);
+                    return Ok(report);
+                }
+            };
 
         let mut outputs: HashMap<String, PropertyMap> = stored
             .iter()

@@ -1,7 +1,8 @@
 //! Requests outside the scheduler — resuming an interrupted command,
 //! discovery, drift sync, import — paced by the same token buckets, limits
-//! and retry policy as a command's (`orrery_core::tasks::bucket_limit`,
-//! `RetryPolicy::retry_after_failure`, `orrery_core::answer::classify`).
+//! and retry policy as a command's (the process's `RateRegistry`,
+//! `orrery_core::tasks::bucket_limit`, `RetryPolicy::retry_after_failure`,
+//! `orrery_core::answer::classify`).
 //! This is the I/O edge: it only waits and sends; every decision is the
 //! core's.
 
@@ -15,25 +16,32 @@ use orrery_core::tasks::{bucket, bucket_limit};
 use orrery_plugin_sdk::Answer;
 use orrery_schema::{ErrorCode, Request};
 
-use crate::scheduler::{BucketLimit, Jitter, RetryPolicy, TokenBucket};
+use crate::scheduler::{BucketLimit, Jitter, RateRegistry, RetryPolicy};
 use crate::stack::Catalog;
 
-/// Token buckets by `namespace/target`, shared by the requests of one run.
+/// One run's requests, paced by the process's token buckets (by
+/// `namespace/target`, shared with every other run of the process), with
+/// the run's own counts.
 pub struct Pacer {
     catalog: Catalog,
     overrides: HashMap<String, BucketLimit>,
-    buckets: Mutex<HashMap<String, TokenBucket>>,
+    rates: RateRegistry,
     waited: Mutex<Duration>,
     requests: Mutex<u64>,
 }
 
 impl Pacer {
-    /// Buckets with the limits `catalog` announces, `overrides` first.
-    pub fn new(catalog: &Catalog, overrides: &HashMap<String, BucketLimit>) -> Pacer {
+    /// Takes tokens from `rates`, the process's registry, with the limits
+    /// `catalog` announces, `overrides` first.
+    pub fn new(
+        catalog: &Catalog,
+        overrides: &HashMap<String, BucketLimit>,
+        rates: &RateRegistry,
+    ) -> Pacer {
         Pacer {
             catalog: catalog.clone(),
             overrides: overrides.clone(),
-            buckets: Mutex::new(HashMap::new()),
+            rates: rates.clone(),
             waited: Mutex::new(Duration::ZERO),
             requests: Mutex::new(0),
         }
@@ -42,23 +50,12 @@ impl Pacer {
     /// Waits for a token of `plugin` on `target`.
     pub async fn acquire(&self, plugin: &str, target: &str) {
         let key = bucket(&self.catalog, plugin, target);
+        let limit = bucket_limit(&self.catalog, &self.overrides, plugin, &key);
         let started = Instant::now();
-        loop {
-            let wait = {
-                let now = Instant::now();
-                let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-                let b = buckets.entry(key.clone()).or_insert_with(|| {
-                    TokenBucket::new(
-                        bucket_limit(&self.catalog, &self.overrides, plugin, &key),
-                        now,
-                    )
-                });
-                match b.try_take(now, 1) {
-                    Ok(()) => break,
-                    Err(at) => at,
-                }
-            };
-            tokio::time::sleep_until(wait.into()).await;
+        // Another run may take the token this one waited for: then wait
+        // again, for the next.
+        while let Err(at) = self.rates.try_take(&key, limit, Instant::now(), 1) {
+            tokio::time::sleep_until(at.into()).await;
         }
         *self.waited.lock().unwrap_or_else(|p| p.into_inner()) += started.elapsed();
         *self.requests.lock().unwrap_or_else(|p| p.into_inner()) += 1;

@@ -641,7 +641,7 @@ impl Executor {
         pending: Vec<Pending>,
         targets: &HashMap<String, TargetDecl>,
     ) -> Vec<Result<(Op, OperationRecord, Answer), ResumeError>> {
-        let pacer = Pacer::new(&self.catalog, &self.options.rate_overrides);
+        let pacer = Pacer::new(&self.catalog, &self.options.rate_overrides, &self.rates);
         let jitter = Mutex::new(Jitter::new(self.options.seed));
         let (pacer, jitter) = (&pacer, &jitter);
         stream::iter(

@@ -123,6 +123,7 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     let report = discovery::discover(
         plugins.transport().as_ref(),
         plugins.catalog(),
+        plugins.rates(),
         store.as_ref(),
         &targets,
         &options,
@@ -204,6 +205,7 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
     let report = discovery::sync_drift(
         plugins.transport().as_ref(),
         plugins.catalog(),
+        plugins.rates(),
         store.as_ref(),
         stack.as_deref(),
         &options,
@@ -389,6 +391,7 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let result = discovery::import(
         plugins.transport().as_ref(),
         plugins.catalog(),
+        plugins.rates(),
         store.as_ref(),
         &spec,
         &options,

@@ -306,6 +306,11 @@ impl Started {
         &self.plugins.catalog
     }
 
+    /// The process's rate-limit registry.
+    pub(super) fn rates(&self) -> &orrery_primary::scheduler::RateRegistry {
+        &self.plugins.rates
+    }
+
     pub(super) async fn stop(&self) {
         self.pool.stop().await;
     }

@@ -2,8 +2,8 @@
 //!
 //! - **Discovery** ([`discover`]) pages through `list` for every
 //!   discoverable type of every target, within the plugin's rate limit (one
-//!   token of the `namespace/target` bucket per page, the same
-//!   [`crate::scheduler`] token bucket the executor uses), one page at a
+//!   token of the `namespace/target` bucket per page, from the process's
+//!   [`RateRegistry`] the executor's runs use too), one page at a
 //!   time: a page is filtered and recorded, then dropped, so memory does not
 //!   grow with the number of pages. Resources no stack declaring that target
 //!   manages are recorded unmanaged: `stack` empty, `label`
@@ -48,7 +48,7 @@ use serde::Serialize;
 
 use crate::apply::Pacer;
 use crate::plan::SecretHasher;
-use crate::scheduler::{BucketLimit, Jitter, RetryPolicy};
+use crate::scheduler::{BucketLimit, Jitter, RateRegistry, RetryPolicy};
 use crate::stack::{Catalog, TargetDecl};
 use crate::state::{StateStore, StoreError, StoredResource};
 
@@ -240,16 +240,18 @@ pub fn targets_to_discover(
 }
 
 /// Lists every discoverable type on `targets` and records what no stack
-/// manages as unmanaged.
+/// manages as unmanaged, taking rate-limit tokens from `rates`, the
+/// process's registry.
 pub async fn discover(
     transport: &dyn Transport,
     catalog: &Catalog,
+    rates: &RateRegistry,
     store: &dyn StateStore,
     targets: &[TargetRef],
     options: &Options,
 ) -> Result<DiscoverReport, StoreError> {
     let started = Instant::now();
-    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides, rates);
     let jitter = Mutex::new(Jitter::new(options.seed));
     let mut report = DiscoverReport {
         targets: targets.len(),
@@ -508,16 +510,18 @@ fn failure(
 }
 
 /// Reads every managed resource of `stack` (all stacks when `None`) and
-/// records what changed or disappeared out of band (see the module docs).
+/// records what changed or disappeared out of band (see the module docs),
+/// taking rate-limit tokens from `rates`, the process's registry.
 pub async fn sync_drift(
     transport: &dyn Transport,
     catalog: &Catalog,
+    rates: &RateRegistry,
     store: &dyn StateStore,
     stack: Option<&str>,
     options: &Options,
 ) -> Result<DriftReport, StoreError> {
     let started = Instant::now();
-    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides, rates);
     let jitter = Mutex::new(Jitter::new(options.seed));
     let hasher = SecretHasher::new(store.secret_key()?);
     let mut report = DriftReport::default();
@@ -720,16 +724,18 @@ pub struct ImportSpec {
 
 /// Adopts an existing resource into a stack without recreating it: reads
 /// it through its plugin, records it managed under the stack's label, and
-/// forgets its unmanaged record.
+/// forgets its unmanaged record. Its read takes a rate-limit token from
+/// `rates`, the process's registry.
 pub async fn import(
     transport: &dyn Transport,
     catalog: &Catalog,
+    rates: &RateRegistry,
     store: &dyn StateStore,
     spec: &ImportSpec,
     options: &Options,
 ) -> Result<StoredResource, DiscoveryError> {
     check_importable(store, &store.resources(None)?, spec)?;
-    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides, rates);
     let jitter = Mutex::new(Jitter::new(options.seed));
     let (native_id, properties) =
         read_existing(transport, catalog, &pacer, &jitter, spec, options).await?;

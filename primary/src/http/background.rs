@@ -87,6 +87,7 @@ async fn discover(state: &Shared) {
     let report = discovery::discover(
         plugins.transport.as_ref(),
         &plugins.catalog,
+        &plugins.rates,
         state.store.as_ref(),
         &targets,
         &Options::default(),
@@ -156,6 +157,7 @@ async fn drift(state: &Shared) {
         let report = discovery::sync_drift(
             plugins.transport.as_ref(),
             &plugins.catalog,
+            &plugins.rates,
             state.store.as_ref(),
             Some(&stack),
             &Options::default(),

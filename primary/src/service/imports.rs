@@ -61,7 +61,7 @@ pub(super) async fn read(
         ..discovery::Options::default()
     };
     let catalog = &plugins.catalog;
-    let pacer = Pacer::new(catalog, &options.rate_overrides);
+    let pacer = Pacer::new(catalog, &options.rate_overrides, &plugins.rates);
     let jitter = Mutex::new(Jitter::new(options.seed));
     let (pacer, jitter, options) = (&pacer, &jitter, &options);
     let results: Vec<_> = futures::stream::iter(checked)

@@ -116,6 +116,7 @@ async fn refresh(
     let report = discovery::sync_drift(
         plugins.transport.as_ref(),
         &plugins.catalog,
+        &plugins.rates,
         store.as_ref(),
         Some(name),
         &options,
@@ -910,6 +911,7 @@ impl Command {
             self.plugins.catalog.clone(),
             self.hasher.clone(),
             self.options.clone(),
+            self.plugins.rates.clone(),
         )
     }
 

@@ -15,6 +15,7 @@ use orrery_bus::held_targets::HeldTargets;
 use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, Transport};
 
+use crate::scheduler::RateRegistry;
 use crate::stack::Catalog;
 
 /// Variables of this process's environment every plugin started in-process
@@ -138,6 +139,10 @@ pub struct Plugins {
     pub transport: Arc<dyn Transport>,
     /// Their announcements.
     pub catalog: Catalog,
+    /// The pool's rate-limit registry, the process's one: every run made
+    /// with these plugins (a command, a resume, a discovery, a drift sync,
+    /// an import) takes its tokens from it.
+    pub rates: RateRegistry,
     /// Plugins asked for that could not be found or described, with why:
     /// stack validation names them at the targets that use them.
     pub unavailable: BTreeMap<String, String>,
@@ -150,9 +155,12 @@ struct Snapshot {
     catalog: Catalog,
 }
 
-/// Plugins started on demand and kept.
+/// Plugins started on demand and kept, and the rate-limit registry of the
+/// runs made with them. A process has one pool (the service's, or the
+/// CLI's for its one command), so its registry is the process's.
 pub struct PluginPool {
     search: Vec<PathBuf>,
+    rates: RateRegistry,
     current: RwLock<Arc<Snapshot>>,
     /// Held while plugins start, so that two requests naming the same new
     /// plugin start it once.
@@ -176,6 +184,7 @@ impl PluginPool {
     pub fn new(search: Vec<PathBuf>) -> Self {
         PluginPool {
             search,
+            rates: RateRegistry::local(),
             current: RwLock::new(Arc::new(Snapshot::default())),
             starting: tokio::sync::Mutex::new(()),
             nats: None,
@@ -190,10 +199,25 @@ impl PluginPool {
         }
     }
 
+    /// The runs' rate limits from `rates` instead of this pool's own
+    /// in-memory registry: where a limiter shared beyond this process
+    /// would plug in.
+    pub fn with_rates(mut self, rates: RateRegistry) -> Self {
+        self.rates = rates;
+        self
+    }
+
+    /// The process's rate-limit registry, shared by every run made with
+    /// this pool's plugins.
+    pub fn rates(&self) -> &RateRegistry {
+        &self.rates
+    }
+
     /// The satellites' plugins, as they describe them.
     async fn described(
         client: &async_nats::Client,
         names: &BTreeSet<String>,
+        rates: &RateRegistry,
     ) -> Result<Plugins, PluginError> {
         let mut catalog = Catalog::new();
         let mut unavailable = BTreeMap::new();
@@ -212,6 +236,7 @@ impl PluginPool {
         Ok(Plugins {
             transport: Arc::new(orrery_bus::bus::NatsBus::new(client.clone())),
             catalog,
+            rates: rates.clone(),
             unavailable,
         })
     }
@@ -228,7 +253,7 @@ impl PluginPool {
     /// not be found or described; fails when one is found but does not start.
     pub async fn ensure(&self, names: &BTreeSet<String>) -> Result<Plugins, PluginError> {
         if let Some(client) = &self.nats {
-            return Self::described(client, names).await;
+            return Self::described(client, names, &self.rates).await;
         }
         let needs_start = |snap: &Snapshot| {
             names.iter().any(|n| match snap.hosts.get(n) {
@@ -258,6 +283,7 @@ impl PluginPool {
         Ok(Plugins {
             transport: Arc::new(LocalBus::new(snap.hosts.values().cloned())),
             catalog: snap.catalog.clone(),
+            rates: self.rates.clone(),
             unavailable,
         })
     }

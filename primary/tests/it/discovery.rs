@@ -14,7 +14,7 @@ use common::Scratch;
 use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, Transport};
 use orrery_primary::discovery::{self, Options, TargetRef};
-use orrery_primary::scheduler::BucketLimit;
+use orrery_primary::scheduler::{BucketLimit, RateRegistry};
 use orrery_primary::stack::{Catalog, TargetDecl};
 use orrery_primary::state;
 use orrery_schema::{CreateRequest, PropertyMap, Request, Target, Value};
@@ -342,9 +342,16 @@ async fn discovery_pages_through_everything_within_the_rate_limit() {
         ..Options::default()
     };
     let started = Instant::now();
-    let report = discovery::discover(&bus, &catalog, store.as_ref(), &targets, &options)
-        .await
-        .unwrap();
+    let report = discovery::discover(
+        &bus,
+        &catalog,
+        &RateRegistry::local(),
+        store.as_ref(),
+        &targets,
+        &options,
+    )
+    .await
+    .unwrap();
     let elapsed = started.elapsed();
     assert!(report.failures.is_empty(), "{report:?}");
     // Three types; the async and cloud ones have no things (one empty

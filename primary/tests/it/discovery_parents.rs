@@ -123,6 +123,7 @@ async fn children_are_listed_per_parent_and_inherit_its_properties() {
     let report = discovery::discover(
         &plugin,
         &catalog,
+        &orrery_primary::scheduler::RateRegistry::local(),
         store.as_ref(),
         &targets,
         &discovery::Options::default(),

@@ -15,7 +15,7 @@ use orrery_bus::transport::{SendFuture, Transport};
 use orrery_plugin_sdk::{field, resource, Answer};
 use orrery_primary::apply::{Executor, Options};
 use orrery_primary::plan::{self, Mode, SecretHasher};
-use orrery_primary::scheduler::RetryPolicy;
+use orrery_primary::scheduler::{RateRegistry, RetryPolicy};
 use orrery_primary::stack::{self, Catalog};
 use orrery_primary::state::{SqliteStore, Store};
 use orrery_schema::{
@@ -176,7 +176,14 @@ async fn lost_create_answers_are_verified_before_sending_again() {
         },
         ..Options::default()
     };
-    let executor = Executor::new(flaky.clone(), store.clone(), catalog, hasher, options);
+    let executor = Executor::new(
+        flaky.clone(),
+        store.clone(),
+        catalog,
+        hasher,
+        options,
+        RateRegistry::local(),
+    );
     let report = executor
         .run("c1", "apply", "loss", Some((&stack, &graph)), &plan, &[])
         .await

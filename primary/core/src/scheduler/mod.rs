@@ -3,8 +3,9 @@
 //! This is a pure state machine in the style of `quinn-proto`. It does no
 //! I/O, never reads the clock and never sleeps: every method that depends on
 //! time takes `now: Instant`, and randomness (retry jitter) comes from a
-//! generator seeded by [`Config::seed`], so the same inputs always give the
-//! same schedule. An async executor drives it:
+//! generator seeded by [`Config::seed`], so the same inputs (the tokens
+//! other runs take from the shared [`RateRegistry`] among them) always give
+//! the same schedule. An async executor drives it:
 //!
 //! 1. call [`Scheduler::poll`] and send every [`Action`] it returns;
 //! 2. feed each answer back with [`Scheduler::on_outcome`];
@@ -27,6 +28,9 @@
 //!   target). Every request takes a token from its bucket (a `verify_first`
 //!   start takes two: the read and the operation); a bucket without tokens
 //!   holds its requests until it refills, while other buckets carry on.
+//!   The tokens are the process's, not the command's: they come from a
+//!   [`RateRegistry`] every run of the process shares, so two commands on
+//!   one target share its rate (the queues and waits stay per scheduler).
 //! - **Retries.** Retryable codes back off exponentially with jitter
 //!   ([`RetryPolicy`]); `Throttling` backs off harder; a retry after an
 //!   ambiguous outcome must read the resource first.
@@ -42,6 +46,7 @@
 //! [`Scheduler::next_wakeup`] is logarithmic in the number of tasks
 //! (ready queues per bucket, dependency counters, a heap of wake-ups).
 
+mod limiter;
 mod retry;
 mod token_bucket;
 
@@ -55,6 +60,7 @@ use std::time::{Duration, Instant};
 
 use orrery_schema::ErrorCode;
 
+pub use limiter::{LocalRateLimiter, RateLimiter, RateRegistry};
 pub use retry::RetryPolicy;
 pub use retry::{Jitter, SplitMix64};
 pub use token_bucket::TokenBucket;
@@ -105,6 +111,12 @@ impl BucketLimit {
         rate_per_sec: 0.0,
         burst: 1,
     };
+
+    /// Whether the limit lets everything through: a rate of 0, or a
+    /// negative or non-finite one.
+    pub fn is_unlimited(&self) -> bool {
+        !(self.rate_per_sec > 0.0 && self.rate_per_sec.is_finite())
+    }
 }
 
 /// The scheduler's settings.
@@ -401,7 +413,8 @@ struct GroupSlots {
 #[derive(Debug)]
 struct Bucket {
     name: String,
-    limiter: TokenBucket,
+    /// Its limit; the tokens are the registry's.
+    limit: BucketLimit,
     /// Requests due, in service order.
     queue: BTreeSet<Key>,
     /// Set while the bucket has no token for its head request: until then
@@ -442,6 +455,9 @@ pub struct Scheduler {
     nodes: Vec<Node>,
     buckets: Vec<Bucket>,
     groups: Vec<GroupSlots>,
+    /// Where the buckets' tokens come from, shared with the process's
+    /// other runs.
+    rates: RateRegistry,
     /// Buckets with queued requests that are not starved, by head request.
     active: BTreeSet<(Key, usize)>,
     /// Wake-ups: (instant, sequence, what). Stale entries are skipped.
@@ -467,8 +483,10 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// A scheduler for `tasks`, with rate limits per bucket name (buckets
-    /// absent from `limits` are unlimited). Tasks without dependencies are
-    /// ready at once.
+    /// absent from `limits` are unlimited), taking its tokens from `rates`:
+    /// the process's one registry, shared by every run, so that another
+    /// run on the same bucket spends the same tokens. Tasks without
+    /// dependencies are ready at once.
     ///
     /// # Errors
     ///
@@ -481,6 +499,7 @@ impl Scheduler {
     pub fn new(
         tasks: Vec<Task>,
         limits: HashMap<String, BucketLimit>,
+        rates: RateRegistry,
         config: Config,
         now: Instant,
     ) -> Result<Scheduler, CycleError> {
@@ -503,7 +522,7 @@ impl Scheduler {
                 let limit = limits.get(name).copied().unwrap_or(BucketLimit::UNLIMITED);
                 buckets.push(Bucket {
                     name: name.clone(),
-                    limiter: TokenBucket::new(limit, now),
+                    limit,
                     queue: BTreeSet::new(),
                     starved_until: None,
                     mark: now,
@@ -559,6 +578,7 @@ impl Scheduler {
             nodes,
             buckets,
             groups,
+            rates,
             active: BTreeSet::new(),
             timers: BinaryHeap::new(),
             timer_seq: 0,
@@ -604,7 +624,9 @@ impl Scheduler {
                 1
             };
             let bucket = &mut self.buckets[b];
-            match bucket.limiter.try_take(now, cost) {
+            // Another run may have taken the tokens this bucket's refill
+            // timer waited for: a failed take simply re-arms it.
+            match self.rates.try_take(&bucket.name, bucket.limit, now, cost) {
                 Ok(()) => {
                     bucket.queue.pop_first();
                     if let Some(&next) = bucket.queue.first() {

@@ -48,7 +48,8 @@ impl Sim {
         let t0 = crate::test_clock::epoch();
         let deps = tasks.iter().map(|t| t.deps.clone()).collect();
         let n = tasks.len();
-        let sched = Scheduler::new(tasks, limits, config, t0).expect("a DAG");
+        let sched =
+            Scheduler::new(tasks, limits, RateRegistry::local(), config, t0).expect("a DAG");
         Sim {
             sched,
             t0,
@@ -386,7 +387,7 @@ fn token_bucket_wait_is_reported_and_tracked() {
     ];
     let lim = limits(&[("a", 1.0, 1)]);
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(tasks, lim, config(10), t0).unwrap();
+    let mut s = Scheduler::new(tasks, lim, RateRegistry::local(), config(10), t0).unwrap();
     let actions = s.poll(t0);
     let started: Vec<TaskId> = actions.iter().map(Action::task).collect();
     assert_eq!(started, vec![0, 3], "bucket b is not held up by bucket a");
@@ -427,7 +428,14 @@ fn token_bucket_wait_counts_tasks_that_join_a_dry_bucket() {
     // 0 and 1 are ready at once; 2 becomes ready when 0 succeeds at 0.5 s.
     let tasks = vec![task(&[], "a"), task(&[], "a"), task(&[0], "a")];
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(tasks, limits(&[("a", 1.0, 1)]), config(10), t0).unwrap();
+    let mut s = Scheduler::new(
+        tasks,
+        limits(&[("a", 1.0, 1)]),
+        RateRegistry::local(),
+        config(10),
+        t0,
+    )
+    .unwrap();
     assert_eq!(s.poll(t0).len(), 1);
     s.on_outcome(0, Outcome::Success, t0 + 500 * MS);
     assert_eq!(s.state(2), &TaskState::WaitingForToken);
@@ -442,6 +450,37 @@ fn token_bucket_wait_counts_tasks_that_join_a_dry_bucket() {
     assert!(s.is_finished());
     // 1 waits 0..1 s, 2 waits 0.5..2 s.
     assert_eq!(s.summary().rate_limit_wait, 2500 * MS);
+}
+
+#[test]
+fn two_schedulers_on_one_registry_share_a_buckets_tokens() {
+    // Two commands of one process on bucket `a` (1/s, burst 2), each with
+    // three tasks: together they get 2 at once, then one a second.
+    let t0 = crate::test_clock::epoch();
+    let rates = RateRegistry::local();
+    let lim = limits(&[("a", 1.0, 2)]);
+    let three = || vec![task(&[], "a"), task(&[], "a"), task(&[], "a")];
+    let mut one = Scheduler::new(three(), lim.clone(), rates.clone(), config(10), t0).unwrap();
+    let mut two = Scheduler::new(three(), lim, rates, config(10), t0).unwrap();
+    assert_eq!(one.poll(t0).len(), 2);
+    assert!(two.poll(t0).is_empty(), "the burst is spent");
+    assert_eq!(two.state(0), &TaskState::WaitingForToken);
+    // Both wake at 1 s; the first to ask takes the token, the other
+    // finds none and re-arms its wake-up for the next one.
+    assert_eq!(one.next_wakeup(), Some(t0 + SEC));
+    assert_eq!(two.next_wakeup(), Some(t0 + SEC));
+    assert_eq!(two.poll(t0 + SEC).len(), 1);
+    assert!(one.poll(t0 + SEC).is_empty());
+    assert_eq!(one.next_wakeup(), Some(t0 + 2 * SEC));
+    let mut sent = 3;
+    let mut now = t0 + SEC;
+    while sent < 6 {
+        now += SEC;
+        let got = one.poll(now).len() + two.poll(now).len();
+        assert_eq!(got, 1, "one token a second at {:?}", now - t0);
+        sent += got;
+    }
+    assert_eq!(now, t0 + 4 * SEC);
 }
 
 #[test]
@@ -670,7 +709,8 @@ fn in_progress_is_polled_until_done() {
 fn polls_take_a_concurrency_slot_but_waiting_between_polls_does_not() {
     let tasks = vec![task(&[], "a"), task(&[], "a")];
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(tasks, HashMap::new(), config(1), t0).unwrap();
+    let mut s =
+        Scheduler::new(tasks, HashMap::new(), RateRegistry::local(), config(1), t0).unwrap();
     let start = |task| Action::Start {
         task,
         attempt: 1,
@@ -857,7 +897,14 @@ fn cancellation_stops_new_starts_while_in_flight_finish() {
 fn cancel_before_anything_runs_finishes_at_once() {
     let tasks = vec![task(&[], "a"), task(&[0], "a")];
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(tasks, limits(&[("a", 1.0, 1)]), config(4), t0).unwrap();
+    let mut s = Scheduler::new(
+        tasks,
+        limits(&[("a", 1.0, 1)]),
+        RateRegistry::local(),
+        config(4),
+        t0,
+    )
+    .unwrap();
     s.cancel(t0);
     assert_eq!(s.poll(t0), vec![]);
     assert!(s.is_finished());
@@ -941,18 +988,21 @@ fn cycle_is_refused_naming_its_members() {
         task(&[2], "a"),
         task(&[3], "a"),
     ];
-    let err = Scheduler::new(tasks, HashMap::new(), config(1), t0).unwrap_err();
+    let err =
+        Scheduler::new(tasks, HashMap::new(), RateRegistry::local(), config(1), t0).unwrap_err();
     assert_eq!(err.members, vec![1, 3, 2]);
     assert_eq!(err.to_string(), "dependency cycle: 1 -> 3 -> 2 -> 1");
 
     let tasks = vec![task(&[], "a"), task(&[1], "a")];
-    let err = Scheduler::new(tasks, HashMap::new(), config(1), t0).unwrap_err();
+    let err =
+        Scheduler::new(tasks, HashMap::new(), RateRegistry::local(), config(1), t0).unwrap_err();
     assert_eq!(err.members, vec![1]);
 
     // A cycle behind a long chain, ids shuffled.
     let mut tasks: Vec<Task> = (0..100).map(|i| task(&[i + 1], "a")).collect();
     tasks[99] = task(&[57], "a");
-    let err = Scheduler::new(tasks, HashMap::new(), config(1), t0).unwrap_err();
+    let err =
+        Scheduler::new(tasks, HashMap::new(), RateRegistry::local(), config(1), t0).unwrap_err();
     assert_eq!(err.members, (57..100).collect::<Vec<_>>());
 }
 
@@ -962,6 +1012,7 @@ fn unknown_dependency_panics() {
     let _ = Scheduler::new(
         vec![task(&[5], "a")],
         HashMap::new(),
+        RateRegistry::local(),
         config(1),
         crate::test_clock::epoch(),
     );
@@ -990,7 +1041,14 @@ fn same_seed_same_schedule() {
 #[test]
 fn stale_outcomes_are_ignored() {
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(vec![task(&[], "a")], HashMap::new(), config(1), t0).unwrap();
+    let mut s = Scheduler::new(
+        vec![task(&[], "a")],
+        HashMap::new(),
+        RateRegistry::local(),
+        config(1),
+        t0,
+    )
+    .unwrap();
     s.on_outcome(0, Outcome::Success, t0);
     s.on_outcome(7, Outcome::Success, t0);
     assert_eq!(s.state(0), &TaskState::Ready);
@@ -1029,7 +1087,14 @@ fn drive(tasks: Vec<Task>, max_concurrency: usize) -> Scheduler {
     let t0 = crate::test_clock::epoch();
     let n = tasks.len();
     let lim = limits(&[("Local/target-0", 1e6, 1000)]);
-    let mut s = Scheduler::new(tasks, lim, config(max_concurrency), t0).unwrap();
+    let mut s = Scheduler::new(
+        tasks,
+        lim,
+        RateRegistry::local(),
+        config(max_concurrency),
+        t0,
+    )
+    .unwrap();
     let mut now = t0;
     let mut sent = Vec::new();
     while !s.is_finished() {
@@ -1058,7 +1123,14 @@ fn scale_100k_tasks_wide_and_layered() {
 fn a_request_waiting_for_a_token_is_reported_once_until_it_starts() {
     let t0 = crate::test_clock::epoch();
     let tasks = vec![task(&[], "a"), task(&[], "a")];
-    let mut s = Scheduler::new(tasks, limits(&[("a", 1.0, 1)]), config(4), t0).unwrap();
+    let mut s = Scheduler::new(
+        tasks,
+        limits(&[("a", 1.0, 1)]),
+        RateRegistry::local(),
+        config(4),
+        t0,
+    )
+    .unwrap();
     let first = s.poll(t0);
     assert_eq!(first.len(), 1);
     let waiting = s.take_newly_rate_limited();
@@ -1141,7 +1213,8 @@ fn a_concurrency_group_runs_at_most_its_limit_at_once() {
 fn a_group_slot_is_kept_while_in_progress_and_freed_by_a_retry_backoff() {
     let tasks = vec![grouped("a", "g", 1), grouped("a", "g", 1)];
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(tasks, HashMap::new(), config(8), t0).unwrap();
+    let mut s =
+        Scheduler::new(tasks, HashMap::new(), RateRegistry::local(), config(8), t0).unwrap();
     let start = |task, attempt| Action::Start {
         task,
         attempt,
@@ -1183,7 +1256,8 @@ fn cancel_cancels_tasks_waiting_for_a_group_slot() {
         grouped("a", "g", 1),
     ];
     let t0 = crate::test_clock::epoch();
-    let mut s = Scheduler::new(tasks, HashMap::new(), config(8), t0).unwrap();
+    let mut s =
+        Scheduler::new(tasks, HashMap::new(), RateRegistry::local(), config(8), t0).unwrap();
     assert_eq!(s.poll(t0).len(), 1);
     s.cancel(t0);
     assert_eq!(s.state(1), &TaskState::Canceled);

@@ -30,7 +30,7 @@ impl TokenBucket {
     /// A full bucket at `now`. A rate of 0 (or a negative or non-finite
     /// rate) means unlimited; a burst of 0 is taken as 1.
     pub fn new(limit: BucketLimit, now: Instant) -> TokenBucket {
-        let interval = if limit.rate_per_sec > 0.0 && limit.rate_per_sec.is_finite() {
+        let interval = if !limit.is_unlimited() {
             // Float-to-int casts saturate, so a tiny rate gives a huge (not
             // wrapped) interval. Round up: never faster than configured.
             let nanos = (1e9 / limit.rate_per_sec).ceil() as u64;
@@ -43,6 +43,30 @@ impl TokenBucket {
             burst: limit.burst.max(1),
             full_at: now,
         }
+    }
+
+    /// Changes the limit at `now`, keeping the tokens owed: a bucket that
+    /// lacked `n` tokens of a full one still lacks `n`, earned at the new
+    /// rate (rounded up). A bucket that was unlimited starts full.
+    pub fn set_limit(&mut self, limit: BucketLimit, now: Instant) {
+        let next = TokenBucket::new(limit, now);
+        if let (Some(old), Some(new)) = (self.interval, next.interval) {
+            let owed = self.full_at.saturating_duration_since(now).as_nanos();
+            let (old, new) = (old.as_nanos().max(1), new.as_nanos());
+            let nanos = (owed.saturating_mul(new)).div_ceil(old);
+            let owed = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+            *self = TokenBucket {
+                full_at: later(now, owed),
+                ..next
+            };
+        } else {
+            *self = next;
+        }
+    }
+
+    /// Whether the bucket is full at `now`: the same as a fresh one.
+    pub fn is_full(&self, now: Instant) -> bool {
+        self.interval.is_none() || self.full_at <= now
     }
 
     /// Takes `cost` tokens at `now`, or says when they will be there.
@@ -115,6 +139,23 @@ mod tests {
         assert_eq!(b.try_take(t0, 1), Ok(()));
         assert_eq!(b.try_take(t0, 1), Ok(()));
         assert!(b.try_take(t0, 1).is_err());
+    }
+
+    #[test]
+    fn a_new_limit_keeps_the_tokens_owed() {
+        let t0 = crate::test_clock::epoch();
+        let mut b = TokenBucket::new(limit(10.0, 2), t0);
+        assert_eq!(b.try_take(t0, 2), Ok(()));
+        assert!(!b.is_full(t0));
+        // Two tokens owed, earned at 20/s: the first is due after 50 ms.
+        b.set_limit(limit(20.0, 2), t0);
+        assert_eq!(b.try_take(t0, 1), Err(t0 + Duration::from_millis(50)));
+        assert!(b.is_full(t0 + Duration::from_millis(100)));
+        // Unlimited, then limited again: full.
+        b.set_limit(limit(0.0, 1), t0);
+        assert!(b.is_full(t0));
+        b.set_limit(limit(1.0, 1), t0);
+        assert_eq!(b.try_take(t0, 1), Ok(()));
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn sequence(ops: &[Op], tasks: &[Task]) -> Vec<String> {
     let accepted = crate::scheduler::Scheduler::new(
         tasks.to_vec(),
         std::collections::HashMap::new(),
+        crate::scheduler::RateRegistry::local(),
         crate::scheduler::Config::default(),
         crate::test_clock::epoch(),
     );
@@ -741,7 +742,7 @@ mod generated {
                 let accepted = crate::scheduler::Scheduler::new(
                     tasks.clone(),
                     std::collections::HashMap::new(),
-                    crate::scheduler::Config::default(),
+                    crate::scheduler::RateRegistry::local(), crate::scheduler::Config::default(),
                     crate::test_clock::epoch(),
                 );
                 prop_assume!(accepted.is_ok());

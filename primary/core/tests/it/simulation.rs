@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use orrery_core::answer::{classify, Expect, Reply, Verdict};
 use orrery_core::scheduler::{
-    Action, BucketLimit, Config, Outcome, RetryPolicy, Scheduler, Task, TaskState,
+    Action, BucketLimit, Config, Outcome, RateRegistry, RetryPolicy, Scheduler, Task, TaskState,
 };
 use orrery_schema::{
     ErrorCode, ListResult, ListedResource, Operation, OperationStatus, ProgressEvent, PropertyMap,
@@ -446,7 +446,14 @@ impl Exec {
                 burst: 10,
             },
         )]);
-        let sched = Scheduler::new(tasks, limits, config, world.instant(world.now)).unwrap();
+        let sched = Scheduler::new(
+            tasks,
+            limits,
+            RateRegistry::local(),
+            config,
+            world.instant(world.now),
+        )
+        .unwrap();
         let look_first = todo
             .iter()
             .map(|r| {
