@@ -1,29 +1,31 @@
 //! Resuming and discovery obey a plugin's rate limit as commands do: the
-//! same token bucket per `namespace/target`. Every request reaching the
-//! plugin is counted by a transport wrapper; the time is measured here, by
-//! the test, not by the code under test: requests ≤ burst + rate·t.
+//! same token bucket per `namespace/target`, the process's, shared by every
+//! run at once. Every request reaching the plugin is counted by a transport
+//! wrapper; the time is measured here, by the test, not by the code under
+//! test: requests ≤ burst + rate·t.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, SendFuture, Transport};
 use orrery_primary::apply::{Executor, Options};
 use orrery_primary::discovery;
-use orrery_primary::plan::SecretHasher;
-use orrery_primary::scheduler::BucketLimit;
+use orrery_primary::plan::{self, Mode, SecretHasher};
+use orrery_primary::scheduler::{BucketLimit, RateRegistry};
 use orrery_primary::stack::{self, Catalog};
 use orrery_primary::state::{self, OpStatus, OperationRecord};
-use orrery_schema::{CreateRequest, PropertyMap, Request, Target, Value};
+use orrery_schema::{CreateRequest, PropertyMap, RateLimit, Request, Target, Value};
 
 const RATE: f64 = 40.0;
 const BURST: u32 = 2;
 
-/// Counts the requests that pass through it.
+/// Counts the requests that pass through it, and when each was sent.
 struct Counting {
     inner: LocalBus,
     sent: AtomicU64,
+    at: Mutex<Vec<Instant>>,
 }
 
 impl Transport for Counting {
@@ -34,21 +36,32 @@ impl Transport for Counting {
         timeout: Duration,
     ) -> SendFuture<'a> {
         self.sent.fetch_add(1, Ordering::SeqCst);
+        self.at.lock().unwrap().push(Instant::now());
         self.inner.send(plugin, request, timeout)
     }
 }
 
 async fn testbed() -> (Arc<Counting>, Catalog) {
+    testbed_announcing(None).await
+}
+
+/// The testbed, its announcement carrying `rate_limit` when given.
+async fn testbed_announcing(rate_limit: Option<RateLimit>) -> (Arc<Counting>, Catalog) {
     let host = PluginHost::start(PluginSpec::new(orrery_testing::binary(
         "orrery-plugin-testbed",
     )))
     .await
     .unwrap();
+    let mut announcement = host.announcement().clone();
+    if let Some(rate_limit) = rate_limit {
+        announcement.rate_limit = rate_limit;
+    }
     let mut catalog = Catalog::new();
-    catalog.insert(host.announcement().clone());
+    catalog.insert(announcement);
     let transport = Arc::new(Counting {
         inner: LocalBus::new([host]),
         sent: AtomicU64::new(0),
+        at: Mutex::new(Vec::new()),
     });
     (transport, catalog)
 }
@@ -151,6 +164,7 @@ async fn resuming_polls_within_the_rate_limit() {
             rate_overrides: limits(),
             ..Options::default()
         },
+        RateRegistry::local(),
     );
     let started = Instant::now();
     let resumed = executor.resume(&parsed, &graph).await.unwrap().unwrap();
@@ -224,6 +238,7 @@ async fn discovery_lists_within_the_rate_limit() {
     let report = discovery::discover(
         transport.as_ref(),
         &catalog,
+        &RateRegistry::local(),
         store.as_ref(),
         &targets,
         &options,
@@ -239,4 +254,148 @@ async fn discovery_lists_within_the_rate_limit() {
         within_the_limit(requests, elapsed),
         "{requests} requests in {elapsed:?} exceed {BURST} + {RATE}/s"
     );
+}
+
+/// Records of stack `s` on target `t` of the testbed, naming `first` as
+/// managed, so that discovery finds the target.
+fn discoverable_store(first: &str) -> (tempfile::TempDir, state::Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = state::open_dir(dir.path()).unwrap();
+    store
+        .put_targets(
+            "s",
+            &[stack::TargetDecl {
+                name: "t".into(),
+                plugin: "testbed".into(),
+                config: PropertyMap::new(),
+            }],
+        )
+        .unwrap();
+    store
+        .put_resource(&state::StoredResource {
+            stack: "s".into(),
+            label: "first".into(),
+            resource_type: "Testbed::Noop::Thing".into(),
+            target: "t".into(),
+            plugin: "testbed".into(),
+            native_id: first.into(),
+            managed: true,
+            ..Default::default()
+        })
+        .unwrap();
+    (dir, store)
+}
+
+/// Two applies (stacks `a` and `b`, each creating 20 things on target `t`
+/// of the testbed) and a discovery of `t` listing 20 things one per page,
+/// all at once in one process: 60 requests or more on one bucket, whose
+/// limit (20/s, burst 3) the plugin announces. The three runs share it,
+/// so over the test's clock from the start, the k-th request reaching the
+/// plugin comes no sooner than k ≤ burst + rate·t (+1 for rounding)
+/// allows. With a bucket per run, each run would get the whole rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_commands_and_a_discovery_on_one_target_share_its_rate_limit() {
+    const RATE: f64 = 20.0;
+    const BURST: u32 = 3;
+    const THINGS: usize = 20;
+    let (transport, catalog) = testbed_announcing(Some(RateLimit {
+        requests_per_second: RATE,
+        burst: BURST,
+        max_in_flight: 0,
+    }))
+    .await;
+    // What discovery lists: things on `t` before the applies start.
+    let target = Target {
+        name: "t".into(),
+        config: PropertyMap::new(),
+    };
+    for i in 0..THINGS {
+        let name = format!("listed-{i:03}");
+        create(&transport, &target, "Testbed::Noop::Thing", i, &name).await;
+    }
+    // The discovery's records are kept in a store of their own, so that
+    // the things the applies create meanwhile cannot meet the applies'
+    // records; the bucket is the same, `Testbed/t`.
+    let (_listed_dir, listed_store) = discoverable_store("listed-000");
+    let targets = discovery::targets_to_discover(listed_store.as_ref(), None, None).unwrap();
+    assert_eq!(targets.len(), 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = state::open_dir(dir.path()).unwrap();
+    let hasher = SecretHasher::new(store.secret_key().unwrap());
+    // The process's one registry, as the service's plugin pool holds it.
+    let rates = RateRegistry::local();
+    let apply = |name: &'static str| {
+        let mut doc =
+            format!("stack: {name}\ntargets:\n  - name: t\n    plugin: testbed\nresources:\n");
+        for i in 0..THINGS {
+            doc.push_str(&format!(
+                "  - label: r{i}\n    type: Testbed::Noop::Thing\n    target: t\n    properties: {{ name: {name}-{i:03} }}\n"
+            ));
+        }
+        let parsed = stack::parse(&format!("{name}.yaml"), &doc, "/").unwrap();
+        let graph = stack::validate(&parsed, &catalog).unwrap();
+        let plan = plan::plan(&parsed, &graph, &catalog, &[], Mode::Reconcile, &hasher);
+        let executor = Executor::new(
+            transport.clone(),
+            store.clone(),
+            catalog.clone(),
+            hasher.clone(),
+            Options::default(),
+            rates.clone(),
+        );
+        async move {
+            executor
+                .run(
+                    &format!("c-{name}"),
+                    "apply",
+                    name,
+                    Some((&parsed, &graph)),
+                    &plan,
+                    &[],
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let options = discovery::Options {
+        page_size: 1,
+        ..discovery::Options::default()
+    };
+    let discover = discovery::discover(
+        transport.as_ref(),
+        &catalog,
+        &rates,
+        listed_store.as_ref(),
+        &targets,
+        &options,
+    );
+
+    transport.at.lock().unwrap().clear();
+    let started = Instant::now();
+    let (a, b, listed) = tokio::time::timeout(Duration::from_secs(120), async {
+        tokio::join!(apply("a"), apply("b"), discover)
+    })
+    .await
+    .expect("the three runs end");
+    let mut at = std::mem::take(&mut *transport.at.lock().unwrap());
+
+    assert!(a.ok() && b.ok(), "{a:?} {b:?}");
+    assert_eq!((a.succeeded, b.succeeded), (THINGS, THINGS));
+    let listed = listed.unwrap();
+    assert!(listed.failures.is_empty(), "{listed:?}");
+    assert!(listed.pages >= THINGS as u64, "{listed:?}");
+    assert!(at.len() >= 3 * THINGS, "{} requests", at.len());
+    at.sort();
+    for (i, t) in at.iter().enumerate() {
+        let k = i + 1;
+        let elapsed = t.duration_since(started);
+        let allowed = f64::from(BURST) + RATE * elapsed.as_secs_f64() + 1.0;
+        assert!(
+            k as f64 <= allowed,
+            "request {k} of {} reached the plugin {elapsed:?} after the start, \
+             above {BURST} + {RATE}/s (+1): {allowed:.1} allowed",
+            at.len()
+        );
+    }
 }
