@@ -349,7 +349,24 @@ impl PluginPool {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_name;
+    use super::{valid_name, PluginPool, RateRegistry};
+
+    /// Every run made with a pool's plugins gets the pool's one registry.
+    #[tokio::test]
+    async fn every_provision_shares_the_pools_rate_registry() {
+        let pool = PluginPool::new(Vec::new());
+        let none = std::collections::BTreeSet::new();
+        let (first, second) = (
+            pool.ensure(&none).await.unwrap(),
+            pool.ensure(&none).await.unwrap(),
+        );
+        assert!(first.rates.same_as(pool.rates()));
+        assert!(second.rates.same_as(&first.rates));
+        assert!(!PluginPool::new(Vec::new()).rates().same_as(pool.rates()));
+        let shared = RateRegistry::local();
+        let pool = PluginPool::new(Vec::new()).with_rates(shared.clone());
+        assert!(pool.ensure(&none).await.unwrap().rates.same_as(&shared));
+    }
 
     #[test]
     fn plugin_names() {
