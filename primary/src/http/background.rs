@@ -8,11 +8,14 @@
 //!   (`--drift-every`), so a sync never races an apply writing the same
 //!   records.
 //!
-//! Each job's first run is at start.
+//! Each job's first run is at start. A command that stopped because the
+//! state store failed wakes the resume job at once, which then tries again
+//! with backoff until the store answers ([`STORE_RETRY`]), so the command
+//! goes on within seconds of the store's return, not a lease period later.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -20,6 +23,10 @@ use super::{blocking, Shared};
 use crate::discovery::{self, Options, UNMANAGED_STACK};
 use crate::state::{CommandFilter, CommandStatus};
 use crate::timetable::Timetable;
+
+/// The first and the longest wait between resume scans while the state
+/// store fails.
+const STORE_RETRY: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(5));
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Job {
@@ -45,7 +52,9 @@ pub(super) async fn run(state: Arc<Shared>, mut stop: watch::Receiver<bool>) {
                 return;
             }
             match job {
-                Job::Resume => super::resume::resume_interrupted(&state).await,
+                Job::Resume => {
+                    super::resume::resume_interrupted(&state).await;
+                }
                 Job::Discover => discover(&state).await,
                 Job::Drift => drift(&state).await,
             }
@@ -56,10 +65,34 @@ pub(super) async fn run(state: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
             changed = stop.changed() => if changed.is_err() { return },
+            () = state.commands.store_failure() => {
+                if !resume_when_the_store_answers(&state, &mut stop).await {
+                    return;
+                }
+            }
         }
         if *stop.borrow() {
             return;
         }
+    }
+}
+
+/// Resume scans with backoff until one meets no state store failure;
+/// false when asked to stop meanwhile.
+async fn resume_when_the_store_answers(
+    state: &Arc<Shared>,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let (mut wait, longest) = STORE_RETRY;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            changed = stop.changed() => if changed.is_err() || *stop.borrow() { return false },
+        }
+        if super::resume::resume_interrupted(state).await {
+            return true;
+        }
+        wait = (wait * 2).min(longest);
     }
 }
 

@@ -50,6 +50,9 @@ struct Inner {
 #[derive(Clone, Default)]
 pub struct Commands {
     inner: Arc<Mutex<Inner>>,
+    /// Woken when a command stopped because the state store failed: the
+    /// background jobs resume it as soon as the store answers.
+    store_failed: Arc<tokio::sync::Notify>,
 }
 
 /// Why a command could not be canceled.
@@ -72,6 +75,17 @@ pub struct Reservation {
 impl Commands {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says a command stopped on a state store failure (it stays
+    /// `running`, to be resumed).
+    pub fn store_failed(&self) {
+        self.store_failed.notify_one();
+    }
+
+    /// Waits for [`Commands::store_failed`].
+    pub async fn store_failure(&self) {
+        self.store_failed.notified().await;
     }
 
     /// Reserves `stack` for a new command.
@@ -279,6 +293,7 @@ pub fn launch(
         .commands
         .events(&id)
         .unwrap_or_else(|| EventSink::new(&id));
+    let commands = reservation.commands.clone();
     reservation.launch(move |cancel| async move {
         let log_id = id.clone();
         let log = events.clone();
@@ -298,6 +313,9 @@ pub fn launch(
         let planned = match planned {
             Ok(planned) => planned,
             Err(e) => {
+                if matches!(e, ServiceError::Store(_)) {
+                    commands.store_failed();
+                }
                 tracing::warn!(command = %id, error = %e,
                     "cannot resume the interrupted command; it stays `running` for the next attempt");
                 let message = format!("cannot resume: {e}");
@@ -311,7 +329,11 @@ pub fn launch(
         match result {
             Ok(report) => Outcome::Report(report),
             Err(e) => {
-                tracing::error!(command = %id, error = %e, "command failed in the state store");
+                tracing::error!(command = %id, error = %e,
+                    "the state store failed; the command stays `running` and is resumed when it answers");
+                if matches!(e, ServiceError::Store(_)) {
+                    commands.store_failed();
+                }
                 Outcome::Error(e.to_string())
             }
         }

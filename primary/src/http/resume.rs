@@ -22,7 +22,9 @@ use crate::state::{CommandFilter, CommandHead, CommandStatus};
 const SCAN_LIMIT: usize = 1000;
 
 /// One scan: resumes every interrupted command this primary may take.
-pub(super) async fn resume_interrupted(state: &Arc<Shared>) {
+/// False when the state store failed on the way (the scan is worth
+/// another try soon).
+pub(super) async fn resume_interrupted(state: &Arc<Shared>) -> bool {
     let store = state.store.clone();
     let running = blocking(move || {
         Ok(store.commands(&CommandFilter {
@@ -36,9 +38,10 @@ pub(super) async fn resume_interrupted(state: &Arc<Shared>) {
         Ok(heads) => heads,
         Err(e) => {
             tracing::warn!(error = %e.message, "cannot list the interrupted commands");
-            return;
+            return false;
         }
     };
+    let mut answered = true;
     // Newest first: a stack's first one is the only one that may go on.
     let mut stacks = BTreeSet::new();
     for head in running {
@@ -49,9 +52,14 @@ pub(super) async fn resume_interrupted(state: &Arc<Shared>) {
         match resume_one(state, head).await {
             Ok(true) => tracing::info!(command = %id, "resuming an interrupted command"),
             Ok(false) => {}
+            Err(ServiceError::Store(e)) => {
+                tracing::debug!(command = %id, error = %e, "the state store failed while resuming");
+                answered = false;
+            }
             Err(e) => warn_once(state, &id, &e.to_string()),
         }
     }
+    answered
 }
 
 /// Resumes `head` if this primary can; `false` when it is not for this

@@ -1098,13 +1098,14 @@ impl Command {
         let id = self.id().to_owned();
         self.keeper.release();
         self.stack_keeper.release();
-        if report.is_err() {
-            // Best effort: the store is what just failed.
-            let id = id.clone();
-            let _ = on_store(&self.store, move |s| {
-                Ok(s.finish_command(&id, &crate::state::CommandStatus::Failed)?)
-            })
-            .await;
+        if let Err(e) = &report {
+            // Not finished `failed`: what was in flight is unsettled, and
+            // a terminal state over it would never be resumed (the next
+            // apply would create those resources twice). Left `running`,
+            // as a crash leaves it, the command is resumed once the store
+            // answers (the server retries at once; `orrery apply` again).
+            tracing::warn!(command = %id, error = %e,
+                "the state store failed mid-command; it stays `running` to be resumed");
         }
         let report = report?;
         // Every protected resource of the document again: the ones created

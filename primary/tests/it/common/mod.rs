@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod crash;
+pub mod flap;
 pub mod postgres;
 pub mod pty;
 pub mod server;
