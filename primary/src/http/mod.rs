@@ -119,6 +119,8 @@ struct Shared {
     ui_plans: ui::Plans,
     /// The kept answer of `GET /v1/stacks`.
     stacks: stacks::StacksCache,
+    /// The embedded store's serving lock, held while this primary lives.
+    _serving: Option<state::ServeLock>,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -130,9 +132,13 @@ pub struct Primary {
 impl Primary {
     /// Opens the state store; plugins start later, when stacks need them.
     pub fn open(config: Config) -> Result<Self, StoreError> {
-        let store = match &config.database_url {
-            Some(url) => state::open(url)?,
-            None => state::open_dir(&config.data_dir)?,
+        let (store, serving) = match &config.database_url {
+            Some(url) => (state::open(url)?, None),
+            None => {
+                // Opened first: it creates the directory the lock is in.
+                let store = state::open_dir(&config.data_dir)?;
+                (store, Some(state::serve_lock(&config.data_dir)?))
+            }
         };
         let (plugins, engine) = match &config.nats {
             Some(client) => (PluginPool::distributed(client.clone()), Engine::Nats),
@@ -161,6 +167,7 @@ impl Primary {
                 ui_sessions: ui::session::Sessions::default(),
                 ui_plans: ui::Plans::default(),
                 stacks: stacks::StacksCache::default(),
+                _serving: serving,
             }),
         })
     }

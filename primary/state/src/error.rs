@@ -39,6 +39,14 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// Another server serves this data directory (SQLite is for one).
+    #[error("state store: another `orrery primary` (process {holder}) serves {dir}; the embedded SQLite store is for one server: stop it, or run several primaries on PostgreSQL (--database-url)")]
+    Served {
+        /// The data directory.
+        dir: String,
+        /// The process holding it, as it wrote itself.
+        holder: String,
+    },
     /// The store was written by a newer release than this one.
     #[error("state store: {what} {found} was written by a newer release (this one knows up to {supported}); upgrade orrery")]
     NewerFormat {

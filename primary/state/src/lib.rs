@@ -11,6 +11,7 @@ mod error;
 mod off_worker;
 mod postgres;
 pub mod secret_key;
+mod serve_lock;
 mod sqlite;
 mod write;
 
@@ -31,6 +32,7 @@ pub use postgres::connect_config as pg_connect_config;
 pub use postgres::{
     Migration, PgPool, PgStore, TlsMode, DEFAULT_POOL_SIZE, MIGRATIONS, PG_SCHEMA_VERSION,
 };
+pub use serve_lock::{serve_lock, ServeLock, LOCK_FILE};
 pub use sqlite::SqliteStore;
 pub use write::Write;
 

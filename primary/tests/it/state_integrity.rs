@@ -976,14 +976,46 @@ fn two_primaries_on_postgresql_applying_one_stack_at_once_run_it_once() {
     });
 }
 
-/// The same with two primaries on one SQLite data directory.
+/// Issue 45, item 8: a second `orrery primary` on one SQLite data
+/// directory is refused at start, naming the process that serves it (the
+/// embedded store is for one server); the first goes on serving.
 #[test]
-fn two_primaries_on_sqlite_applying_one_stack_at_once_run_it_once() {
+fn a_second_primary_on_one_sqlite_directory_is_refused_naming_the_first() {
+    use std::process::{Command, Stdio};
     let scratch = Scratch::new();
-    two_primaries_race(|| common::server::ServerOptions {
+    let first = common::server::Server::start_with(common::server::ServerOptions {
         data_dir: Some(scratch.state()),
         ..Default::default()
     });
+    let log = scratch.path().join("second.log");
+    let mut second = Command::new(env!("CARGO_BIN_EXE_orrery"))
+        .args(["primary", "--listen", "127.0.0.1:0", "--insecure-no-auth"])
+        .env("ORRERY_DATA_DIR", scratch.state())
+        .env_remove("ORRERY_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let wait = Wait::new(
+        "the second primary exits",
+        std::time::Duration::from_secs(30),
+    );
+    let status = wait
+        .poll(|| second.try_wait().unwrap().ok_or(()))
+        .unwrap_or_else(|()| {
+            let _ = second.kill();
+            wait.fail("it serves the directory the first one serves")
+        });
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{said}");
+    let pid = first.child.id();
+    assert!(
+        said.contains(&format!("another `orrery primary` (process {pid}) serves")),
+        "{said}"
+    );
+    let (status, _) = first.get("/v1/stacks");
+    assert_eq!(status, 200, "the first one still serves");
 }
 
 /// Issue 42, item 11, as it was found: the state store's connections cut
