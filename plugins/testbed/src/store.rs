@@ -227,3 +227,18 @@ pub fn census(path: &Path) -> Result<Census, PluginError> {
     }
     Ok(census)
 }
+
+/// The instants (Unix ms) at which the cloud things of the store at `path`
+/// are ready, in order: with `create_ms: 0`, when each create arrived at
+/// the provider, for a test of a rate limit held across processes.
+pub fn cloud_ready_times(path: &Path) -> Result<Vec<i64>, PluginError> {
+    let store = Store::open(path)?;
+    let conn = store.conn();
+    let mut statement = conn
+        .prepare("SELECT ready_ms FROM cloud ORDER BY ready_ms")
+        .map_err(failed)?;
+    let rows = statement
+        .query_map([], |row| row.get::<_, i64>(0))
+        .map_err(failed)?;
+    rows.map(|row| row.map_err(failed)).collect()
+}

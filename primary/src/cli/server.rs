@@ -70,6 +70,11 @@ pub struct Args {
     /// Most operations in flight at once, per command.
     #[arg(long, env = "ORRERY_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
+    /// Override a plugin's announced rate limit: `NAMESPACE/TARGET=RATE[:BURST]`
+    /// in requests per second, e.g. `Local/home=50:10`. Repeatable. Every
+    /// primary on one store shares it (give each the same overrides).
+    #[arg(long = "rate-limit", value_parser = super::stack_cmds::parse_rate_limit)]
+    pub rate_limits: Vec<(String, orrery_primary::scheduler::BucketLimit)>,
     /// How long one request to a plugin may take before it counts as lost
     /// (outcome unknown, retried as the policy says), e.g. `60s`.
     #[arg(long, env = "ORRERY_REQUEST_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
@@ -229,6 +234,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         options: Options {
             max_concurrency: args.concurrency.max(1),
             request_timeout: args.request_timeout,
+            rate_overrides: args.rate_limits.iter().cloned().collect(),
             stop_at: super::stop_point(),
             ..Options::default()
         },

@@ -8,6 +8,9 @@
 //!   (`--drift-every`), so a sync never races an apply writing the same
 //!   records.
 //!
+//! Discovery and drift run once per fleet of primaries on one store: a
+//! job lease decides which ([`fleet_turn`]).
+//!
 //! Each job's first run is at start. A command that stopped because the
 //! state store failed wakes the resume job at once, which then tries again
 //! with backoff until the store answers ([`STORE_RETRY`]), so the command
@@ -55,8 +58,16 @@ pub(super) async fn run(state: Arc<Shared>, mut stop: watch::Receiver<bool>) {
                 Job::Resume => {
                     super::resume::resume_interrupted(&state).await;
                 }
-                Job::Discover => discover(&state).await,
-                Job::Drift => drift(&state).await,
+                Job::Discover => {
+                    if fleet_turn(&state, "discover", config.discover_every).await {
+                        discover(&state).await;
+                    }
+                }
+                Job::Drift => {
+                    if fleet_turn(&state, "drift", config.drift_every).await {
+                        drift(&state).await;
+                    }
+                }
             }
         }
         let Some(next) = timetable.next_due() else {
@@ -73,6 +84,36 @@ pub(super) async fn run(state: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         }
         if *stop.borrow() {
             return;
+        }
+    }
+}
+
+/// Whether this primary runs the scheduled job `job` now: a schedule runs
+/// once per fleet, not once per primary. The job's lease
+/// (`job:<job>` in the lease table) lasts one and a half periods, so its
+/// holder keeps it by taking it again at its next run, every other primary
+/// finds it held and skips, and when the holder stops, another takes the
+/// job within one and a half periods. A store that cannot say skips the
+/// run.
+async fn fleet_turn(state: &Shared, job: &str, every: Option<Duration>) -> bool {
+    let Some(every) = every else { return false };
+    let ttl_ms = i64::try_from((every * 3 / 2).as_millis()).unwrap_or(i64::MAX);
+    let (store, owner) = (state.store.clone(), state.config.lease.owner.to_string());
+    let key = format!("job:{job}");
+    let granted = blocking(move || {
+        let now = store.now_ms()?;
+        Ok(store.acquire_lease(&key, &owner, now, ttl_ms)?)
+    })
+    .await;
+    match granted {
+        Ok(crate::state::LeaseGrant::Granted) => true,
+        Ok(crate::state::LeaseGrant::HeldBy(lease)) => {
+            tracing::debug!(job, holder = %lease.owner, "another primary runs this job");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(job, error = %e.message, "cannot take the job's turn; skipped");
+            false
         }
     }
 }

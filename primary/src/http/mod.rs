@@ -63,6 +63,7 @@ pub use ui::utc;
 
 use crate::apply::Options;
 use crate::lease::LeaseConfig;
+use crate::scheduler::{RateRegistry, SharedRateLimiter};
 use crate::service::{Engine, PluginPool, Service, ServiceConfig};
 use crate::state::{self, Store, StoreError};
 
@@ -121,6 +122,8 @@ struct Shared {
     stacks: stacks::StacksCache,
     /// The embedded store's serving lock, held while this primary lives.
     _serving: Option<state::ServeLock>,
+    /// This primary's shares of the targets' rate limits.
+    rates: SharedRateLimiter,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -147,6 +150,10 @@ impl Primary {
                 Engine::Embedded,
             ),
         };
+        // Every primary on this store takes an equal share of a target's
+        // limit with the others that want it now (`service::rates`).
+        let rates = SharedRateLimiter::new();
+        let plugins = plugins.with_rates(RateRegistry::new(rates.clone()));
         let service = Service::new(
             store.clone(),
             plugins,
@@ -168,6 +175,7 @@ impl Primary {
                 ui_plans: ui::Plans::default(),
                 stacks: stacks::StacksCache::default(),
                 _serving: serving,
+                rates,
             }),
         })
     }
@@ -178,6 +186,12 @@ impl Primary {
     pub fn start_background(&self) {
         let stop = self.shared.stop.subscribe();
         tokio::spawn(background::run(self.shared.clone(), stop));
+        tokio::spawn(crate::service::rates::share(
+            self.shared.rates.clone(),
+            self.shared.store.clone(),
+            self.shared.config.lease.owner.to_string(),
+            self.shared.stop.subscribe(),
+        ));
     }
 
     /// The routes: the API behind [`auth::guard`], the dashboard (`/ui`)

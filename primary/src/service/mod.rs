@@ -17,6 +17,7 @@ mod error;
 mod imports;
 pub mod outputs;
 pub mod plugins;
+pub mod rates;
 pub mod view;
 
 use std::collections::BTreeSet;

@@ -257,6 +257,17 @@ pub trait StateStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Frees `owner`'s lease of `command_id` (no-op when not `owner`'s).
     fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError>;
+    /// Says that `owner` wants the rate-limit buckets `buckets` now (the
+    /// store's clock), forgets every owner not seen within `window_ms`, and
+    /// counts for each of `buckets` the owners seen within it (`owner`
+    /// included): how many share the bucket's limit
+    /// (`orrery_core::scheduler::SharedRateLimiter`).
+    fn rate_sharers(
+        &self,
+        owner: &str,
+        buckets: &[String],
+        window_ms: i64,
+    ) -> Result<std::collections::HashMap<String, u32>, StoreError>;
 }
 
 /// A shared store.

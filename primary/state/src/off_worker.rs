@@ -162,4 +162,12 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
         off_worker(|| self.0.release_lease(command_id, owner))
     }
+    fn rate_sharers(
+        &self,
+        owner: &str,
+        buckets: &[String],
+        window_ms: i64,
+    ) -> Result<std::collections::HashMap<String, u32>, StoreError> {
+        off_worker(|| self.0.rate_sharers(owner, buckets, window_ms))
+    }
 }

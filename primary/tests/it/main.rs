@@ -40,6 +40,7 @@ mod schema;
 mod secrets_at_rest;
 mod server_background;
 mod server_resume;
+mod shared_rates;
 mod stack_instances;
 mod stack_modules;
 mod stack_moved;

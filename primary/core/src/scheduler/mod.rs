@@ -48,6 +48,7 @@
 
 mod limiter;
 mod retry;
+mod shares;
 mod token_bucket;
 
 #[cfg(test)]
@@ -63,6 +64,7 @@ use orrery_schema::ErrorCode;
 pub use limiter::{LocalRateLimiter, RateLimiter, RateRegistry};
 pub use retry::RetryPolicy;
 pub use retry::{Jitter, SplitMix64};
+pub use shares::{SharedRateLimiter, SHARE_PERIOD, SHARE_WINDOW};
 pub use token_bucket::TokenBucket;
 
 /// A task's index in the vector given to [`Scheduler::new`].

@@ -51,7 +51,7 @@ mod outputs;
 mod protect;
 mod tls;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,6 +159,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "command_selection",
         sql: include_str!("../migrations/postgres/0011_command_selection.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "rate_sharers",
+        sql: include_str!("../migrations/postgres/0012_rate_sharers.sql"),
     },
 ];
 
@@ -1028,6 +1033,46 @@ impl PgPool {
     pub async fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
         on_conn!(self, |c| lease::release(c, command_id, owner).await)
     }
+
+    /// See [`StateStore::rate_sharers`].
+    pub async fn rate_sharers(
+        &self,
+        owner: &str,
+        buckets: &[String],
+        window_ms: i64,
+    ) -> Result<HashMap<String, u32>, StoreError> {
+        let buckets = buckets.to_vec();
+        on_conn!(self, |c| {
+            c.execute(
+                &format!("DELETE FROM rate_sharers WHERE seen_ms < {NOW_MS} - $1"),
+                &[&window_ms],
+            )
+            .await?;
+            c.execute(
+                &format!(
+                    "INSERT INTO rate_sharers (bucket, owner, seen_ms)
+                     SELECT b, $2, {NOW_MS} FROM unnest($1::text[]) AS b
+                     ON CONFLICT (bucket, owner) DO UPDATE SET seen_ms = EXCLUDED.seen_ms"
+                ),
+                &[&buckets, &owner],
+            )
+            .await?;
+            let rows = c
+                .query(
+                    "SELECT bucket, count(*) FROM rate_sharers WHERE bucket = ANY($1)
+                     GROUP BY bucket",
+                    &[&buckets],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    let n: i64 = r.get(1);
+                    (r.get::<_, String>(0), u32::try_from(n).unwrap_or(u32::MAX))
+                })
+                .collect())
+        })
+    }
 }
 
 /// Whether `e` means the connection it happened on is gone.
@@ -1427,5 +1472,15 @@ impl StateStore for PgStore {
     fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
         let (command_id, owner) = (command_id.to_owned(), owner.to_owned());
         bridge!(self, release_lease(&command_id, &owner))
+    }
+
+    fn rate_sharers(
+        &self,
+        owner: &str,
+        buckets: &[String],
+        window_ms: i64,
+    ) -> Result<HashMap<String, u32>, StoreError> {
+        let (owner, buckets) = (owner.to_owned(), buckets.to_vec());
+        bridge!(self, rate_sharers(&owner, &buckets, window_ms))
     }
 }

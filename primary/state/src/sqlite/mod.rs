@@ -96,6 +96,12 @@ CREATE TABLE IF NOT EXISTS command_principals (
     command_id TEXT PRIMARY KEY,
     principal TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rate_sharers (
+    bucket TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seen_ms INTEGER NOT NULL,
+    PRIMARY KEY (bucket, owner)
+);
 CREATE TABLE IF NOT EXISTS stack_outputs (
     stack TEXT PRIMARY KEY,
     outputs BLOB NOT NULL
@@ -109,9 +115,9 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 /// `meta.schema`: 2 added command leases, command documents and the
 /// indexes of key-only views; 3 the command principals (the audit); 4 the
 /// stacks' outputs; 5 `resources.protected`; 6 the selection of a
-/// command's document. Additions only: an older release ignores them, so a
-/// newer value is never refused.
-const SQLITE_SCHEMA: i64 = 6;
+/// command's document; 7 the rate limits' sharers. Additions only: an older
+/// release ignores them, so a newer value is never refused.
+const SQLITE_SCHEMA: i64 = 7;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -856,5 +862,36 @@ impl StateStore for SqliteStore {
 
     fn release_lease(&self, command_id: &str, owner: &str) -> Result<(), StoreError> {
         lease::release(&self.conn(), command_id, owner)
+    }
+
+    fn rate_sharers(
+        &self,
+        owner: &str,
+        buckets: &[String],
+        window_ms: i64,
+    ) -> Result<std::collections::HashMap<String, u32>, StoreError> {
+        let now = now_ms();
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "DELETE FROM rate_sharers WHERE seen_ms < ?1",
+            params![now - window_ms],
+        )?;
+        let mut counts = std::collections::HashMap::new();
+        for bucket in buckets {
+            tx.execute(
+                "INSERT INTO rate_sharers (bucket, owner, seen_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (bucket, owner) DO UPDATE SET seen_ms = ?3",
+                params![bucket, owner, now],
+            )?;
+            let n: i64 = tx.query_row(
+                "SELECT count(*) FROM rate_sharers WHERE bucket = ?1",
+                params![bucket],
+                |r| r.get(0),
+            )?;
+            counts.insert(bucket.clone(), u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        tx.commit()?;
+        Ok(counts)
     }
 }

@@ -205,6 +205,7 @@ conformance!(
     now_ms_is_unix_milliseconds,
     a_second_owner_cannot_take_an_unexpired_lease,
     a_lease_can_be_taken_after_it_expires,
+    rate_sharers_count_the_owners_seen_within_the_window,
     only_the_holder_renews_or_releases_a_lease,
     one_of_many_racing_owners_gets_a_lease,
     outputs_round_trip_and_are_replaced_per_stack,
@@ -1694,6 +1695,29 @@ fn a_second_owner_cannot_take_an_unexpired_lease(f: &Fixture) {
     );
 }
 
+fn rate_sharers_count_the_owners_seen_within_the_window(f: &Fixture) {
+    let s = &f.store;
+    let (t, u) = ("Testbed/t".to_owned(), "Testbed/u".to_owned());
+    let counts = s
+        .rate_sharers("alice", std::slice::from_ref(&t), 60_000)
+        .unwrap();
+    assert_eq!(counts, [(t.clone(), 1)].into());
+    let counts = s
+        .rate_sharers("bob", &[t.clone(), u.clone()], 60_000)
+        .unwrap();
+    assert_eq!(counts, [(t.clone(), 2), (u.clone(), 1)].into());
+    // Saying so again counts once.
+    let counts = s
+        .rate_sharers("alice", std::slice::from_ref(&t), 60_000)
+        .unwrap();
+    assert_eq!(counts, [(t.clone(), 2)].into());
+    // A window of nothing forgets everyone else.
+    let counts = s
+        .rate_sharers("carol", std::slice::from_ref(&t), -1)
+        .unwrap();
+    assert_eq!(counts, [(t, 1)].into(), "only carol, just now");
+}
+
 fn a_lease_can_be_taken_after_it_expires(f: &Fixture) {
     let s = &f.store;
     assert_eq!(
@@ -1876,6 +1900,7 @@ fn sqlite_format0_store_is_upgraded_on_open() {
             "commands",
             "meta",
             "operations",
+            "rate_sharers",
             "resources",
             "stack_outputs",
             "targets"
