@@ -142,6 +142,7 @@ pub async fn serve(
                         "state": status.state,
                         "restarts": status.restarts,
                         "in_flight": status.in_flight,
+                        "backed_off_targets": status.backed_off_targets,
                     })
                 })
         }),

@@ -297,6 +297,21 @@ async fn a_target_that_crashes_its_plugin_again_and_again_is_backed_off_alone() 
         "{message}"
     );
     assert_eq!(host.status().backed_off_targets, ["a"]);
+    // `orrery satellites` shows it too, in the endpoint's live data.
+    let stats = server
+        .client()
+        .await
+        .request(format!("$SRV.STATS.{}", relay::SERVICE_NAME), "".into())
+        .await
+        .unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&stats.payload).unwrap();
+    let data = &stats["endpoints"][0]["data"];
+    assert_eq!(
+        data["backed_off_targets"],
+        serde_json::json!(["a"]),
+        "{stats}"
+    );
+    assert_eq!(data["plugin"], "testbed");
     let mut restarts = None;
     // Target b is served, by the restarted process, while a stays refused
     // without reaching the plugin (no more restarts).
