@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
@@ -356,17 +355,51 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
     }
     let held = held_targets(&settings);
     let start = async {
-        let mut hosts = Vec::new();
-        for path in &settings.plugins {
+        // All at once: a plugin slow to announce itself does not hold up
+        // the others. One that fails its first handshake is served as
+        // unhealthy and retried (PluginHost::start_or_retry); the others
+        // serve regardless.
+        let starts = settings.plugins.iter().map(|path| {
             let mut spec = PluginSpec::new(path);
             spec.handshake_timeout = Duration::from_secs(settings.handshake_timeout_secs);
             spec.env_allow = settings.plugin_env.clone();
             spec.held = held.clone();
-            let host = PluginHost::start(spec)
-                .await
-                .with_context(|| format!("starting plugin {}", path.display()))?;
-            tracing::info!(plugin = %host.name(), version = %host.announcement().version, "plugin ready");
-            hosts.push(host);
+            PluginHost::start_or_retry(spec)
+        });
+        let mut hosts = Vec::new();
+        let mut failures = Vec::new();
+        for (path, started) in settings
+            .plugins
+            .iter()
+            .zip(futures::future::join_all(starts).await)
+        {
+            match started {
+                Ok(host) if host.is_announced() => {
+                    tracing::info!(plugin = %host.name(), version = %host.announcement().version, "plugin ready");
+                    hosts.push(host);
+                }
+                Ok(host) => {
+                    let reason = host.status().reason.unwrap_or_default();
+                    failures.push(format!(
+                        "plugin `{}` ({}): {reason}",
+                        host.name(),
+                        path.display()
+                    ));
+                    hosts.push(host);
+                }
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "plugin cannot be served");
+                    failures.push(format!("{}: {e}", path.display()));
+                }
+            }
+        }
+        // Nothing to serve at all: a misconfiguration, reported by exiting
+        // rather than by a satellite that only ever answers unhealthy.
+        if settings.installs.is_empty() && !hosts.iter().any(PluginHost::is_announced) {
+            for host in &hosts {
+                host.stop(Duration::from_secs(1)).await;
+            }
+            anyhow::bail!("no plugin could be started:\n  {}", failures.join("\n  "));
         }
         let client = connect(&settings).await?;
         anyhow::Ok((hosts, client))
@@ -434,7 +467,8 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         }
     }
     anyhow::ensure!(
-        !hosts.is_empty() || installed.as_ref().is_some_and(|i| !i.running().is_empty()),
+        hosts.iter().any(PluginHost::is_announced)
+            || installed.as_ref().is_some_and(|i| !i.running().is_empty()),
         "no plugin could be started"
     );
     let local = async {

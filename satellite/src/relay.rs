@@ -142,6 +142,7 @@ pub async fn serve(
                         "state": status.state,
                         "restarts": status.restarts,
                         "in_flight": status.in_flight,
+                        "backed_off_targets": status.backed_off_targets,
                     })
                 })
         }),
@@ -420,7 +421,11 @@ async fn forward(
         trace: trace.clone(),
         ..Envelope::decode(payload).unwrap_or_default()
     };
-    match host.call_answered(envelope, timeout).await {
+    // The subject's last token is the target (`orrery.op.<plugin>.<target>`):
+    // a target whose requests crash the plugin again and again is backed
+    // off alone.
+    let target = request.subject.as_str().rsplit_once('.').map(|(_, t)| t);
+    match host.call_answered_on(target, envelope, timeout).await {
         Ok(answered) => {
             if answered.bytes.len() <= limit {
                 send(client, request, answered.bytes).await;

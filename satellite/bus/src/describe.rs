@@ -19,32 +19,44 @@ pub async fn serve_describe(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), async_nats::SubscribeError> {
     let mut subscriptions = futures::stream::SelectAll::new();
-    for host in &hosts {
-        let sub = client
-            .queue_subscribe(
-                describe_subject(host.name()),
-                describe_queue_group(host.name()),
-            )
-            .await?;
-        // The largest request this satellite takes for the plugin: what
-        // NATS carries, never more than a frame.
-        let accepts = message_limit(&client).min(MAX_FRAME_BYTES) as u64;
-        let envelope = Envelope::new(MessageKind::Announce, host.announcement())
-            .map(|e| e.with_max_message_bytes(Some(accepts)));
-        let payload: bytes::Bytes = match envelope.and_then(|e| e.encode()) {
-            Ok(bytes) => bytes.into(),
-            Err(e) => {
-                tracing::error!(plugin = %host.name(), error = %e, "cannot encode the announcement");
-                continue;
-            }
-        };
-        subscriptions.push(sub.map(move |msg| (msg, payload.clone())));
+    // A plugin is described once it has announced itself: a satellite
+    // still retrying its first handshake leaves describe requests to the
+    // satellites that can answer them.
+    let mut pending = futures::stream::FuturesUnordered::new();
+    for host in hosts {
+        let client = client.clone();
+        pending.push(async move {
+            host.announced().await;
+            let sub = client
+                .queue_subscribe(
+                    describe_subject(host.name()),
+                    describe_queue_group(host.name()),
+                )
+                .await?;
+            // The largest request this satellite takes for the plugin: what
+            // NATS carries, never more than a frame.
+            let accepts = message_limit(&client).min(MAX_FRAME_BYTES) as u64;
+            let envelope = Envelope::new(MessageKind::Announce, host.announcement())
+                .map(|e| e.with_max_message_bytes(Some(accepts)));
+            let payload: Option<bytes::Bytes> = match envelope.and_then(|e| e.encode()) {
+                Ok(bytes) => Some(bytes.into()),
+                Err(e) => {
+                    tracing::error!(plugin = %host.name(), error = %e, "cannot encode the announcement");
+                    None
+                }
+            };
+            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (sub, p)))
+        });
     }
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            next = subscriptions.next() => {
-                let Some((msg, payload)) = next else { return Ok(()) };
+            Some(ready) = pending.next(), if !pending.is_empty() => {
+                if let Some((sub, payload)) = ready? {
+                    subscriptions.push(sub.map(move |msg| (msg, payload.clone())));
+                }
+            }
+            Some((msg, payload)) = subscriptions.next(), if !subscriptions.is_empty() => {
                 if let Some(reply) = msg.reply {
                     if let Err(e) = client.publish(reply, payload).await {
                         tracing::warn!(error = %e, "cannot answer a describe request");

@@ -1,8 +1,9 @@
 //! The process edge of supervision: starts a plugin, captures its logs,
 //! watches it, and restarts it as the [`Supervisor`] decides.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use orrery_plugin_sdk::process::{spawn_plugin, SpawnConfig};
@@ -13,7 +14,7 @@ use tokio::process::ChildStderr;
 use tokio::sync::watch;
 
 use crate::held_targets::HeldTargets;
-use crate::supervisor::{Action, Policy, State, Supervisor};
+use crate::supervisor::{Action, Policy, State, Supervisor, TargetBackoff};
 
 /// One plugin to run.
 #[derive(Clone, Debug)]
@@ -68,6 +69,17 @@ pub enum HostError {
         /// Why.
         reason: String,
     },
+    /// The target's requests crashed the plugin again and again; they are
+    /// refused for a while, other targets' are served.
+    #[error("plugin `{plugin}` is unhealthy for target `{target}`: {reason}")]
+    TargetUnhealthy {
+        /// The plugin.
+        plugin: String,
+        /// The target.
+        target: String,
+        /// Why.
+        reason: String,
+    },
     /// The deadline passed while the plugin worked.
     #[error("plugin `{plugin}` did not answer before the deadline")]
     DeadlineExceeded {
@@ -80,11 +92,41 @@ pub enum HostError {
     Target(#[from] crate::held_targets::HeldError),
 }
 
+/// Why a plugin could not be put under supervision at all.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Its first start failed and its file name gives no plugin name to
+    /// serve it under while it is retried (`orrery-plugin-NAME`, or a bare
+    /// NAME of letters, digits, `-` and `_`).
+    #[error("{error}; and its file name gives no plugin name to serve it under while it is retried (orrery-plugin-NAME)")]
+    Unnamed {
+        /// The failed first start.
+        error: orrery_plugin_sdk::process::SpawnError,
+    },
+}
+
+/// The name a plugin binary is served under before it has announced
+/// itself: its file name without the `orrery-plugin-` prefix, when that is
+/// a valid plugin name (letters, digits, `-` and `_`, at most 64).
+pub fn name_from_path(path: &Path) -> Option<String> {
+    let file = path.file_name()?.to_str()?;
+    let name = file.strip_prefix("orrery-plugin-").unwrap_or(file);
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    valid.then(|| name.to_owned())
+}
+
 impl HostError {
     /// The error code the caller sees.
     pub fn code(&self) -> ErrorCode {
         match self {
-            HostError::Unhealthy { .. } => ErrorCode::PluginUnhealthy,
+            HostError::Unhealthy { .. } | HostError::TargetUnhealthy { .. } => {
+                ErrorCode::PluginUnhealthy
+            }
             HostError::Unavailable { .. } => ErrorCode::PluginUnavailable,
             HostError::DeadlineExceeded { .. } => ErrorCode::DeadlineExceeded,
             HostError::Target(_) => ErrorCode::InvalidRequest,
@@ -107,44 +149,187 @@ pub struct PluginStatus {
     pub pid: Option<u32>,
     /// Requests waiting for the plugin.
     pub in_flight: usize,
+    /// Targets whose requests are refused for now, having crashed the
+    /// plugin again and again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backed_off_targets: Vec<String>,
 }
 
 struct Shared {
     name: String,
+    /// The first announcement; unset until a handshake succeeds.
+    announced: OnceLock<Announcement>,
     held: Arc<HeldTargets>,
     status: Mutex<(State, u64, Option<u32>)>,
-    client: watch::Sender<Option<PluginClient>>,
+    /// The supervisor's target backoffs, as last published.
+    target_backoffs: Mutex<BTreeMap<String, TargetBackoff>>,
+    client: watch::Sender<Option<Link>>,
+}
+
+/// The link to one process, with the targets of the requests it holds.
+#[derive(Clone)]
+struct Link {
+    client: PluginClient,
+    /// Requests in flight per target. A request that fails because the
+    /// process died stays counted: the supervisor reads who was in flight
+    /// at the crash from here, whichever of the two notices first.
+    targets: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Link {
+    fn new(client: PluginClient) -> Link {
+        Link {
+            client,
+            targets: Arc::default(),
+        }
+    }
+
+    /// The targets with requests in flight.
+    fn suspects(&self) -> Vec<String> {
+        lock(&self.targets)
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+}
+
+/// A request of a target in flight on a [`Link`]; uncounted when dropped
+/// unless [`InFlight::keep`] leaves it as evidence of a crash.
+struct InFlight {
+    targets: Arc<Mutex<HashMap<String, usize>>>,
+    target: String,
+    kept: bool,
+}
+
+impl InFlight {
+    fn new(link: &Link, target: &str) -> InFlight {
+        *lock(&link.targets).entry(target.to_owned()).or_default() += 1;
+        InFlight {
+            targets: link.targets.clone(),
+            target: target.to_owned(),
+            kept: false,
+        }
+    }
+
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.kept {
+            if let Some(n) = lock(&self.targets).get_mut(&self.target) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
 }
 
 /// A supervised plugin. Cheap to clone.
 #[derive(Clone)]
 pub struct PluginHost {
     shared: Arc<Shared>,
-    announcement: Arc<Announcement>,
+    /// What [`PluginHost::announcement`] shows before the first handshake:
+    /// the name only.
+    placeholder: Arc<Announcement>,
     stop: watch::Sender<bool>,
     task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
 impl PluginHost {
     /// Starts the plugin and waits for its first handshake, so the host
-    /// knows the plugin's name and schemas before serving anything.
+    /// knows the plugin's name and schemas before serving anything. A
+    /// failed first handshake is an error: nothing is left running.
     pub async fn start(
         spec: PluginSpec,
     ) -> Result<PluginHost, orrery_plugin_sdk::process::SpawnError> {
-        let mut config = SpawnConfig::new(&spec.path);
-        config.handshake_timeout = spec.handshake_timeout;
-        config.env_allow = spec.env_allow.clone();
+        let config = spawn_config(&spec);
         let first = spawn_plugin(&config).await?;
-        let announcement = Arc::new(first.client.announcement().clone());
+        let name = first.client.announcement().name.clone();
+        Ok(Self::supervise_from(spec, config, name, Ok(first)))
+    }
+
+    /// As [`PluginHost::start`], but a failed first start or handshake is
+    /// not the end: the host is returned under the name its file gives
+    /// ([`name_from_path`]), reports itself unhealthy with the failure
+    /// ([`HostError::Unhealthy`] to requests, `unhealthy` in its status)
+    /// and is retried with the supervisor's backoff; once it announces
+    /// itself under that name it serves. A satellite starts its `--plugin`s
+    /// this way, so one broken plugin leaves the others serving.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::Unnamed`] when the first start failed and the file
+    /// name gives no plugin name.
+    pub async fn start_or_retry(spec: PluginSpec) -> Result<PluginHost, StartError> {
+        let config = spawn_config(&spec);
+        let first = spawn_plugin(&config).await;
+        let (name, first) = match first {
+            Ok(process) => (process.client.announcement().name.clone(), Ok(process)),
+            Err(error) => match name_from_path(&spec.path) {
+                Some(name) => (name, Err(error)),
+                None => return Err(StartError::Unnamed { error }),
+            },
+        };
+        Ok(Self::supervise_from(spec, config, name, first))
+    }
+
+    /// Whether the plugin has completed a handshake since the host started.
+    pub fn is_announced(&self) -> bool {
+        self.shared.announced.get().is_some()
+    }
+
+    /// Resolves once the plugin has completed a handshake (at once if it
+    /// has), or never if the host stops first.
+    pub async fn announced(&self) {
+        let mut clients = self.shared.client.subscribe();
+        while !self.is_announced() {
+            if clients.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    fn supervise_from(
+        spec: PluginSpec,
+        config: SpawnConfig,
+        name: String,
+        first: Result<
+            orrery_plugin_sdk::process::PluginProcess,
+            orrery_plugin_sdk::process::SpawnError,
+        >,
+    ) -> PluginHost {
         let now = Instant::now();
         let mut supervisor = Supervisor::new(spec.policy.clone(), now);
         supervisor.poll(now);
-        supervisor.on_started(now);
-        let (client_tx, _) = watch::channel(Some(first.client.clone()));
+        let announced = OnceLock::new();
+        let (running, pid) = match first {
+            Ok(process) => {
+                supervisor.on_started(now);
+                let _ = announced.set(process.client.announcement().clone());
+                let pid = process.pid;
+                (Some(process), Some(pid))
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %name, error = %e, "plugin failed its first start; it is retried and reported unhealthy until it announces itself");
+                supervisor.on_failure(now, e.to_string());
+                (None, None)
+            }
+        };
+        // The supervising task publishes the first process's link.
+        let (client_tx, _) = watch::channel(None);
+        let placeholder = Arc::new(Announcement {
+            name: name.clone(),
+            ..Announcement::default()
+        });
         let shared = Arc::new(Shared {
-            name: announcement.name.clone(),
+            name,
+            announced,
             held: spec.held.clone(),
-            status: Mutex::new((supervisor.state().clone(), 0, Some(first.pid))),
+            status: Mutex::new((supervisor.state().clone(), 0, pid)),
+            target_backoffs: Mutex::default(),
             client: client_tx,
         });
         let (stop, stop_rx) = watch::channel(false);
@@ -153,15 +338,15 @@ impl PluginHost {
             spec,
             config,
             supervisor,
-            first,
+            running,
             stop_rx,
         ));
-        Ok(PluginHost {
+        PluginHost {
             shared,
-            announcement,
+            placeholder,
             stop,
             task: Arc::new(Mutex::new(Some(task))),
-        })
+        }
     }
 
     /// The plugin's name, as announced.
@@ -169,9 +354,10 @@ impl PluginHost {
         &self.shared.name
     }
 
-    /// The first announcement (name, version, schemas).
+    /// The first announcement (name, version, schemas); before the first
+    /// handshake (see [`PluginHost::start_or_retry`]) the name only.
     pub fn announcement(&self) -> &Announcement {
-        &self.announcement
+        self.shared.announced.get().unwrap_or(&self.placeholder)
     }
 
     /// Current state, restarts and pid.
@@ -182,8 +368,19 @@ impl PluginHost {
             .client
             .borrow()
             .as_ref()
-            .map_or(0, PluginClient::in_flight);
+            .map_or(0, |link| link.client.in_flight());
+        let now = Instant::now();
+        let backed_off_targets = lock(&self.shared.target_backoffs)
+            .iter()
+            .filter(|(_, b)| b.refuses(now))
+            .map(|(t, _)| t.clone())
+            .collect();
         let (state, reason) = match state {
+            // Never announced: nothing to wait for, as unhealthy as a
+            // crash loop until it comes up.
+            State::Backoff { reason, .. } if !self.is_announced() => {
+                ("unhealthy", Some(never_announced(&reason)))
+            }
             State::Starting => ("starting", None),
             State::Running { .. } => ("running", None),
             State::Backoff { reason, .. } => ("restarting", Some(reason)),
@@ -195,6 +392,7 @@ impl PluginHost {
             restarts,
             pid,
             in_flight,
+            backed_off_targets,
         }
     }
 
@@ -218,20 +416,59 @@ impl PluginHost {
         envelope: Envelope,
         timeout: Duration,
     ) -> Result<Answered, HostError> {
+        self.call_answered_on(None, envelope, timeout).await
+    }
+
+    /// As [`PluginHost::call_answered`], for a request of `target`: one
+    /// that the supervisor has backed off ([`Supervisor::on_crash`]) is
+    /// refused at once with [`HostError::TargetUnhealthy`], and a crash
+    /// with this request in flight is laid to `target`.
+    ///
+    /// # Errors
+    ///
+    /// As [`PluginHost::call`], and [`HostError::TargetUnhealthy`].
+    pub async fn call_answered_on(
+        &self,
+        target: Option<&str>,
+        envelope: Envelope,
+        timeout: Duration,
+    ) -> Result<Answered, HostError> {
+        if let Some(target) = target {
+            let now = Instant::now();
+            if let Some(backoff) = lock(&self.shared.target_backoffs)
+                .get(target)
+                .filter(|b| b.refuses(now))
+            {
+                return Err(HostError::TargetUnhealthy {
+                    plugin: self.shared.name.clone(),
+                    target: target.to_owned(),
+                    reason: backoff.reason.clone(),
+                });
+            }
+        }
         let envelope = self.shared.held.apply(envelope)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let plugin = || self.shared.name.clone();
         let mut clients = self.shared.client.subscribe();
-        let client = loop {
-            if let State::Unhealthy { reason, .. } = &lock(&self.shared.status).0 {
-                return Err(HostError::Unhealthy {
-                    plugin: plugin(),
-                    reason: reason.clone(),
-                });
+        let link = loop {
+            match &lock(&self.shared.status).0 {
+                State::Unhealthy { reason, .. } => {
+                    return Err(HostError::Unhealthy {
+                        plugin: plugin(),
+                        reason: reason.clone(),
+                    })
+                }
+                State::Backoff { reason, .. } if !self.is_announced() => {
+                    return Err(HostError::Unhealthy {
+                        plugin: plugin(),
+                        reason: never_announced(reason),
+                    })
+                }
+                _ => {}
             }
-            if let Some(client) = clients.borrow_and_update().clone() {
-                if client.closed_reason().is_none() {
-                    break client;
+            if let Some(link) = clients.borrow_and_update().clone() {
+                if link.client.closed_reason().is_none() {
+                    break link;
                 }
             }
             match tokio::time::timeout_at(deadline, clients.changed()).await {
@@ -251,16 +488,20 @@ impl PluginHost {
             }
         };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        client
-            .call_answered(envelope, left)
-            .await
-            .map_err(|e| match e {
-                CallError::DeadlineExceeded => HostError::DeadlineExceeded { plugin: plugin() },
-                other => HostError::Unavailable {
-                    plugin: plugin(),
-                    reason: other.to_string(),
-                },
-            })
+        let in_flight = target.map(|t| InFlight::new(&link, t));
+        let answered = link.client.call_answered(envelope, left).await;
+        if let (Err(e), Some(in_flight)) = (&answered, in_flight) {
+            if !matches!(e, CallError::DeadlineExceeded) {
+                in_flight.keep();
+            }
+        }
+        answered.map_err(|e| match e {
+            CallError::DeadlineExceeded => HostError::DeadlineExceeded { plugin: plugin() },
+            other => HostError::Unavailable {
+                plugin: plugin(),
+                reason: other.to_string(),
+            },
+        })
     }
 
     /// Stops the plugin: closes its stdin so it finishes what it has, then
@@ -279,6 +520,17 @@ impl PluginHost {
     }
 }
 
+fn never_announced(reason: &str) -> String {
+    format!("it has not completed a handshake since the satellite started; retrying with backoff; last failure: {reason}")
+}
+
+fn spawn_config(spec: &PluginSpec) -> SpawnConfig {
+    let mut config = SpawnConfig::new(&spec.path);
+    config.handshake_timeout = spec.handshake_timeout;
+    config.env_allow = spec.env_allow.clone();
+    config
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -288,10 +540,9 @@ async fn supervise(
     spec: PluginSpec,
     config: SpawnConfig,
     mut supervisor: Supervisor,
-    first: orrery_plugin_sdk::process::PluginProcess,
+    mut running: Option<orrery_plugin_sdk::process::PluginProcess>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut running = Some(first);
     loop {
         if let Some(mut process) = running.take() {
             let version = process.client.announcement().version.clone();
@@ -308,7 +559,8 @@ async fn supervise(
                 supervisor.restarts(),
                 Some(process.pid),
             );
-            shared.client.send_replace(Some(process.client.clone()));
+            let link = Link::new(process.client.clone());
+            shared.client.send_replace(Some(link.clone()));
             let reason = tokio::select! {
                 status = process.child.wait() => match status {
                     Ok(s) => format!("process exited ({s})"),
@@ -320,19 +572,47 @@ async fn supervise(
                     // Forget the link first so that no clone keeps the
                     // plugin's stdin open.
                     shared.client.send_replace(None);
+                    drop(link);
                     shutdown(process, STOP_GRACE).await;
                     return;
                 }
             };
             let _ = process.child.start_kill();
             shared.client.send_replace(None);
-            tracing::warn!(plugin = %shared.name, pid = process.pid, %reason, "plugin failed; its in-flight requests fail as retryable");
-            supervisor.on_failure(Instant::now(), reason);
+            let suspects = link.suspects();
+            tracing::warn!(plugin = %shared.name, pid = process.pid, %reason, ?suspects, "plugin failed; its in-flight requests fail as retryable");
+            let suspects: Vec<&str> = suspects.iter().map(String::as_str).collect();
+            supervisor.on_crash(Instant::now(), reason, &suspects);
+            for (target, backoff) in supervisor.target_backoffs() {
+                if !lock(&shared.target_backoffs).contains_key(target) {
+                    tracing::error!(plugin = %shared.name, %target, reason = %backoff.reason, "target backed off");
+                }
+            }
         }
         *lock(&shared.status) = (supervisor.state().clone(), supervisor.restarts(), None);
+        lock(&shared.target_backoffs).clone_from(supervisor.target_backoffs());
         match supervisor.poll(Instant::now()) {
             Action::Start => match spawn_plugin(&config).await {
+                Ok(process) if process.client.announcement().name != shared.name => {
+                    // Served under the name its file gave; another name
+                    // would answer requests meant for some other plugin.
+                    let announced = process.client.announcement().name.clone();
+                    shutdown(process, Duration::ZERO).await;
+                    let reason = format!(
+                        "it announced itself as `{announced}`, not as `{}`, the name it is served under",
+                        shared.name
+                    );
+                    tracing::warn!(plugin = %shared.name, %reason, "plugin misnamed");
+                    supervisor.on_failure(Instant::now(), reason);
+                }
                 Ok(process) => {
+                    if shared
+                        .announced
+                        .set(process.client.announcement().clone())
+                        .is_ok()
+                    {
+                        tracing::info!(plugin = %shared.name, version = %process.client.announcement().version, "plugin announced itself for the first time");
+                    }
                     supervisor.on_started(Instant::now());
                     tracing::info!(plugin = %shared.name, pid = process.pid, restarts = supervisor.restarts(), "plugin started");
                     running = Some(process);

@@ -4,8 +4,16 @@
 //! happened (`on_started`, `on_exit`) and asks what to do next (`poll`).
 //! Restarts back off exponentially; a plugin that fails `max_restarts` times
 //! within `window` is marked unhealthy and retried only after `cool_down`.
+//!
+//! A crash with requests of some targets in flight ([`Supervisor::on_crash`])
+//! is laid to those targets instead: the process is restarted with the same
+//! backoff, but it is a target that crashed it `max_restarts` times within
+//! `window` that is backed off for `cool_down` ([`TargetBackoff`]), its
+//! requests refused before they reach the plugin, while the plugin serves
+//! every other target. A crash with nothing in flight counts against the
+//! plugin as a whole.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Restart policy.
@@ -64,6 +72,24 @@ pub enum State {
     },
 }
 
+/// A target whose requests crashed the plugin `max_restarts` times within
+/// `window`: its requests are refused until `until`, the other targets'
+/// are served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetBackoff {
+    /// When its requests are let through again.
+    pub until: Instant,
+    /// Why it is backed off.
+    pub reason: String,
+}
+
+impl TargetBackoff {
+    /// Whether the target's requests are refused at `now`.
+    pub fn refuses(&self, now: Instant) -> bool {
+        now < self.until
+    }
+}
+
 /// What the edge should do now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -83,6 +109,10 @@ pub struct Supervisor {
     failures: VecDeque<Instant>,
     consecutive: u32,
     restarts: u64,
+    /// Crashes laid to each target within `window`.
+    target_failures: BTreeMap<String, VecDeque<Instant>>,
+    /// Targets backed off, until when and why.
+    target_backoffs: BTreeMap<String, TargetBackoff>,
 }
 
 impl Supervisor {
@@ -97,6 +127,8 @@ impl Supervisor {
             failures: VecDeque::new(),
             consecutive: 0,
             restarts: 0,
+            target_failures: BTreeMap::new(),
+            target_backoffs: BTreeMap::new(),
         }
     }
 
@@ -115,8 +147,22 @@ impl Supervisor {
         matches!(self.state, State::Running { .. })
     }
 
+    /// The backoff of `target`, when its requests are refused at `now`.
+    pub fn target_refusal(&self, target: &str, now: Instant) -> Option<&TargetBackoff> {
+        self.target_backoffs
+            .get(target)
+            .filter(|backoff| backoff.refuses(now))
+    }
+
+    /// Every target backed off (some perhaps no longer at a later instant:
+    /// see [`TargetBackoff::refuses`]).
+    pub fn target_backoffs(&self) -> &BTreeMap<String, TargetBackoff> {
+        &self.target_backoffs
+    }
+
     /// What to do at `now`.
     pub fn poll(&mut self, now: Instant) -> Action {
+        self.target_backoffs.retain(|_, b| b.refuses(now));
         match &self.state {
             State::Backoff { until, .. } | State::Unhealthy { until, .. } => {
                 if now >= *until {
@@ -147,8 +193,18 @@ impl Supervisor {
     }
 
     /// The process failed to start, failed its handshake, exited, or
-    /// stopped answering.
+    /// stopped answering, with no request in flight to lay it to.
     pub fn on_failure(&mut self, now: Instant, reason: impl Into<String>) {
+        self.on_crash(now, reason, &[]);
+    }
+
+    /// The process failed while requests of `suspects` (targets) were in
+    /// flight. With none, as [`Supervisor::on_failure`]: it counts against
+    /// the plugin. With some, each suspect is charged the crash, and one
+    /// charged `max_restarts` times within `window` is backed off for
+    /// `cool_down`; the plugin is restarted with the usual backoff but not
+    /// marked unhealthy, so the other targets keep being served.
+    pub fn on_crash(&mut self, now: Instant, reason: impl Into<String>, suspects: &[&str]) {
         let reason = reason.into();
         if let State::Running { since } = self.state {
             if now.duration_since(since) >= self.policy.stable_after {
@@ -157,6 +213,11 @@ impl Supervisor {
             }
         }
         self.consecutive += 1;
+        if !suspects.is_empty() {
+            self.charge(now, &reason, suspects);
+            self.back_off(now, reason);
+            return;
+        }
         self.failures.push_back(now);
         while self
             .failures
@@ -176,6 +237,46 @@ impl Supervisor {
             };
             return;
         }
+        self.back_off(now, reason);
+    }
+
+    fn charge(&mut self, now: Instant, reason: &str, suspects: &[&str]) {
+        let window = self.policy.window;
+        // Those no longer charged within the window are forgotten.
+        self.target_failures.retain(|_, failures| {
+            failures
+                .back()
+                .is_some_and(|t| now.duration_since(*t) <= window)
+        });
+        for target in suspects {
+            let failures = self
+                .target_failures
+                .entry((*target).to_owned())
+                .or_default();
+            failures.push_back(now);
+            while failures
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > window)
+            {
+                failures.pop_front();
+            }
+            if failures.len() >= self.policy.max_restarts {
+                self.target_failures.remove(*target);
+                self.target_backoffs.insert(
+                    (*target).to_owned(),
+                    TargetBackoff {
+                        until: now + self.policy.cool_down,
+                        reason: format!(
+                            "crash loop: its requests were in flight each time the plugin failed, {} times within {:?}; refused for {:?} while the plugin serves other targets; last failure: {reason}",
+                            self.policy.max_restarts, self.policy.window, self.policy.cool_down
+                        ),
+                    },
+                );
+            }
+        }
+    }
+
+    fn back_off(&mut self, now: Instant, reason: String) {
         let exp = self.consecutive.saturating_sub(1).min(16);
         let backoff = self
             .policy
@@ -283,6 +384,72 @@ mod tests {
             s.poll(now),
             Action::WaitUntil(now + Duration::from_millis(100))
         );
+    }
+
+    #[test]
+    fn crashes_with_a_targets_requests_in_flight_back_that_target_off_not_the_plugin() {
+        let t0 = Instant::now();
+        let mut s = Supervisor::new(policy(), t0);
+        let mut now = t0;
+        assert_eq!(s.poll(now), Action::Start);
+        s.on_started(now);
+        for i in 0..4 {
+            assert!(s.target_refusal("a", now).is_none(), "crash {i}");
+            // `b` was in flight once, at the first crash only.
+            let suspects: &[&str] = if i == 0 { &["a", "b"] } else { &["a"] };
+            s.on_crash(now, "exit status 101", suspects);
+            assert!(
+                matches!(s.state(), State::Backoff { .. }),
+                "restarted with backoff, never unhealthy: {:?}",
+                s.state()
+            );
+            let Action::WaitUntil(at) = s.poll(now) else {
+                panic!("{:?}", s.state())
+            };
+            now = at;
+            assert_eq!(s.poll(now), Action::Start);
+            s.on_started(now);
+        }
+        let backoff = s.target_refusal("a", now).expect("a is backed off").clone();
+        assert!(
+            backoff.reason.contains("crash loop") && backoff.reason.contains("exit status 101"),
+            "{}",
+            backoff.reason
+        );
+        assert_eq!(
+            backoff.until - now,
+            Duration::from_secs(30) - Duration::from_millis(800)
+        );
+        assert!(
+            s.target_refusal("b", now).is_none(),
+            "b crashed it once only"
+        );
+        assert!(s.is_serving(), "the plugin serves the other targets");
+        assert_eq!(s.target_backoffs().len(), 1);
+        // After the cool-down, `a` is let through again.
+        assert!(s.target_refusal("a", backoff.until).is_none());
+        s.poll(backoff.until);
+        assert!(s.target_backoffs().is_empty());
+    }
+
+    #[test]
+    fn a_crash_with_nothing_in_flight_still_counts_against_the_plugin() {
+        let t0 = Instant::now();
+        let mut s = Supervisor::new(policy(), t0);
+        let mut now = t0;
+        for _ in 0..4 {
+            assert_eq!(s.poll(now), Action::Start);
+            s.on_crash(now, "exit 1", &[]);
+            if let Action::WaitUntil(at) = s.poll(now) {
+                now = at;
+            }
+        }
+        assert!(
+            matches!(s.state(), State::Unhealthy { .. }),
+            "{:?}",
+            s.state()
+        );
+        assert!(s.target_backoffs().is_empty());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! environment and the loss of a satellite, against real nats-servers and
 //! real plugin processes.
 
+mod blast;
 mod common;
 mod drain;
 mod health;
