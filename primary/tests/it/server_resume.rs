@@ -140,7 +140,8 @@ fn a_resumed_commands_report_counts_the_operations_of_every_run() {
     let scratch = Scratch::new();
     let root = scratch.path().join("site");
     let mut first = server_on(&scratch, Some("before_finish"));
-    let (status, accepted) = first.post("/v1/stacks/apply", &json!({ "document": document(&root) }));
+    let (status, accepted) =
+        first.post("/v1/stacks/apply", &json!({ "document": document(&root) }));
     assert_eq!(status, 202, "{accepted}");
     let id = accepted["command_id"].as_str().unwrap().to_owned();
     kill_when(&scratch.state(), &mut first.child, "before_finish", |s| {
@@ -153,7 +154,10 @@ fn a_resumed_commands_report_counts_the_operations_of_every_run() {
     });
     assert_eq!(command["status"], "completed", "{command}");
     let report = &command["report"];
-    assert_eq!(report["succeeded"], FILES, "every run's successes: {report}");
+    assert_eq!(
+        report["succeeded"], FILES,
+        "every run's successes: {report}"
+    );
     assert_eq!(report["ok"], true, "{report}");
 
     // The `finished` event of the resumed run says the same.
