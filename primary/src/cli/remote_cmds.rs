@@ -332,8 +332,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     print_command(&command, output)
 }
 
-/// The operations of one page of `GET /v1/commands/{id}`.
-const PAGE: u32 = 10_000;
+/// The operations of one page of `GET /v1/commands/{id}` (the server's
+/// default, as `orrery inventory` reads resources).
+const PAGE: u32 = 1000;
 
 /// Command `id` with every operation: `GET /v1/commands/{id}` page after
 /// page, following `next_cursor` (the server pages operations by default).

@@ -298,7 +298,7 @@ mod tests {
                 all: all.map(str::to_owned),
                 status: None,
             };
-            let e = q.page(50).err().expect("refused");
+            let e = q.page(50).expect_err("refused");
             assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
             assert_eq!(e.extra["code"], code, "{limit:?} {cursor:?} {all:?}");
         }

@@ -204,6 +204,26 @@ fn resources_and_operations_come_page_by_page() {
     assert_eq!(rest["operations"].as_array().unwrap().len(), 1500);
     assert!(rest.get("next_cursor").is_none());
 
+    // `orrery status --primary` follows the cursor: every operation, once.
+    let scratch = common::Scratch::new();
+    let url = server.url("");
+    let status = scratch
+        .command(&["status", &id, "--output", "json", "--primary", &url])
+        .env("ORRERY_TOKEN", common::server::ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&status.stderr)));
+    let ops = status["operations"].as_array().unwrap();
+    let distinct: BTreeSet<String> = ops.iter().map(|o| o["label"].to_string()).collect();
+    assert_eq!(
+        (ops.len(), distinct.len()),
+        (2500, 2500),
+        "{}",
+        status["id"]
+    );
+    assert!(status.get("next_cursor").is_none());
+
     // Hostile paging parameters are refused with a typed error, not obeyed.
     for (bad, code) in [
         ("/v1/resources?limit=0", "bad_limit"),
