@@ -271,6 +271,9 @@ pub struct CommandFilter {
     pub status: Option<CommandStatus>,
     /// At most this many, newest first.
     pub limit: usize,
+    /// Only those after this command (by id) in that order, the next page
+    /// of a listing; an unknown id lists none.
+    pub before: Option<String>,
 }
 
 /// The stack document an apply was started with, kept so that a primary

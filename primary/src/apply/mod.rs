@@ -744,6 +744,14 @@ impl Executor {
         // Their answers, should they come, are no longer waited for.
         drop(in_flight);
         self.flush()?;
+        if continuing {
+            // A resumed command's earlier runs did what this run's plan no
+            // longer holds: its report counts the successes of every run,
+            // from the command's operation records (issue 44, item 6).
+            let counts = self.store.operation_counts(command_id)?;
+            let recorded = counts.get(OpStatus::Succeeded.as_str()).copied();
+            report.succeeded = recorded.unwrap_or(0) as usize;
+        }
         // Messages of failures come from the operation records (read only
         // when there are failures: a command's records can be 100,000).
         let record = match report.failed.is_empty() {

@@ -322,7 +322,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         )
         .await;
     }
-    let mut command = remote.get(&format!("/v1/commands/{}", encode(&id)))?;
+    let mut command = whole_command(&remote, &id)?;
     if let Some(map) = command.as_object_mut() {
         // What the server adds to the record; local mode has none of it.
         for key in ["active", "report", "error"] {
@@ -330,6 +330,39 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         }
     }
     print_command(&command, output)
+}
+
+/// The operations of one page of `GET /v1/commands/{id}` (the server's
+/// default, as `orrery inventory` reads resources).
+const PAGE: u32 = 1000;
+
+/// Command `id` with every operation: `GET /v1/commands/{id}` page after
+/// page, following `next_cursor` (the server pages operations by default).
+fn whole_command(remote: &Remote, id: &str) -> anyhow::Result<Value> {
+    let path = format!("/v1/commands/{}?limit={PAGE}", encode(id));
+    let mut command = remote.get(&path)?;
+    let mut cursor = take_cursor(&mut command);
+    while let Some(at) = cursor {
+        let mut page = remote.get(&format!("{path}&cursor={}", encode(&at)))?;
+        let next = take_cursor(&mut page);
+        if let (Some(ops), Some(more)) = (
+            command["operations"].as_array_mut(),
+            page["operations"].as_array_mut(),
+        ) {
+            ops.append(more);
+        }
+        // A cursor that does not move would loop for ever.
+        cursor = next.filter(|n| *n != at);
+    }
+    Ok(command)
+}
+
+/// Removes a page's `next_cursor`, returning it.
+fn take_cursor(page: &mut Value) -> Option<String> {
+    page.as_object_mut()?
+        .remove("next_cursor")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 fn named(id: Option<&str>) -> String {
@@ -472,6 +505,7 @@ pub async fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
 fn local_history(args: &HistoryArgs) -> anyhow::Result<Vec<Value>> {
     let store = args.common.open_store()?;
     let heads = store.commands(&CommandFilter {
+        before: None,
         stack: args.stack.clone(),
         status: None,
         limit: args.limit.clamp(1, 200),

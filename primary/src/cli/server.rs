@@ -9,7 +9,7 @@ use anyhow::Context;
 use orrery_bus::held_targets::HeldTargets;
 use orrery_plugin_sdk::telemetry::MetricsReader;
 use orrery_primary::apply::Options;
-use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES};
+use orrery_primary::http::{self, Config, Primary, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_LIST_ITEMS};
 use orrery_primary::lease::LeaseConfig;
 use orrery_primary::nats::{connect, NatsAuth};
 use orrery_primary::service::plugin_search_path;
@@ -67,6 +67,11 @@ pub struct Args {
     /// Largest request body in bytes (413 beyond).
     #[arg(long, env = "ORRERY_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+    /// The most items an unpaged list (`?all=true` on `GET /v1/resources`,
+    /// `GET /v1/commands/{id}`) returns; a longer one is refused (400,
+    /// `too_many_items`) and must be paged.
+    #[arg(long, env = "ORRERY_MAX_LIST_ITEMS", default_value_t = DEFAULT_MAX_LIST_ITEMS)]
+    pub max_list_items: usize,
     /// Most operations in flight at once, per command.
     #[arg(long, env = "ORRERY_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
@@ -231,6 +236,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         plugin_search: plugin_search_path(args.plugin_dir.as_deref()),
         stack_dir,
         max_body_bytes: args.max_body_bytes,
+        max_list_items: args.max_list_items,
         options: Options {
             max_concurrency: args.concurrency.max(1),
             request_timeout: args.request_timeout,

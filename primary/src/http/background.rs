@@ -189,6 +189,7 @@ async fn drift(state: &Shared) {
     let stacks = blocking(move || {
         let busy: BTreeSet<String> = store
             .commands(&CommandFilter {
+                before: None,
                 stack: None,
                 status: Some(CommandStatus::Running),
                 limit: usize::MAX,

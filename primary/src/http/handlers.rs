@@ -31,10 +31,11 @@ type AppState = State<Arc<Shared>>;
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Default and largest `limit` of `GET /v1/commands`.
-const COMMANDS_DEFAULT_LIMIT: usize = 20;
-const COMMANDS_MAX_LIMIT: usize = 200;
-/// How many of the latest commands a principal who may view only some
-/// stacks has `GET /v1/commands` filtered from.
+const COMMANDS_DEFAULT_LIMIT: u32 = 20;
+const COMMANDS_MAX_LIMIT: u32 = 200;
+/// How many commands one page of `GET /v1/commands` looks through for a
+/// principal who may view only some stacks (a page may come shorter, with
+/// a `next_cursor` to look further back).
 const COMMANDS_FILTER_WINDOW: usize = 2000;
 
 // ---------------------------------------------------------------- health
@@ -502,8 +503,15 @@ pub struct StackQuery {
 pub struct CommandsQuery {
     #[serde(default)]
     stack: Option<String>,
+    /// Page size, 1 to [`COMMANDS_MAX_LIMIT`].
     #[serde(default)]
-    limit: Option<usize>,
+    limit: Option<String>,
+    /// Where the previous page ended (its `next_cursor`).
+    #[serde(default)]
+    cursor: Option<String>,
+    /// `true`: every command (after `cursor`), up to the cap.
+    #[serde(default)]
+    all: Option<String>,
 }
 
 /// `GET /v1/stacks/{name}/outputs`: what the stack's last apply recorded;
@@ -526,7 +534,8 @@ pub async fn outputs_handler(
     Ok(Json(json!({ "stack": name, "outputs": outputs })))
 }
 
-/// `GET /v1/commands`.
+/// `GET /v1/commands`: newest first, a page at a time (`limit`, `cursor`),
+/// or every one with `all=true` up to the server's cap.
 pub async fn commands_handler(
     State(state): AppState,
     principal: Principal,
@@ -536,42 +545,74 @@ pub async fn commands_handler(
         Some(stack) => principal.require(Role::Viewer, stack)?,
         None => principal.require_some(Role::Viewer)?,
     }
-    let limit = q.limit.unwrap_or(COMMANDS_DEFAULT_LIMIT);
-    if limit == 0 || limit > COMMANDS_MAX_LIMIT {
-        return Err(ApiError::bad_request(format!(
-            "`limit` must be between 1 and {COMMANDS_MAX_LIMIT}"
-        )));
-    }
+    let span = pages::span_within(
+        q.limit.as_deref(),
+        q.all.as_deref(),
+        COMMANDS_DEFAULT_LIMIT,
+        COMMANDS_MAX_LIMIT,
+    )?;
+    let cap = state.config.max_list_items;
+    let mut before = q
+        .cursor
+        .as_deref()
+        .map(pages::parse_id_cursor)
+        .transpose()?;
     let shared = state.clone();
-    let rows = blocking(move || {
-        // Filtered to the stacks this principal may view: read further
-        // back when some are left out.
-        let window = if principal.may(Role::Viewer, "*") || q.stack.is_some() {
-            limit
-        } else {
-            COMMANDS_FILTER_WINDOW
+    let (rows, next) = blocking(move || {
+        // Filtered to the stacks this principal may view: one page looks
+        // through at most a window of commands when some are left out.
+        let scoped = !principal.may(Role::Viewer, "*") && q.stack.is_none();
+        let mut kept = Vec::new();
+        let mut scanned = 0;
+        let next = loop {
+            let chunk = match span {
+                pages::Span::Page(n) if !scoped => n as usize + 1,
+                _ => COMMANDS_FILTER_WINDOW,
+            };
+            let heads = shared.store.commands(&CommandFilter {
+                stack: q.stack.clone(),
+                status: None,
+                limit: chunk,
+                before: before.take(),
+            })?;
+            let exhausted = heads.len() < chunk;
+            scanned += heads.len();
+            before = heads.last().map(|h| h.id.clone());
+            kept.extend(
+                heads
+                    .into_iter()
+                    .filter(|h| principal.may(Role::Viewer, &h.stack)),
+            );
+            match span {
+                pages::Span::All if kept.len() > cap => return Err(pages::too_many(cap)),
+                pages::Span::All if exhausted => break None,
+                pages::Span::All => {}
+                pages::Span::Page(n) if kept.len() > n as usize => {
+                    kept.truncate(n as usize);
+                    break kept.last().map(|h| h.id.clone());
+                }
+                pages::Span::Page(_) if exhausted => break None,
+                // Looked through a window: the client goes on from there.
+                pages::Span::Page(_) if scanned >= COMMANDS_FILTER_WINDOW => break before,
+                pages::Span::Page(_) => {}
+            }
         };
-        let heads = shared.store.commands(&CommandFilter {
-            stack: q.stack,
-            status: None,
-            limit: window,
-        })?;
-        let mut rows = Vec::with_capacity(limit);
-        for head in heads
-            .into_iter()
-            .filter(|h| principal.may(Role::Viewer, &h.stack))
-            .take(limit)
-        {
+        let mut rows = Vec::with_capacity(kept.len());
+        for head in kept {
             let counts = shared.store.operation_counts(&head.id)?;
             let mut row = serde_json::to_value(&head).unwrap_or_default();
             row["operations"] = json!(counts);
             row["active"] = json!(shared.commands.is_running(&head.id));
             rows.push(row);
         }
-        Ok(rows)
+        Ok((rows, next.map(|id| pages::id_cursor(&id))))
     })
     .await?;
-    Ok(Json(json!({ "commands": rows })))
+    let mut out = json!({ "commands": rows });
+    if let Some(next) = next {
+        out["next_cursor"] = json!(next);
+    }
+    Ok(Json(out))
 }
 
 /// `GET /v1/commands/{id}`.
@@ -581,14 +622,16 @@ pub async fn command_handler(
     PathParam(id): PathParam,
     QueryParams(page): QueryParams<pages::OperationsQuery>,
 ) -> ApiResult<Json<Value>> {
-    let page = page.page()?;
+    let cap = state.config.max_list_items;
+    let (span, page) = page.page(cap)?;
     let store = state.store.clone();
     let lookup = id.clone();
     let wanted = page.clone();
     let mut record = blocking(move || Ok(store.command_page(Some(&lookup), &wanted)?)).await?;
-    let next_cursor = record
-        .as_mut()
-        .and_then(|r| pages::next_operations(&page, &mut r.operations));
+    let next_cursor = match record.as_mut() {
+        Some(r) => pages::next_operations(span, &page, &mut r.operations, cap),
+        None => Ok(None),
+    };
     let active = state.commands.is_running(&id);
     match record
         .as_ref()
@@ -604,7 +647,8 @@ pub async fn command_handler(
         None if active => json!({"id": id, "status": "running", "operations": []}),
         None => return Err(ApiError::not_found(format!("no command `{id}`"))),
     };
-    if let Some(next) = next_cursor {
+    // Refused (past the cap of `all=true`) only once the caller may see it.
+    if let Some(next) = next_cursor? {
         out["next_cursor"] = json!(next);
     }
     out["active"] = json!(active);
@@ -682,38 +726,56 @@ pub async fn resources_handler(
         Some(stack) => principal.require(Role::Viewer, stack)?,
         None => principal.require_some(Role::Viewer)?,
     }
-    let limit = pages::limit(q.limit, q.cursor.is_some())?;
-    let after = q
+    let span = pages::span(q.limit.as_deref(), q.all.as_deref())?;
+    let cap = state.config.max_list_items;
+    let mut after = q
         .cursor
         .as_deref()
         .map(pages::parse_pair_cursor)
         .transpose()?;
     let store = state.store.clone();
     let (rows, next) = blocking(move || {
-        let resources = store.resource_page(&crate::state::ResourcePage {
-            stack: q.stack.clone(),
-            resource_type: q.resource_type.clone(),
-            target: q.target.clone(),
-            after,
-            limit,
-        })?;
-        // A full page may have more after it; the cursor is the last one
-        // read, whatever the filters below kept.
-        let next = match (limit, resources.last()) {
-            (Some(l), Some(last)) if resources.len() == l as usize => {
-                Some(pages::pair_cursor(&last.stack, &last.label))
-            }
-            _ => None,
+        let read = match span {
+            pages::Span::Page(l) => l,
+            // Everything, read in the largest pages: what is kept (after
+            // the filters) is refused once past the cap, so that one
+            // request never holds more.
+            pages::Span::All => pages::MAX_LIMIT,
         };
-        let rows: Vec<Value> = resources
-            .iter()
-            .filter(|r| principal.may(Role::Viewer, &r.stack))
-            .filter(|r| {
-                q.drift
-                    .is_none_or(|d| crate::discovery::Drift::of(r).is_some() == d)
-            })
-            .map(views::resource)
-            .collect();
+        let mut rows: Vec<Value> = Vec::new();
+        loop {
+            let resources = store.resource_page(&crate::state::ResourcePage {
+                stack: q.stack.clone(),
+                resource_type: q.resource_type.clone(),
+                target: q.target.clone(),
+                after: after.take(),
+                limit: Some(read),
+            })?;
+            // A full page may have more after it; the cursor is the last
+            // one read, whatever the filters below kept.
+            let more = resources.len() == read as usize;
+            after = resources
+                .last()
+                .filter(|_| more)
+                .map(|last| (last.stack.clone(), last.label.clone()));
+            rows.extend(
+                resources
+                    .iter()
+                    .filter(|r| principal.may(Role::Viewer, &r.stack))
+                    .filter(|r| {
+                        q.drift
+                            .is_none_or(|d| crate::discovery::Drift::of(r).is_some() == d)
+                    })
+                    .map(views::resource),
+            );
+            match span {
+                pages::Span::Page(_) => break,
+                pages::Span::All if rows.len() > cap => return Err(pages::too_many(cap)),
+                pages::Span::All if after.is_none() => break,
+                pages::Span::All => {}
+            }
+        }
+        let next = after.map(|(stack, label)| pages::pair_cursor(&stack, &label));
         Ok((rows, next))
     })
     .await?;

@@ -31,7 +31,7 @@ mod events;
 mod extract;
 mod handlers;
 mod listen;
-mod pages;
+pub(crate) mod pages;
 mod resume;
 mod stacks;
 mod ui;
@@ -59,6 +59,7 @@ pub const AUDIT: &str = "orrery_primary::audit";
 pub use listen::{
     serve, tls_config, ServeOptions, TlsError, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
+pub use pages::{DEFAULT_LIMIT, DEFAULT_MAX_LIST_ITEMS, MAX_LIMIT};
 pub use ui::utc;
 
 use crate::apply::Options;
@@ -85,6 +86,9 @@ pub struct Config {
     pub stack_dir: PathBuf,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
+    /// The most items an unpaged list (`all=true`) returns; a longer one is
+    /// refused (400, `too_many_items`).
+    pub max_list_items: usize,
     /// How commands run.
     pub options: Options,
     /// Distributed mode: plugins are served by satellites over this NATS

@@ -28,6 +28,7 @@ pub(super) async fn resume_interrupted(state: &Arc<Shared>) -> bool {
     let store = state.store.clone();
     let running = blocking(move || {
         Ok(store.commands(&CommandFilter {
+            before: None,
             stack: None,
             status: Some(CommandStatus::Running),
             limit: SCAN_LIMIT,

@@ -129,6 +129,7 @@ fn read_rows(shared: &Shared) -> ApiResult<(Vec<Row>, Vec<Option<String>>)> {
         let last_command = shared
             .store
             .commands(&CommandFilter {
+                before: None,
                 stack: Some(name.clone()),
                 status: None,
                 limit: 1,

@@ -221,6 +221,7 @@ fn claim_listed(
 /// The id of `stack`'s latest command when it is still `running`.
 fn running_command(store: &dyn StateStore, stack: &str) -> Result<Option<String>, LeaseError> {
     let latest = store.commands(&CommandFilter {
+        before: None,
         stack: Some(stack.to_owned()),
         status: None,
         limit: 1,

@@ -131,6 +131,59 @@ fn a_restarted_server_resumes_the_apply_it_was_killed_in() {
     }
 }
 
+/// Issue 44, item 6: a resumed command's report (`GET /v1/commands/{id}`,
+/// the `finished` event) counts the operations of every run, not only
+/// those of the last: killed before finishing with every file made, the
+/// resumed run itself does nothing, yet the command succeeded `FILES`.
+#[test]
+fn a_resumed_commands_report_counts_the_operations_of_every_run() {
+    let scratch = Scratch::new();
+    let root = scratch.path().join("site");
+    let mut first = server_on(&scratch, Some("before_finish"));
+    let (status, accepted) =
+        first.post("/v1/stacks/apply", &json!({ "document": document(&root) }));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    kill_when(&scratch.state(), &mut first.child, "before_finish", |s| {
+        s.count("create", "succeeded") == FILES
+    });
+
+    let second = server_on(&scratch, None);
+    let command = second.wait_for(&format!("/v1/commands/{id}"), "the resumed report", |c| {
+        c["status"] != "running" && c["report"].is_object()
+    });
+    assert_eq!(command["status"], "completed", "{command}");
+    let report = &command["report"];
+    assert_eq!(
+        report["succeeded"], FILES,
+        "every run's successes: {report}"
+    );
+    assert_eq!(report["ok"], true, "{report}");
+
+    // The `finished` event of the resumed run says the same.
+    let events = second.text(&format!("/v1/commands/{id}/events"));
+    let finished: Vec<Value> = events
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|e| e["type"] == "finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{events}");
+    assert_eq!(finished[0]["succeeded"], FILES, "{events}");
+    assert_eq!(finished[0]["status"], "completed", "{events}");
+
+    // And `orrery status` of it reads every operation succeeded.
+    let status = scratch.orrery(&["status", &id, "--output", "json"]);
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    let succeeded = status["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["status"] == "succeeded")
+        .count();
+    assert_eq!(succeeded, FILES, "{status}");
+}
+
 #[test]
 fn a_resumed_targeted_apply_runs_the_same_subset() {
     let scratch = Scratch::new();

@@ -20,6 +20,7 @@ use super::session::Session;
 use super::{check_csrf, see_other, UiResult};
 use crate::http::auth::{Principal, Role};
 use crate::http::extract::{OptionalJsonBody, PathParam, QueryParams};
+use crate::http::pages::OperationsQuery;
 use crate::http::{events as sse, handlers, Shared};
 use crate::service::view::{ChangeView, FieldDiffView, PlanView};
 
@@ -51,6 +52,45 @@ fn counts(ops: &[Value]) -> BTreeMap<&'static str, usize> {
     n
 }
 
+/// The command's record with every operation, read page after page
+/// (`GET /v1/commands/{id}` pages them), as the page and the graph show it.
+pub(super) async fn whole(
+    shared: &Arc<Shared>,
+    principal: &Principal,
+    id: &str,
+) -> UiResult<Value> {
+    let mut record: Option<Value> = None;
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut page = handlers::command_handler(
+            State(shared.clone()),
+            principal.clone(),
+            PathParam(id.to_owned()),
+            QueryParams(OperationsQuery::largest_after(cursor.clone())),
+        )
+        .await?
+        .0;
+        let next = page
+            .as_object_mut()
+            .and_then(|p| p.remove("next_cursor"))
+            .and_then(|c| c.as_str().map(str::to_owned));
+        match (&mut record, page["operations"].as_array_mut()) {
+            (Some(whole), Some(more)) => {
+                if let Some(ops) = whole["operations"].as_array_mut() {
+                    ops.append(more);
+                }
+            }
+            (Some(_), None) => {}
+            (None, _) => record = Some(page),
+        }
+        match next {
+            // A cursor that does not move would loop for ever.
+            Some(next) if cursor.as_deref() != Some(next.as_str()) => cursor = Some(next),
+            _ => return Ok(record.unwrap_or_default()),
+        }
+    }
+}
+
 /// `GET /ui/commands/{id}`.
 pub async fn page(
     State(shared): State<Arc<Shared>>,
@@ -59,14 +99,7 @@ pub async fn page(
     PathParam(id): PathParam,
 ) -> UiResult {
     let plan = shared.ui_plans.get(&id);
-    let record = handlers::command_handler(
-        State(shared),
-        principal.clone(),
-        PathParam(id.clone()),
-        QueryParams(Default::default()),
-    )
-    .await?
-    .0;
+    let record = whole(&shared, &principal, &id).await?;
     let stack = record["stack"].as_str().unwrap_or_default().to_owned();
     let ops = record["operations"].as_array().cloned().unwrap_or_default();
     let active = record["active"] == true;

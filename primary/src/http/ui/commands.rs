@@ -25,7 +25,7 @@ pub async fn page(
     Extension(session): Extension<Session>,
     principal: Principal,
 ) -> UiResult {
-    let query = serde_json::from_value(json!({ "limit": LISTED }))
+    let query = serde_json::from_value(json!({ "limit": LISTED.to_string() }))
         .map_err(|e| UiError(ApiError::internal(e.to_string())))?;
     let list = handlers::commands_handler(State(shared), principal, QueryParams(query))
         .await?

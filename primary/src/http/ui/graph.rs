@@ -14,8 +14,8 @@ use super::layout::{self, Nav};
 use super::session::Session;
 use super::UiResult;
 use crate::http::auth::Principal;
-use crate::http::extract::{PathParam, QueryParams};
-use crate::http::{blocking, handlers, Shared};
+use crate::http::extract::PathParam;
+use crate::http::{blocking, Shared};
 
 /// Most nodes drawn; a larger command gets a message instead.
 pub const MAX_NODES: usize = 3000;
@@ -106,14 +106,7 @@ pub async fn page(
     principal: Principal,
     PathParam(id): PathParam,
 ) -> UiResult {
-    let record = handlers::command_handler(
-        State(shared.clone()),
-        principal,
-        PathParam(id.clone()),
-        QueryParams(Default::default()),
-    )
-    .await?
-    .0;
+    let record = super::command::whole(&shared, &principal, &id).await?;
     let stack = record["stack"].as_str().unwrap_or_default().to_owned();
     let ops = record["operations"].as_array().cloned().unwrap_or_default();
     let states: BTreeMap<String, String> = ops

@@ -6,23 +6,26 @@ use std::sync::Arc;
 use axum::extract::{Extension, State};
 use axum::response::IntoResponse;
 use maud::{html, Markup};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::layout::{self, Nav};
 use super::session::Session;
-use super::{UiError, UiResult};
+use super::UiResult;
 use crate::discovery::UNMANAGED_STACK;
 use crate::http::auth::{Principal, Role};
-use crate::http::error::ApiError;
 use crate::http::extract::{PathParam, QueryParams};
+use crate::http::pages::ResourcesQuery;
 use crate::http::{handlers, stacks, Shared};
 
 /// Resources shown per stack; beyond, a count.
 const SHOWN: u32 = 1000;
 
 async fn resources(shared: &Arc<Shared>, principal: &Principal, stack: &str) -> UiResult<Value> {
-    let query = serde_json::from_value(json!({ "stack": stack, "limit": SHOWN + 1 }))
-        .map_err(|e| UiError(ApiError::internal(e.to_string())))?;
+    let query = ResourcesQuery {
+        stack: Some(stack.to_owned()),
+        limit: Some((SHOWN + 1).to_string()),
+        ..Default::default()
+    };
     Ok(
         handlers::resources_handler(State(shared.clone()), principal.clone(), QueryParams(query))
             .await?

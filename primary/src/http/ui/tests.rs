@@ -40,6 +40,7 @@ fn fixture() -> Fixture {
         plugin_search: vec![dir.path().join("no-plugins")],
         stack_dir: dir.path().to_owned(),
         max_body_bytes: 4096,
+        max_list_items: crate::http::DEFAULT_MAX_LIST_ITEMS,
         options: Default::default(),
         nats: None,
         metrics: None,

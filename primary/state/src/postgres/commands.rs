@@ -18,8 +18,9 @@ pub(super) async fn commands(
         "SELECT id, stack, kind, status, started_ms, finished_ms,
              (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
              WHERE ($1::text IS NULL OR stack = $1) AND ($2::text IS NULL OR status = $2)
+               AND ($4::text IS NULL OR (started_ms, seq) < (SELECT started_ms, seq FROM commands WHERE id = $4))
              ORDER BY started_ms DESC, seq DESC LIMIT $3",
-        &[&filter.stack, &status, &limit],
+        &[&filter.stack, &status, &limit, &filter.before],
     )
     .await?
     .iter()

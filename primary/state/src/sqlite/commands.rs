@@ -15,11 +15,12 @@ pub(super) fn commands(
         "SELECT id, stack, kind, status, started_ms, finished_ms,
              (SELECT principal FROM command_principals WHERE command_id = commands.id) FROM commands
          WHERE (?1 IS NULL OR stack = ?1) AND (?2 IS NULL OR status = ?2)
+           AND (?4 IS NULL OR (started_ms, rowid) < (SELECT started_ms, rowid FROM commands WHERE id = ?4))
          ORDER BY started_ms DESC, rowid DESC LIMIT ?3",
     )?;
     let status = filter.status.as_ref().map(|s| s.as_str());
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(params![filter.stack, status, limit], head)?;
+    let rows = stmt.query_map(params![filter.stack, status, limit, filter.before], head)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

@@ -840,6 +840,7 @@ fn a_command_records_its_first_principal(f: &Fixture) {
     let heads = f
         .store
         .commands(&CommandFilter {
+            before: None,
             stack: Some("web".into()),
             status: None,
             limit: 10,
@@ -1527,6 +1528,17 @@ fn commands_list_newest_first_by_stack_and_status(f: &Fixture) {
     };
     assert_eq!(ids(&all(10)), ["w3", "w2", "a1", "w1"]);
     assert_eq!(ids(&all(2)), ["w3", "w2"]);
+    // The next page starts after the last command of the one before (ties
+    // of the clock included); an unknown command lists none.
+    let after = |before: &str, limit: usize| CommandFilter {
+        before: Some(before.into()),
+        ..all(limit)
+    };
+    assert_eq!(ids(&after("w2", 10)), ["a1", "w1"]);
+    assert_eq!(ids(&after("w3", 1)), ["w2"]);
+    assert_eq!(ids(&after("a1", 10)), ["w1"]);
+    assert!(ids(&after("w1", 10)).is_empty());
+    assert!(ids(&after("nope", 10)).is_empty());
     let web = CommandFilter {
         stack: Some("web".into()),
         ..all(10)
@@ -1538,6 +1550,7 @@ fn commands_list_newest_first_by_stack_and_status(f: &Fixture) {
     };
     assert_eq!(ids(&running), ["w3", "a1", "w1"]);
     let web_running_latest = CommandFilter {
+        before: None,
         stack: Some("web".into()),
         status: Some(CommandStatus::Running),
         limit: 1,
