@@ -32,6 +32,8 @@ struct Running {
     events: EventSink,
     cancel: watch::Sender<Stop>,
     task: Option<JoinHandle<()>>,
+    /// The command's own work, inside `task`: aborted to hand it over.
+    work: Option<tokio::task::AbortHandle>,
 }
 
 #[derive(Default)]
@@ -110,6 +112,7 @@ impl Commands {
                 events: EventSink::new(&id),
                 cancel,
                 task: None,
+                work: None,
             },
         );
         Ok(Reservation {
@@ -202,27 +205,34 @@ impl Commands {
         Ok(())
     }
 
-    /// Refuses new commands, cancels the running ones and waits for them at
-    /// most `grace`. Returns how many were still running then.
+    /// Drains: nothing new starts; the running commands go on for up to
+    /// `grace`; those still running then are handed over, not canceled:
+    /// their tasks are dropped as a crash would drop them (what was in
+    /// flight stays recorded `running`) and their leases are freed, so
+    /// another primary on the store resumes them at its next scan, or this
+    /// one when it starts again. Returns how many were handed over.
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        let tasks: Vec<JoinHandle<()>> = {
+        let (tasks, works): (Vec<JoinHandle<()>>, Vec<tokio::task::AbortHandle>) = {
             let mut inner = self.lock();
             inner.closed = true;
             inner
                 .running
                 .values_mut()
-                .filter_map(|r| {
-                    r.cancel.send_if_modified(|asked| {
-                        let more = *asked == Stop::Run;
-                        *asked = asked.escalate(Stop::Graceful);
-                        more
-                    });
-                    r.task.take()
-                })
-                .collect()
+                .filter_map(|r| Some((r.task.take()?, r.work.clone()?)))
+                .unzip()
         };
-        let _ = tokio::time::timeout(grace, futures::future::join_all(tasks)).await;
-        self.lock().running.len()
+        let mut all = futures::future::join_all(tasks);
+        if tokio::time::timeout(grace, &mut all).await.is_ok() {
+            return 0;
+        }
+        // Dropping a command's future drops its lease keepers, which free
+        // its leases; the task around it records the outcome.
+        for work in &works {
+            work.abort();
+        }
+        let left = works.len();
+        all.await;
+        left
     }
 }
 
@@ -253,11 +263,19 @@ impl Reservation {
             .take()
             .unwrap_or_else(|| watch::channel(Stop::Run).1);
         let inner_task = tokio::spawn(work(cancel));
+        let work = inner_task.abort_handle();
         let commands = self.commands.clone();
         let id = self.id.clone();
         let task = tokio::spawn(async move {
             let outcome = match inner_task.await {
                 Ok(outcome) => outcome,
+                Err(e) if e.is_cancelled() => {
+                    tracing::info!(command = %id,
+                        "handed over at shutdown: it stays `running` for another primary (or this one's restart) to resume");
+                    Outcome::Error(
+                        "this primary shut down; the command stays running and is resumed by another primary or at restart".into(),
+                    )
+                }
                 Err(e) => {
                     tracing::error!(command = %id, error = %e, "command task failed");
                     Outcome::Error(format!("internal error: the command's task failed: {e}"))
@@ -268,6 +286,7 @@ impl Reservation {
         let mut inner = self.commands.lock();
         if let Some(running) = inner.running.get_mut(&self.id) {
             running.task = Some(task);
+            running.work = Some(work);
         }
     }
 }
@@ -453,17 +472,44 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn shutdown_cancels_and_refuses() {
+    async fn shutdown_lets_commands_finish_within_the_grace_and_refuses_new_ones() {
         let commands = Commands::default();
         let r = commands.reserve("s").unwrap();
-        r.launch(|mut cancel| async move {
-            let _ = cancel.wait_for(|c| *c == Stop::Graceful).await;
-            Outcome::Error("canceled".into())
+        let id = r.id.clone();
+        r.launch(|_| async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Outcome::Error("finished".into())
         });
         assert_eq!(commands.shutdown(Duration::from_secs(5)).await, 0);
+        assert!(
+            matches!(commands.outcome(&id), Some(Outcome::Error(m)) if m == "finished"),
+            "not canceled: it finished"
+        );
         assert!(matches!(
             commands.reserve("t"),
             Err(ServiceError::ShuttingDown)
         ));
+    }
+
+    #[tokio::test]
+    async fn shutdown_hands_over_what_outlasts_the_grace() {
+        let commands = Commands::default();
+        let r = commands.reserve("s").unwrap();
+        let id = r.id.clone();
+        let (dropped, gone) = tokio::sync::oneshot::channel::<()>();
+        r.launch(|_| async move {
+            // Dropped with the future, as a command's lease keepers are.
+            let _dropped = dropped;
+            std::future::pending::<()>().await;
+            Outcome::Error("never".into())
+        });
+        assert_eq!(commands.shutdown(Duration::from_millis(50)).await, 1);
+        assert!(gone.await.is_err(), "the command's work was dropped");
+        assert!(
+            matches!(commands.outcome(&id), Some(Outcome::Error(m)) if m.contains("resumed by another primary")),
+            "{:?}",
+            commands.outcome(&id)
+        );
+        assert!(commands.running_for("s").is_none());
     }
 }

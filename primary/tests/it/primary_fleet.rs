@@ -1,11 +1,10 @@
-//! Issue 45, item 3: a target's rate limit holds across primaries. Two
-//! `orrery primary` processes on one PostgreSQL store apply two stacks to
-//! one target at once; every create arrives at one provider (the
-//! testbed's cloud things in one store file), and the arrivals stay within
-//! burst + rate·t, plus one share period's lag when the second joins.
-//! Without sharing each primary takes the whole rate and the arrivals run
-//! at twice it. Skipped without `ORRERY_TEST_DATABASE_URL`
-//! (scripts/with-postgres.sh sets it).
+//! Several `orrery primary` processes on one PostgreSQL store (issue 45):
+//! a target's rate limit holds across them, scheduled jobs run once per
+//! fleet, and a primary that shuts down hands its commands to another.
+//! Every create arrives at one provider (the testbed's cloud things in one
+//! store file), so what the fleet did is counted in the plugin's world.
+//! Skipped without `ORRERY_TEST_DATABASE_URL` (scripts/with-postgres.sh
+//! sets it).
 
 use std::time::Duration;
 
@@ -37,6 +36,10 @@ fn succeeded(command: &Value) -> usize {
     })
 }
 
+/// Item 3: two primaries apply two stacks to one target at once; the
+/// arrivals stay within burst + rate·t, plus one share period's lag when
+/// the second joins. Without sharing each primary takes the whole rate and
+/// the arrivals run at twice it.
 #[test]
 fn two_primaries_applying_to_one_target_share_its_rate_limit() {
     let Some(db) = common::postgres::fresh_database("rates") else {
@@ -176,4 +179,73 @@ fn a_scheduled_discovery_runs_on_one_primary_of_the_fleet_and_moves_when_it_stop
     })
     .unwrap_or_else(|n| wait.fail(format_args!("{n} runs")));
     eprintln!("before the stop: {on_a} discoveries on a, {on_b} on b");
+}
+
+/// Item 5: a primary shut down (SIGTERM) in the middle of a command does
+/// not cancel it: after its grace it hands the command over (its records
+/// stay `running`, its leases freed), another primary on the store resumes
+/// it, and it completes with each thing created once.
+#[test]
+fn a_primary_shut_down_mid_command_hands_it_to_another_and_nothing_fails() {
+    let Some(db) = common::postgres::fresh_database("drain") else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return;
+    };
+    let primary = || {
+        Server::start_with(common::server::ServerOptions {
+            args: vec![
+                "--database-url".into(),
+                db.clone(),
+                "--shutdown-grace".into(),
+                "1".into(),
+                "--lease-ttl".into(),
+                "2s".into(),
+                "--concurrency".into(),
+                "4".into(),
+            ],
+            ..Default::default()
+        })
+    };
+    let (mut a, b) = (primary(), primary());
+    let scratch = Scratch::new();
+    let world = scratch.path().join("cloud.sqlite");
+    let doc = document("drain", &world).replace("create_ms: 0", "create_ms: 400");
+    let (status, accepted) = a.post("/v1/stacks/apply", &json!({ "document": doc }));
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["command_id"].as_str().unwrap().to_owned();
+    let wait = Wait::new("the command under way", Duration::from_secs(60));
+    wait.poll(|| {
+        let (_, c) = a.get(&format!("/v1/commands/{id}"));
+        if succeeded(&c) >= 8 {
+            Ok(())
+        } else {
+            Err(c)
+        }
+    })
+    .unwrap_or_else(|c| wait.fail(c));
+
+    let pid = a.child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let wait = Wait::new("the first primary's exit", Duration::from_secs(30));
+    let exit = wait
+        .poll(|| a.child.try_wait().unwrap().ok_or(()))
+        .unwrap_or_else(|()| wait.fail("still running"));
+    assert!(exit.success(), "{exit}\n{}", a.log());
+    assert!(a.log().contains("handed over at shutdown"), "{}", a.log());
+
+    let command = b.wait_command(&id);
+    assert_eq!(command["status"], "completed", "{command}\n{}", b.log());
+    assert_eq!(succeeded(&command), THINGS, "{command}");
+    let census = orrery_plugin_testbed::store::census(&world).unwrap();
+    assert_eq!(
+        (census.rows.len(), census.duplicates()),
+        (THINGS, 0),
+        "{census:?}"
+    );
 }
