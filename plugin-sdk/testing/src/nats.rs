@@ -11,7 +11,30 @@ pub struct NatsServer {
     /// `nats://127.0.0.1:<port>`.
     pub url: String,
     child: Child,
-    _dir: tempfile::TempDir,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+/// A nats-server on `port` keeping its storage in `dir`.
+fn spawn(port: u16, dir: &std::path::Path) -> Child {
+    let binary = nats_server_binary();
+    Command::new(&binary)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+}
+
+/// Waits (bounded) until a server at `url` accepts connections.
+async fn accepting(url: &str) {
+    crate::wait::wait_until_async(
+        "nats-server accepting connections",
+        Duration::from_secs(10),
+        move || async move { async_nats::connect(url).await.is_ok() },
+    )
+    .await;
 }
 
 impl NatsServer {
@@ -22,35 +45,35 @@ impl NatsServer {
     ///
     /// When it cannot start or does not accept connections within 10 s.
     pub async fn start() -> NatsServer {
-        let binary = nats_server_binary();
         let dir = tempfile::tempdir().unwrap();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(&binary)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let url = format!("nats://127.0.0.1:{port}");
         let server = NatsServer {
-            url,
-            child,
-            _dir: dir,
+            url: format!("nats://127.0.0.1:{port}"),
+            child: spawn(port, dir.path()),
+            port,
+            dir,
         };
-        // Wait for the condition (a successful connection), bounded.
-        let url = &server.url;
-        crate::wait::wait_until_async(
-            "nats-server accepting connections",
-            Duration::from_secs(10),
-            move || async move { async_nats::connect(url).await.is_ok() },
-        )
-        .await;
+        accepting(&server.url).await;
         server
+    }
+
+    /// Kills it (SIGKILL), leaves it down for `down`, and starts it again
+    /// on the same port and storage: a NATS restart as its clients see it.
+    ///
+    /// # Panics
+    ///
+    /// When it does not accept connections again within 10 s.
+    pub async fn restart(&mut self, down: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The fault's own length, not a wait for a condition.
+        tokio::time::sleep(down).await;
+        self.child = spawn(self.port, self.dir.path());
+        accepting(&self.url).await;
     }
 
     /// A client of it.

@@ -25,6 +25,7 @@ mod http_api;
 mod invalid_stacks;
 mod message_sizes;
 mod multi_site_example;
+mod nats_restart;
 mod observability;
 mod paced;
 mod paged_listing;

@@ -1050,6 +1050,9 @@ fn a_flapping_state_store_leaves_the_command_resumable_and_it_goes_on() {
             url,
             "--lease-ttl".into(),
             "300s".into(),
+            // Creates a few at a time: the flap lands mid-command.
+            "--concurrency".into(),
+            "4".into(),
         ],
         ..Default::default()
     });

@@ -4,7 +4,8 @@
 //! group takes it. No responders, timeouts and lost satellites come back as
 //! failures with a code (`NoSatellite`, `DeadlineExceeded`), never as hangs.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use orrery_plugin_sdk::client::{deadline_ms, decode_answer};
 use orrery_plugin_sdk::telemetry;
@@ -115,12 +116,78 @@ pub fn message_limit(client: &async_nats::Client) -> usize {
 #[derive(Clone)]
 pub struct NatsBus {
     client: async_nats::Client,
+    /// Counts the connection's drops (see [`watch_drops`]).
+    drops: tokio::sync::watch::Receiver<u64>,
+    /// When the connection last dropped or came back.
+    back_at: Arc<Mutex<Option<Instant>>>,
+}
+
+/// How often the connection's state is looked at.
+const DROP_CHECK: Duration = Duration::from_millis(50);
+
+/// For this long after the connection comes back, a request nobody
+/// answers is not proof that no satellite serves the target: satellites
+/// reconnect too, a moment later. It fails as retryable instead.
+pub const RECONNECT_SETTLE: Duration = Duration::from_secs(10);
+
+/// A counter of `client`'s connection drops, bumped within [`DROP_CHECK`]
+/// of each, and the instant it last dropped or came back. A request in flight when
+/// the connection drops fails at once: its answer would come back to a
+/// subscription the server forgot, so waiting out its timeout (a minute)
+/// only stalls the command. Outside a runtime nothing watches, and
+/// requests wait for their timeout.
+fn watch_drops(
+    client: &async_nats::Client,
+) -> (
+    tokio::sync::watch::Receiver<u64>,
+    Arc<Mutex<Option<Instant>>>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(0u64);
+    let back_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let client = client.clone();
+        let back = back_at.clone();
+        runtime.spawn(async move {
+            let connected = async_nats::connection::State::Connected;
+            let mut was_up = client.connection_state() == connected;
+            // Ends with the last bus over this watch.
+            while !tx.is_closed() {
+                tokio::time::sleep(DROP_CHECK).await;
+                let up = client.connection_state() == connected;
+                if was_up != up {
+                    // Down or back: either starts the settling time (an
+                    // answer may beat this watch to the reconnect).
+                    *back.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                }
+                if was_up && !up {
+                    tx.send_modify(|n| *n += 1);
+                }
+                was_up = up;
+            }
+        });
+    }
+    (rx, back_at)
 }
 
 impl NatsBus {
     /// A bus over a connected client.
     pub fn new(client: async_nats::Client) -> Self {
-        NatsBus { client }
+        let (drops, back_at) = watch_drops(&client);
+        NatsBus {
+            client,
+            drops,
+            back_at,
+        }
+    }
+
+    /// Whether the connection dropped or came back within
+    /// [`RECONNECT_SETTLE`], or is down now.
+    fn settling(&self) -> bool {
+        if self.client.connection_state() != async_nats::connection::State::Connected {
+            return true;
+        }
+        let back = *self.back_at.lock().unwrap_or_else(|p| p.into_inner());
+        back.is_some_and(|at| at.elapsed() < RECONNECT_SETTLE)
     }
 
     /// Sends `request` to plugin `plugin` for its target and waits at most
@@ -197,15 +264,27 @@ impl NatsBus {
             }
             request = request.headers(headers);
         }
-        match self
-            .client
-            .send_request(subject, request)
-            .instrument(span)
-            .await
-        {
+        let mut drops = self.drops.clone();
+        drops.mark_unchanged();
+        let answered = tokio::select! {
+            answered = self.client.send_request(subject, request).instrument(span) => answered,
+            Ok(()) = drops.changed() => {
+                return Err(BusError::Transport(format!(
+                    "the connection to NATS dropped while plugin `{plugin}` on target `{target}` \
+                     worked on the request (its outcome is unknown)"
+                )))
+            }
+        };
+        match answered {
             Ok(message) => Envelope::decode(&message.payload)
                 .map_err(|e| BusError::Transport(format!("undecodable answer: {e}"))),
             Err(e) => Err(match e.kind() {
+                async_nats::RequestErrorKind::NoResponders if self.settling() => {
+                    BusError::Transport(format!(
+                        "no satellite answered plugin `{plugin}` for target `{target}` yet: \
+                         the connection to NATS came back moments ago, and satellites reconnect too"
+                    ))
+                }
                 async_nats::RequestErrorKind::NoResponders => BusError::NoSatellite {
                     plugin: plugin.to_owned(),
                     target: target.to_owned(),
