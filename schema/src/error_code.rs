@@ -45,7 +45,7 @@ open_enum! {
         DependencyFailure = "DependencyFailure",
         /// The plugin process exited or stopped answering while the request was in flight.
         PluginUnavailable = "PluginUnavailable",
-        /// The plugin is crash-looping and is not being sent work until it recovers.
+        /// The plugin is crash-looping (or has not completed a handshake yet, or the request's target keeps crashing it) and is not being sent work until it recovers.
         PluginUnhealthy = "PluginUnhealthy",
         /// The request's deadline passed before an answer arrived.
         DeadlineExceeded = "DeadlineExceeded",
