@@ -917,6 +917,62 @@ fn two_clis_applying_one_stack_at_once_run_it_once() {
     assert!(again.stdout.contains("No changes"), "{again:?}");
 }
 
+/// Issue 45, item 0, the third pair: a CLI and a primary on one SQLite
+/// data directory apply one stack at the same instant: one runs it, the
+/// other is refused naming the stack's holder (the CLI on stderr, the
+/// primary with 409), and the stack is applied once.
+#[test]
+fn a_cli_and_a_primary_applying_one_stack_at_once_run_it_once() {
+    let scratch = Scratch::new();
+    let doc = common::slow_chain("both", 6, 300);
+    let file = scratch.write("stack.yaml", &doc);
+    let server = common::server::Server::start_with(common::server::ServerOptions {
+        data_dir: Some(scratch.state()),
+        ..Default::default()
+    });
+    let body = serde_json::json!({ "document": doc });
+    let barrier = std::sync::Barrier::new(2);
+    let (cli, (status, answer)) = std::thread::scope(|s| {
+        let cli = s.spawn(|| {
+            let mut command = scratch.command(&["apply", file.to_str().unwrap(), "--yes"]);
+            command
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            barrier.wait();
+            Run::from(command.spawn().unwrap().wait_with_output().unwrap())
+        });
+        let posted = s.spawn(|| {
+            barrier.wait();
+            server.post("/v1/stacks/apply", &body)
+        });
+        (cli.join().unwrap(), posted.join().unwrap())
+    });
+    let held = "stack `both` is held by another command";
+    match status {
+        202 => {
+            assert_ne!(cli.code, 0, "both ran: {cli:?}");
+            assert!(cli.stderr.contains(held), "{cli:?}");
+            let id = answer["command_id"].as_str().unwrap();
+            assert_eq!(server.wait_command(id)["status"], "completed");
+        }
+        409 => {
+            assert_eq!(cli.code, 0, "{cli:?}");
+            assert!(
+                answer["error"].as_str().unwrap_or_default().contains(held),
+                "{answer}"
+            );
+        }
+        other => panic!("{other}: {answer}"),
+    }
+    let (_, commands) = server.get("/v1/commands?stack=both");
+    assert_eq!(
+        commands["commands"].as_array().map_or(0, Vec::len),
+        1,
+        "one command of the stack: {commands}"
+    );
+    assert_eq!(inventory_labels(&scratch, "both").len(), 6);
+}
+
 /// Two primaries sharing one store get the same apply at the same
 /// instant: one answers 202 and runs it, the other 409 naming the stack's
 /// holder; the stack is applied once.
