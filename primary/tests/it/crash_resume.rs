@@ -67,6 +67,30 @@ async fn satellites(client: &async_nats::Client) -> usize {
     ids.len()
 }
 
+/// One satellite per target, both answering `$SRV.PING`, and a client.
+async fn two_satellites(server: &nats::NatsServer) -> (Killed, Killed, async_nats::Client) {
+    let a = satellite(&server.url, "sat-a", TARGETS[0]);
+    let b = satellite(&server.url, "sat-b", TARGETS[1]);
+    let client = server.client().await;
+    orrery_testing::wait_for_async(
+        "2 satellites answering $SRV.PING",
+        Duration::from_secs(20),
+        || {
+            let client = &client;
+            async move {
+                let n = satellites(client).await;
+                if n >= 2 {
+                    Ok(())
+                } else {
+                    Err(format!("{n} answered"))
+                }
+            }
+        },
+    )
+    .await;
+    (a, b, client)
+}
+
 /// The stack document: `n` things named `{prefix}-thing-{i}` spread over the
 /// two targets.
 fn document(prefix: &str, n: usize) -> String {
@@ -281,25 +305,7 @@ async fn resume_and_check(
 async fn killing_the_primary_at_five_points_loses_and_duplicates_nothing() {
     let started = Instant::now();
     let server = nats::NatsServer::start().await;
-    let _a = satellite(&server.url, "sat-a", TARGETS[0]);
-    let _b = satellite(&server.url, "sat-b", TARGETS[1]);
-    let client = server.client().await;
-    orrery_testing::wait_for_async(
-        "2 satellites answering $SRV.PING",
-        Duration::from_secs(20),
-        || {
-            let client = &client;
-            async move {
-                let n = satellites(client).await;
-                if n >= 2 {
-                    Ok(())
-                } else {
-                    Err(format!("{n} answered"))
-                }
-            }
-        },
-    )
-    .await;
+    let (_a, _b, client) = two_satellites(&server).await;
     let bus = NatsBus::new(client.clone());
 
     // The uninterrupted result: the full stack, then the smaller one.
@@ -419,25 +425,7 @@ fn cloud_document(store: &Path, n: usize) -> String {
 async fn killing_the_primary_during_slow_cloud_creates_makes_no_duplicate() {
     let started = Instant::now();
     let server = nats::NatsServer::start().await;
-    let _a = satellite(&server.url, "sat-a", TARGETS[0]);
-    let _b = satellite(&server.url, "sat-b", TARGETS[1]);
-    let client = server.client().await;
-    orrery_testing::wait_for_async(
-        "2 satellites answering $SRV.PING",
-        Duration::from_secs(20),
-        || {
-            let client = &client;
-            async move {
-                let n = satellites(client).await;
-                if n >= 2 {
-                    Ok(())
-                } else {
-                    Err(format!("{n} answered"))
-                }
-            }
-        },
-    )
-    .await;
+    let (_a, _b, _client) = two_satellites(&server).await;
 
     let env = Env::new(&server.url, "cloud");
     let store = env.scratch.path().join("cloud.sqlite");

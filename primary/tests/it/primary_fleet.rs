@@ -30,6 +30,27 @@ fn document(stack: &str, world: &std::path::Path) -> String {
     doc
 }
 
+/// Two primaries on a fresh PostgreSQL database, each started with
+/// `args` besides `--database-url`; `None` (the test is skipped) without
+/// `ORRERY_TEST_DATABASE_URL`.
+fn two_primaries(prefix: &str, args: &[&str]) -> Option<(Server, Server)> {
+    let Some(db) = common::postgres::fresh_database(prefix) else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return None;
+    };
+    let primary = || {
+        let mut all = vec!["--database-url".to_owned(), db.clone()];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        Server::start_with(common::server::ServerOptions {
+            args: all,
+            ..Default::default()
+        })
+    };
+    Some((primary(), primary()))
+}
+
 fn succeeded(command: &Value) -> usize {
     command["operations"].as_array().map_or(0, |ops| {
         ops.iter().filter(|o| o["status"] == "succeeded").count()
@@ -42,24 +63,10 @@ fn succeeded(command: &Value) -> usize {
 /// the arrivals run at twice it.
 #[test]
 fn two_primaries_applying_to_one_target_share_its_rate_limit() {
-    let Some(db) = common::postgres::fresh_database("rates") else {
-        eprintln!(
-            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
-        );
+    let limit = format!("Testbed/lab={RATE}:{BURST}");
+    let Some((a, b)) = two_primaries("rates", &["--rate-limit", &limit]) else {
         return;
     };
-    let primary = || {
-        Server::start_with(common::server::ServerOptions {
-            args: vec![
-                "--database-url".into(),
-                db.clone(),
-                "--rate-limit".into(),
-                format!("Testbed/lab={RATE}:{BURST}"),
-            ],
-            ..Default::default()
-        })
-    };
-    let (a, b) = (primary(), primary());
     let scratch = Scratch::new();
     let world = scratch.path().join("cloud.sqlite");
 
@@ -124,24 +131,9 @@ fn two_primaries_applying_to_one_target_share_its_rate_limit() {
 /// second, one runs every discovery; when it stops, the other takes over.
 #[test]
 fn a_scheduled_discovery_runs_on_one_primary_of_the_fleet_and_moves_when_it_stops() {
-    let Some(db) = common::postgres::fresh_database("jobs") else {
-        eprintln!(
-            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
-        );
+    let Some((mut a, mut b)) = two_primaries("jobs", &["--discover-every", "1s"]) else {
         return;
     };
-    let primary = || {
-        Server::start_with(common::server::ServerOptions {
-            args: vec![
-                "--database-url".into(),
-                db.clone(),
-                "--discover-every".into(),
-                "1s".into(),
-            ],
-            ..Default::default()
-        })
-    };
-    let (mut a, mut b) = (primary(), primary());
     // A recorded target gives discovery something to do.
     let (status, accepted) = a.post(
         "/v1/stacks/apply",
@@ -187,28 +179,17 @@ fn a_scheduled_discovery_runs_on_one_primary_of_the_fleet_and_moves_when_it_stop
 /// it, and it completes with each thing created once.
 #[test]
 fn a_primary_shut_down_mid_command_hands_it_to_another_and_nothing_fails() {
-    let Some(db) = common::postgres::fresh_database("drain") else {
-        eprintln!(
-            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
-        );
+    let args = [
+        "--shutdown-grace",
+        "1",
+        "--lease-ttl",
+        "2s",
+        "--concurrency",
+        "4",
+    ];
+    let Some((mut a, b)) = two_primaries("drain", &args) else {
         return;
     };
-    let primary = || {
-        Server::start_with(common::server::ServerOptions {
-            args: vec![
-                "--database-url".into(),
-                db.clone(),
-                "--shutdown-grace".into(),
-                "1".into(),
-                "--lease-ttl".into(),
-                "2s".into(),
-                "--concurrency".into(),
-                "4".into(),
-            ],
-            ..Default::default()
-        })
-    };
-    let (mut a, b) = (primary(), primary());
     let scratch = Scratch::new();
     let world = scratch.path().join("cloud.sqlite");
     let doc = document("drain", &world).replace("create_ms: 0", "create_ms: 400");

@@ -79,12 +79,6 @@ impl SharedRateLimiter {
     pub fn set_sharers(&self, counts: HashMap<String, u32>) {
         self.lock().sharers = counts;
     }
-
-    /// The share of `limit` this process has of `bucket` now.
-    pub fn share_of(&self, bucket: &str, limit: BucketLimit) -> BucketLimit {
-        let n = self.lock().sharers.get(bucket).copied().unwrap_or(1);
-        limit.share(n)
-    }
 }
 
 impl RateLimiter for SharedRateLimiter {
@@ -155,9 +149,13 @@ mod tests {
             }
         }
         assert!((15..=20).contains(&taken), "{taken}");
-        // B alone again: its share comes back whole.
+        // B alone again: its share comes back whole, the whole burst.
         b.set_sharers(HashMap::new());
-        assert_eq!(b.share_of("Testbed/t", LIMIT), LIMIT);
+        let later = t0 + Duration::from_secs(10);
+        for _ in 0..4 {
+            assert_eq!(b.try_take("Testbed/t", LIMIT, later, 1), Ok(()));
+        }
+        assert!(b.try_take("Testbed/t", LIMIT, later, 1).is_err());
     }
 
     #[test]
