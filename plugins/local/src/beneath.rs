@@ -6,7 +6,11 @@
 //! directory (`..` above it, an absolute symlink, a symlink climbing out,
 //! `/proc` magic links), and checks that during the lookup itself, so a
 //! directory swapped for a symlink between a check and a use cannot lead
-//! anywhere else. Symlinks that stay beneath are followed. The entry itself
+//! anywhere else. With `RESOLVE_NO_SYMLINKS` no symlink is followed at all
+//! (`ELOOP`), even one that stays beneath: otherwise a link `up -> .` would
+//! give `up/index.html` and `index.html` to one file, and a stack could
+//! reach an entry another stack manages under a name of its own. An id
+//! names an entry by its real directories, so each entry has one id. The entry itself
 //! is then created, inspected, changed or removed relative to the handle of
 //! the directory holding it (`mkdirat`, `unlinkat`, ...), by a [`Name`]
 //! that cannot hold `/`, and never followed when it is a symlink.
@@ -30,7 +34,9 @@ use crate::error::FsError;
 use crate::id::Name;
 
 /// How every lookup is confined.
-const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
+    .union(ResolveFlags::NO_MAGICLINKS)
+    .union(ResolveFlags::NO_SYMLINKS);
 
 /// How often a lookup is retried when the kernel reports a concurrent
 /// rename somewhere on the system (`EAGAIN`) while it resolved `..`.
@@ -59,8 +65,8 @@ impl Dir {
         }
     }
 
-    /// Opens the directory at `path` beneath this one, following symlinks
-    /// only while they stay beneath it.
+    /// Opens the directory at `path` beneath this one, following no
+    /// symlink.
     pub fn open_dir(&self, path: &str) -> Result<Dir, Errno> {
         let flags = OFlags::PATH | OFlags::DIRECTORY;
         self.open_beneath(path, flags, Mode::empty()).map(Dir)

@@ -90,10 +90,15 @@ impl FsError {
 
     /// The failure to open `parent`, the directory that holds `id`.
     pub fn parent(id: &str, parent: &str, errno: Errno, code: ErrorCode) -> FsError {
-        let why = match errno {
-            Errno::NOENT => "does not exist",
-            Errno::NOTDIR => "is not a directory",
-            Errno::LOOP => "goes through too many symlinks",
+        let (why, code) = match errno {
+            Errno::NOENT => ("does not exist", code),
+            Errno::NOTDIR => ("is not a directory", code),
+            // A path through a link is a second name for an entry: never
+            // valid, whatever the request (`beneath.rs`).
+            Errno::LOOP => (
+                "is or goes through a symlink: a path names an entry through its real directories, never a link",
+                ErrorCode::InvalidRequest,
+            ),
             _ => return FsError::at(parent, errno),
         };
         FsError::Parent {
