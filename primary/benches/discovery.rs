@@ -95,6 +95,7 @@ fn target(name: &str) -> Target {
     Target {
         name: name.into(),
         config: PropertyMap::new(),
+        ..Default::default()
     }
 }
 

@@ -199,6 +199,10 @@ struct Settings {
     /// the config file), added to each request on this host.
     #[serde(default)]
     target_config: std::collections::BTreeMap<String, orrery_schema::PropertyMap>,
+    /// Which stacks may use a target, and which of its fields stay open
+    /// while it holds a credential (`[target_access.NAME]`).
+    #[serde(default)]
+    target_access: std::collections::BTreeMap<String, orrery_satellite::held_targets::Access>,
     secrets_dir: Option<PathBuf>,
     #[serde(default)]
     secret_env: Vec<String>,
@@ -244,7 +248,14 @@ fn held_targets(settings: &Settings) -> std::sync::Arc<HeldTargets> {
         }
         let fields: Vec<&str> = config.keys().map(String::as_str).collect();
         tracing::info!(%target, ?fields, "holding target configuration");
+        if !settings.target_access.contains_key(target) {
+            tracing::warn!(%target, "configuration held for a target every stack may use: name the stacks in [target_access.{target}] stacks = [...]");
+        }
         held = held.hold(target.clone(), config.clone());
+    }
+    for (target, access) in &settings.target_access {
+        tracing::info!(%target, stacks = ?access.stacks, open_fields = ?access.open_fields, "target restricted to stacks");
+        held = held.restrict(target.clone(), access.clone());
     }
     std::sync::Arc::new(held)
 }

@@ -104,6 +104,7 @@ fn create_request() -> CreateRequest {
         target: Target {
             name: "local".into(),
             config,
+            ..Default::default()
         },
         properties,
     }

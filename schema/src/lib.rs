@@ -49,8 +49,9 @@ pub use error_code::ErrorCode;
 pub use frame::{encode_frame, FrameDecoder, FrameError, FRAME_HEADER_BYTES, MAX_FRAME_BYTES};
 pub use progress::{Operation, OperationStatus, ProgressEvent};
 pub use request::{
-    Cancel, CreateRequest, DeleteRequest, ListRequest, ListResult, ListedResource, ProtocolError,
-    ReadRequest, Request, RequestError, StatusRequest, Target, UpdateRequest,
+    secret_looking_key, Cancel, CreateRequest, DeleteRequest, ListRequest, ListResult,
+    ListedResource, ProtocolError, ReadRequest, Request, RequestError, StatusRequest, Target,
+    UpdateRequest,
 };
 pub use resource_schema::{
     ConcurrencyKey, EdgeKind, FieldHint, FieldSchema, FieldType, ParentScope, ResourceSchema,

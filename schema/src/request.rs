@@ -18,6 +18,40 @@ pub struct Target {
     pub name: String,
     /// The plugin-specific configuration of the target.
     pub config: PropertyMap,
+    /// The stack the operation is made for, when it is made for one. A
+    /// satellite whose operator holds the target's configuration refuses a
+    /// request whose stack that operator did not allow on the target; a
+    /// request without it is refused there too. Absent on the wire when
+    /// `None`, so older peers see the same bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+}
+
+/// Parts of a configuration key name that mark its value as possibly
+/// secret (compared in lower case). Plugins declare their secret target
+/// fields; the name still counts for nested keys, for plugins that declare
+/// nothing, and as a second line of defence.
+const SECRET_KEY_PARTS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "token",
+    "credential",
+    "key",
+    "private",
+    "auth",
+    "cookie",
+    "session",
+    "signature",
+    "cert",
+];
+
+/// Whether a configuration key's name says its value may be a secret.
+pub fn secret_looking_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    SECRET_KEY_PARTS.iter().any(|s| k.contains(s))
 }
 
 /// Create a resource.

@@ -41,6 +41,7 @@ impl PluginEnv {
             target: Target {
                 name: "test".into(),
                 config,
+                ..Default::default()
             },
         }
     }

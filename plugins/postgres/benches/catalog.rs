@@ -130,6 +130,7 @@ async fn discovery(pg: &Server, roles: usize) {
     let target = Target {
         name: "bench".into(),
         config: pg.config(),
+        ..Default::default()
     };
     let start = Instant::now();
     let (mut token, mut listed, mut pages) = (None, 0, 0);

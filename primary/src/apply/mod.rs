@@ -498,12 +498,19 @@ impl Executor {
                         request_id: request_ids[task].clone(),
                         operation: operation_of(&op.kind),
                         resource_type: op.resource_type.clone(),
-                        target: self.target(stack, &recorded, op),
+                        target: self.target(stack_name, stack, &recorded, op),
                         native_id,
                         context,
                     })
                 } else {
-                    match self.request(stack, &recorded, op, &request_ids[task], &outputs) {
+                    match self.request(
+                        stack_name,
+                        stack,
+                        &recorded,
+                        op,
+                        &request_ids[task],
+                        &outputs,
+                    ) {
                         Ok(r) => r,
                         Err(message) => {
                             self.record(
@@ -791,6 +798,7 @@ impl Executor {
     /// the configuration `recorded` for it.
     fn target(
         &self,
+        stack_name: &str,
         stack: Option<(&Stack, &Graph)>,
         recorded: &HashMap<String, PropertyMap>,
         op: &Op,
@@ -803,6 +811,7 @@ impl Executor {
         Target {
             name: op.target.clone(),
             config,
+            stack: Some(stack_name.to_owned()),
         }
     }
 
@@ -813,13 +822,14 @@ impl Executor {
     /// The request of an operation, references resolved from `outputs`.
     fn request(
         &self,
+        stack_name: &str,
         stack: Option<(&Stack, &Graph)>,
         recorded: &HashMap<String, PropertyMap>,
         op: &Op,
         request_id: &str,
         outputs: &HashMap<String, PropertyMap>,
     ) -> Result<Request, String> {
-        let target = self.target(stack, recorded, op);
+        let target = self.target(stack_name, stack, recorded, op);
         let desired = || -> Result<PropertyMap, String> {
             let (stack, _) = stack.ok_or("no stack for a create or update")?;
             let decl = op

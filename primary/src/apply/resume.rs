@@ -496,7 +496,9 @@ impl Executor {
         }
 
         // Poll what was in progress.
-        let results = self.settle_all(&command_id, polls, &targets).await;
+        let results = self
+            .settle_all(&stack.name, &command_id, polls, &targets)
+            .await;
         for result in results {
             let (op, record, answer) = result?;
             let mut progress = record
@@ -536,7 +538,14 @@ impl Executor {
             .into_iter()
             .map(|(op, record)| {
                 let lookup = self
-                    .request(ctx, &configs, &op, &record.request_id, &outputs)
+                    .request(
+                        &stack.name,
+                        ctx,
+                        &configs,
+                        &op,
+                        &record.request_id,
+                        &outputs,
+                    )
                     .ok()
                     .and_then(|r| match r {
                         Request::Create(c) => Some(Lookup {
@@ -551,7 +560,9 @@ impl Executor {
                 Pending::Find { op, record, lookup }
             })
             .collect();
-        let results = self.settle_all(&command_id, finds, &targets).await;
+        let results = self
+            .settle_all(&stack.name, &command_id, finds, &targets)
+            .await;
         // A lost attempt whose deadline has not passed may still land after
         // the listing: not found is then not "never landed".
         let now_ms = self.store.now_ms()?;
@@ -637,6 +648,7 @@ impl Executor {
     /// command's concurrency allows.
     async fn settle_all(
         &self,
+        stack: &str,
         command_id: &str,
         pending: Vec<Pending>,
         targets: &HashMap<String, TargetDecl>,
@@ -647,7 +659,7 @@ impl Executor {
         stream::iter(
             pending
                 .into_iter()
-                .map(|p| self.settle(command_id, p, targets, pacer, jitter)),
+                .map(|p| self.settle(stack, command_id, p, targets, pacer, jitter)),
         )
         .buffer_unordered(self.options.max_concurrency.max(1))
         .collect()
@@ -656,6 +668,7 @@ impl Executor {
 
     async fn settle(
         &self,
+        stack: &str,
         command_id: &str,
         pending: Pending,
         targets: &HashMap<String, TargetDecl>,
@@ -689,6 +702,7 @@ impl Executor {
                         .get(&op.target)
                         .map(|t| t.config.clone())
                         .unwrap_or_default(),
+                    stack: Some(stack.to_owned()),
                 };
                 loop {
                     let request = Request::Status(StatusRequest {

@@ -282,6 +282,9 @@ pub async fn discover(
             wire_target: Target {
                 name: target.decl.name.clone(),
                 config: target.decl.config.clone(),
+                // Every stack here declares the target alike; a satellite
+                // holding it checks that one of them may use it.
+                stack: target.stacks.first().cloned(),
             },
         };
         // Types some other type is listed under: their listed resources
@@ -567,6 +570,7 @@ pub async fn sync_drift(
                 target: Target {
                     name: r.target.clone(),
                     config,
+                    stack: Some(r.stack.clone()),
                 },
                 native_id: r.native_id.clone(),
                 properties: r.properties.clone(),
@@ -846,6 +850,7 @@ pub async fn read_existing(
         target: Target {
             name: spec.target.name.clone(),
             config: spec.target.config.clone(),
+            stack: Some(spec.stack.clone()),
         },
         native_id: spec.native_id.clone(),
         properties: PropertyMap::new(),

@@ -47,6 +47,7 @@ pub mod yaml;
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use orrery_schema::secret_looking_key;
 use orrery_schema::{PropertyMap, Value};
 use serde::Deserialize;
 
@@ -455,33 +456,6 @@ fn target_config(
         }
     }
     Ok(out)
-}
-
-/// Parts of a configuration key name that mark its value as possibly
-/// secret (compared in lower case). Plugins declare their secret target
-/// fields; the name still counts for nested keys, for plugins that declare
-/// nothing, and as a second line of defence.
-const SECRET_KEY_PARTS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "pwd",
-    "secret",
-    "token",
-    "credential",
-    "key",
-    "private",
-    "auth",
-    "cookie",
-    "session",
-    "signature",
-    "cert",
-];
-
-/// Whether a configuration key's name says its value may be a secret.
-pub fn secret_looking_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    SECRET_KEY_PARTS.iter().any(|s| k.contains(s))
 }
 
 /// The line of each entry of the top-level `moved:` list, in order.

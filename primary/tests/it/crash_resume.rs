@@ -226,6 +226,7 @@ async fn things(bus: &NatsBus, prefix: &str) -> BTreeMap<String, usize> {
                 target: Target {
                     name: t.into(),
                     config: config.clone(),
+                    ..Default::default()
                 },
                 page_size: 17,
                 page_token: token.take(),

@@ -286,6 +286,7 @@ async fn discovery_pages_through_everything_within_the_rate_limit() {
     let target = Target {
         name: "t".into(),
         config: PropertyMap::new(),
+        ..Default::default()
     };
     for i in 0..250 {
         let mut properties = PropertyMap::new();

@@ -191,3 +191,110 @@ fn the_local_cli_resolves_references_at_request_time_and_records_only_the_refere
         "{said}"
     );
 }
+
+const B_MARK: &str = "team-b-index-2d9c";
+const PG_PASSWORD: &str = "held-pg-password-5e01";
+
+/// Issue 43, attack 1: team A's stack names team B's held targets. The
+/// satellite that holds them refuses every operation of a stack its
+/// operator did not allow, and never sends a held password to a host the
+/// stack chose, even for a stack it does allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_target_serves_only_its_stacks_and_its_credential_only_its_host() {
+    let server = NatsServer::start().await;
+    let scratch = common::Scratch::new();
+    let operator = scratch.path().join("operator");
+    let secrets = operator.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("pg-pass"), PG_PASSWORD).unwrap();
+    let b_root = operator.join("team-b");
+    let config = scratch.write(
+        "satellite.toml",
+        &format!(
+            "[target_config.b-site]\nroot = \"{}\"\ncreate_root = true\n\n\
+             [target_access.b-site]\nstacks = [\"team-b-*\"]\n\n\
+             [target_config.b-db]\nuser = \"svc\"\npassword = \"${{file:{}}}\"\n\n\
+             [target_access.b-db]\nstacks = [\"team-*\"]\n",
+            b_root.display(),
+            secrets.join("pg-pass").display(),
+        ),
+    );
+    // A server the attacking stack points the held credential at: it
+    // records every byte it is sent.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_port = fake.local_addr().unwrap().port();
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    {
+        let received = received.clone();
+        std::thread::spawn(move || {
+            for stream in fake.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let received = received.clone();
+                std::thread::spawn(move || {
+                    use std::io::Read;
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = stream.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        received.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+    }
+
+    let mut command = satellite_command(&server.url, "sat-b");
+    command
+        .arg("--plugin")
+        .arg(orrery_testing::binary("orrery-plugin-postgres"))
+        .arg("--config")
+        .arg(&config);
+    let _satellite = Killed(command.spawn().unwrap());
+    let client = server.client().await;
+    wait_registered(&client, 1, Duration::from_secs(20)).await;
+    let state = scratch.path().join("state");
+
+    // Team B's own stack uses its target.
+    let site = |stack: &str, content: &str| {
+        format!(
+            "stack: {stack}\ntargets:\n  - name: b-site\n    plugin: local\nresources:\n  - label: index\n    type: Local::Fs::File\n    target: b-site\n    properties: {{ path: index.html, content: \"{content}\" }}\n"
+        )
+    };
+    let file = scratch.write("b.yaml", &site("team-b-web", B_MARK));
+    let run = apply_through_nats(&file, &server.url, &state, &[]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let index = b_root.join("index.html");
+    assert_eq!(std::fs::read_to_string(&index).unwrap(), B_MARK);
+
+    // Team A's stack naming the same target is refused on the satellite:
+    // it neither overwrites B's file nor adds one.
+    let file = scratch.write("a.yaml", &site("team-a-web", "pwned"));
+    let run = apply_through_nats(&file, &server.url, &state, &[]).await;
+    assert_ne!(run.code, 0, "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("held on this host for other stacks than `team-a-web`"),
+        "the refusal names the stack: {said}"
+    );
+    assert_eq!(std::fs::read_to_string(&index).unwrap(), B_MARK);
+    assert_eq!(std::fs::read_dir(&b_root).unwrap().count(), 1);
+
+    // A stack allowed on the held database still cannot choose where the
+    // held password goes.
+    let db = format!(
+        "stack: team-a-db\ntargets:\n  - name: b-db\n    plugin: postgres\n    config: {{ host: 127.0.0.1, port: {fake_port} }}\nresources:\n  - label: boss\n    type: Postgres::Role\n    target: b-db\n    properties: {{ name: boss, superuser: true }}\n"
+    );
+    let file = scratch.write("db.yaml", &db);
+    let run = apply_through_nats(&file, &server.url, &state, &[]).await;
+    assert_ne!(run.code, 0, "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(said.contains("cannot be set by a stack"), "{said}");
+    assert!(!said.contains(PG_PASSWORD), "{said}");
+    let got = received.lock().unwrap().clone();
+    assert!(
+        got.is_empty(),
+        "the stack's server was sent {} bytes",
+        got.len()
+    );
+}

@@ -118,6 +118,7 @@ async fn resuming_polls_within_the_rate_limit() {
     let target = Target {
         name: "t".into(),
         config: parsed.targets[0].config.clone(),
+        ..Default::default()
     };
     let dir = tempfile::tempdir().unwrap();
     let store = state::open_dir(dir.path()).unwrap();
@@ -190,6 +191,7 @@ async fn discovery_lists_within_the_rate_limit() {
     let target = Target {
         name: "t".into(),
         config: PropertyMap::new(),
+        ..Default::default()
     };
     for i in 0..THINGS {
         create(
@@ -308,6 +310,7 @@ async fn two_commands_and_a_discovery_on_one_target_share_its_rate_limit() {
     let target = Target {
         name: "t".into(),
         config: PropertyMap::new(),
+        ..Default::default()
     };
     for i in 0..THINGS {
         let name = format!("listed-{i:03}");

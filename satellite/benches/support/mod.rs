@@ -165,6 +165,7 @@ pub fn request(i: usize) -> Request {
         target: Target {
             name: "bench".into(),
             config: PropertyMap::new(),
+            ..Default::default()
         },
         properties: PropertyMap::from([
             ("name".to_owned(), Value::from(format!("thing-{i}"))),

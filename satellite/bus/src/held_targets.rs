@@ -9,6 +9,14 @@
 //! name any variable and any file of this host; what came with the request
 //! (the stack author's document) only the variables and the secrets
 //! directory the operator exposes ([`RefPolicy`]).
+//!
+//! A held target belongs to the stacks its operator names ([`Access`]): a
+//! request made for another stack, or for none, is refused here, on the
+//! host that holds the credential, whatever the primary decided. And a
+//! held credential goes only where the operator pointed it: while a target
+//! holds one, the request may set no field the operator did not hold,
+//! except those the operator opened, so a stack cannot send the held
+//! password to a `host` of its choosing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -42,9 +50,25 @@ pub enum RefPolicy {
 #[derive(Clone, Default)]
 pub struct HeldTargets {
     held: BTreeMap<String, PropertyMap>,
+    access: BTreeMap<String, Access>,
     policy: RefPolicy,
     secrets_dir: Option<PathBuf>,
     env: BTreeSet<String>,
+}
+
+/// Who may use a held target, as its operator configured it
+/// (`[target_access.NAME]` in a satellite's configuration).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    /// Stack name patterns (`team-b-*`; `*` any run of characters, `?`
+    /// one) that may use the target. A request for any other stack, or
+    /// for none, is refused.
+    pub stacks: Vec<String>,
+    /// Fields a request may still set while the target holds a credential
+    /// (`dbname`): every other field not held is refused then.
+    #[serde(default)]
+    pub open_fields: Vec<String>,
 }
 
 /// Why a request's target configuration was refused.
@@ -69,6 +93,31 @@ pub enum HeldError {
         reference: String,
         /// Why.
         reason: String,
+    },
+    /// The request is for a stack the target's operator did not allow,
+    /// or for no stack.
+    #[error(
+        "target `{target}` is held on this host for other stacks than {}; its operator allows {allowed}",
+        .stack.as_deref().map(|s| format!("`{s}`")).unwrap_or_else(|| "a request that names none".into())
+    )]
+    Stack {
+        /// The target.
+        target: String,
+        /// The stack the request named, if any.
+        stack: Option<String>,
+        /// The patterns the operator allows, joined.
+        allowed: String,
+    },
+    /// The request sets a field that would decide where a held credential
+    /// goes (a host, a port, a URL) or how.
+    #[error(
+        "target `{target}`: `{field}` cannot be set by a stack, because this host holds a credential for the target and sends it only where its operator said; ask the operator to hold `{field}` or open it"
+    )]
+    Sealed {
+        /// The target.
+        target: String,
+        /// The field.
+        field: String,
     },
     /// The request body is not a request with a target.
     #[error("the request body cannot be read: {0}")]
@@ -106,6 +155,13 @@ impl HeldTargets {
         self
     }
 
+    /// Lets only the stacks `access` names use `target`, and opens its
+    /// fields as it says.
+    pub fn restrict(mut self, target: impl Into<String>, access: Access) -> Self {
+        self.access.insert(target.into(), access);
+        self
+    }
+
     /// `${file:NAME}` in a request reads `dir/NAME`.
     pub fn secrets_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.secrets_dir = Some(dir.into());
@@ -137,6 +193,7 @@ impl HeldTargets {
         let names_held = self
             .held
             .keys()
+            .chain(self.access.keys())
             .any(|t| memchr::memmem::find(&envelope.body, t.as_bytes()).is_some());
         if !is_request(&envelope.kind) || (!names_held && !mentions_ref(&envelope.body)) {
             return Ok(envelope);
@@ -151,6 +208,17 @@ impl HeldTargets {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        let stack = target.get("stack").and_then(Value::as_str);
+        let access = self.access.get(&name);
+        if let Some(access) = access {
+            if !stack.is_some_and(|s| access.stacks.iter().any(|p| glob(p, s))) {
+                return Err(HeldError::Stack {
+                    target: name,
+                    stack: stack.map(|s| s.chars().take(200).collect()),
+                    allowed: access.stacks.join(", "),
+                });
+            }
+        }
         let held = self.held.get(&name);
         if held.is_none() && !mentions_ref(&envelope.body) {
             return Ok(envelope);
@@ -176,6 +244,18 @@ impl HeldTargets {
             request.resolve(value)?;
         }
         if let Some(held) = held {
+            if held.keys().any(|k| orrery_schema::secret_looking_key(k)) {
+                let open = access.map(|a| a.open_fields.as_slice()).unwrap_or_default();
+                if let Some(field) = config
+                    .keys()
+                    .find(|f| !held.contains_key(*f) && !open.contains(f))
+                {
+                    return Err(HeldError::Sealed {
+                        target: name,
+                        field: field.chars().take(200).collect(),
+                    });
+                }
+            }
             let operator = Resolver {
                 open: true,
                 ..request
@@ -195,6 +275,11 @@ impl HeldTargets {
         envelope.body = codec::encode(&body).map_err(|e| HeldError::Body(e.to_string()))?;
         Ok(envelope)
     }
+}
+
+/// Whether `name` matches `pattern`: `*` any run of characters, `?` one.
+fn glob(pattern: &str, name: &str) -> bool {
+    wildmatch::WildMatch::new(pattern).matches(name)
 }
 
 fn is_request(kind: &MessageKind) -> bool {

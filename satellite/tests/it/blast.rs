@@ -28,6 +28,7 @@ fn create(i: usize, target: &str, config: PropertyMap) -> Request {
         target: Target {
             name: target.into(),
             config,
+            ..Default::default()
         },
         properties: PropertyMap::from([("name".to_owned(), Value::from(format!("thing-{i}")))]),
     })

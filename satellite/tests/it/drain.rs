@@ -22,6 +22,7 @@ fn slow_create(i: usize) -> Request {
         target: Target {
             name: "slow".into(),
             config: PropertyMap::from([("delay_ms".to_owned(), Value::from(500))]),
+            ..Default::default()
         },
         properties: PropertyMap::from([("name".to_owned(), Value::from(format!("thing-{i}")))]),
     })

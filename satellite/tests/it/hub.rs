@@ -53,6 +53,7 @@ fn write_file(i: usize, root: &Path) -> Request {
                 "root".to_owned(),
                 Value::from(root.display().to_string()),
             )]),
+            ..Default::default()
         },
         properties: PropertyMap::from([
             ("path".to_owned(), Value::from(format!("f{i}.txt"))),
@@ -69,6 +70,7 @@ fn slow_noop(i: usize) -> Request {
         target: Target {
             name: "slow".into(),
             config: PropertyMap::from([("delay_ms".to_owned(), Value::from(50))]),
+            ..Default::default()
         },
         properties: PropertyMap::from([("name".to_owned(), Value::from(format!("thing-{i}")))]),
     })

@@ -56,6 +56,7 @@ async fn an_older_plugin_in_another_language_is_served_normally() {
     let target = Target {
         name: "old-site".into(),
         config: PropertyMap::new(),
+        ..Default::default()
     };
     let create = Request::Create(CreateRequest {
         request_id: "legacy-1".into(),
@@ -122,6 +123,7 @@ async fn an_answer_larger_than_nats_carries_is_answered_with_message_too_large()
             "pad_read_bytes".to_owned(),
             Value::from(2 * 1024 * 1024_i64),
         )]),
+        ..Default::default()
     };
     let create = Request::Create(CreateRequest {
         request_id: "big-1".into(),

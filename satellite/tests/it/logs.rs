@@ -19,6 +19,7 @@ fn create(i: usize) -> Request {
         target: Target {
             name: "t".into(),
             config: PropertyMap::new(),
+            ..Default::default()
         },
         properties: PropertyMap::from([("name".to_owned(), Value::from(format!("thing-{i}")))]),
     })

@@ -89,6 +89,7 @@ fn noop_create(i: usize, target: &str, config: PropertyMap) -> Request {
         target: Target {
             name: target.into(),
             config,
+            ..Default::default()
         },
         properties: PropertyMap::from([("name".to_owned(), Value::from(format!("thing-{i}")))]),
     })

@@ -65,6 +65,7 @@ fn create(i: usize) -> Request {
         target: Target {
             name: "flow".into(),
             config: PropertyMap::from([("delay_ms".to_owned(), Value::from(20))]),
+            ..Default::default()
         },
         properties: PropertyMap::from([("name".to_owned(), Value::from(format!("t{i}")))]),
     })

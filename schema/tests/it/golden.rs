@@ -307,6 +307,10 @@ fn cases() -> Vec<Case> {
         // Requests.
         encoded("v1/create_request.msgpack", create_request),
         encoded("v1/create_request_empty_maps.msgpack", create_request_empty),
+        encoded(
+            "v1/create_request_target_stack.msgpack",
+            create_request_target_stack,
+        ),
         encoded("v1/read_request.msgpack", read_request),
         encoded("v1/update_request.msgpack", update_request),
         encoded("v1/delete_request.msgpack", delete_request),
@@ -367,6 +371,7 @@ fn target() -> Target {
     Target {
         name: "workstation".into(),
         config: props([("root", "/srv/orrery".into())]),
+        ..Default::default()
     }
 }
 
@@ -1188,6 +1193,18 @@ fn create_request() -> CreateRequest {
     }
 }
 
+/// A request that names its stack, for a satellite that restricts the
+/// target to some stacks.
+fn create_request_target_stack() -> CreateRequest {
+    CreateRequest {
+        target: Target {
+            stack: Some("team-b-web".into()),
+            ..target()
+        },
+        ..create_request()
+    }
+}
+
 fn create_request_empty() -> CreateRequest {
     CreateRequest {
         request_id: String::new(),
@@ -1196,6 +1213,7 @@ fn create_request_empty() -> CreateRequest {
         target: Target {
             name: String::new(),
             config: PropertyMap::new(),
+            ..Default::default()
         },
         properties: PropertyMap::new(),
     }
@@ -1481,6 +1499,7 @@ fn maximal_values() -> CreateRequest {
         target: Target {
             name: String::new(),
             config: PropertyMap::new(),
+            ..Default::default()
         },
         properties: props([
             ("null", Value::Null),

@@ -58,6 +58,7 @@ fn create_request() -> CreateRequest {
         target: Target {
             name: "local".into(),
             config: [("root".to_owned(), Value::from("/srv"))].into(),
+            ..Default::default()
         },
         properties: [("path".to_owned(), Value::from("motd"))].into(),
     }

@@ -19,6 +19,7 @@ fn target(root: &Path) -> Target {
     Target {
         name: "test".into(),
         config: PropertyMap::from([("root".into(), root)]),
+        ..Default::default()
     }
 }
 

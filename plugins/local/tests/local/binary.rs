@@ -21,6 +21,7 @@ async fn the_binary_serves_the_plugin() {
         target: Target {
             name: "bin".into(),
             config: props([("root", root.path().to_str().unwrap().into())]),
+            ..Default::default()
         },
         properties: props([("path", "hello.txt".into()), ("content", "hi".into())]),
         ..Default::default()

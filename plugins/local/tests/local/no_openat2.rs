@@ -37,6 +37,7 @@ async fn without_openat2_nothing_runs() {
         let target = Target {
             name: "kernel".into(),
             config: props([("root", root.path().to_str().unwrap().into())]),
+            ..Default::default()
         };
 
         let create = Request::Create(CreateRequest {

@@ -20,6 +20,7 @@ fn create(config: PropertyMap, name: &str) -> Request {
         target: Target {
             name: "crash".into(),
             config,
+            ..Default::default()
         },
         properties: props([("name", name.into())]),
         ..Default::default()

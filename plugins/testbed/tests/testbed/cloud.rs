@@ -25,6 +25,7 @@ fn target(store: &std::path::Path) -> Target {
             ("store", store.to_str().unwrap().into()),
             ("create_ms", CREATE_MS.into()),
         ]),
+        ..Default::default()
     }
 }
 
@@ -129,6 +130,7 @@ async fn a_cloud_thing_without_a_store_is_refused() {
         target: Target {
             name: "cloud".into(),
             config: PropertyMap::new(),
+            ..Default::default()
         },
         properties: props([("name", "x".into())]),
         ..Default::default()

@@ -20,6 +20,7 @@ fn target() -> Target {
     Target {
         name: "persistent".into(),
         config: PropertyMap::new(),
+        ..Default::default()
     }
 }
 

@@ -13,6 +13,7 @@ fn create(target: &str, config: PropertyMap) -> Envelope {
         target: Target {
             name: target.into(),
             config,
+            ..Default::default()
         },
         properties: props([("path", "a".into())]),
     })
@@ -195,4 +196,109 @@ fn a_reference_is_found_wherever_its_two_bytes_meet() {
     assert!(!mentions_ref(b"$"));
     assert!(!mentions_ref(b"price $ {not} and $5 and {x}$"));
     assert!(!mentions_ref(b"{$}"));
+}
+
+fn create_for(stack: Option<&str>, target: &str, config: PropertyMap) -> Envelope {
+    let mut envelope = create(target, config);
+    let mut request = Request::from_envelope(&envelope).unwrap();
+    if let Request::Create(c) = &mut request {
+        c.target.stack = stack.map(str::to_owned);
+    }
+    envelope.body = request.to_envelope().unwrap().body;
+    envelope
+}
+
+fn team_b_only() -> HeldTargets {
+    HeldTargets::default()
+        .hold("b-root", props([("root", "/srv/team-b".into())]))
+        .restrict(
+            "b-root",
+            Access {
+                stacks: vec!["team-b-*".into()],
+                open_fields: vec![],
+            },
+        )
+}
+
+#[test]
+fn a_held_target_serves_only_the_stacks_its_operator_names() {
+    let held = team_b_only();
+    let ok = held
+        .apply(create_for(Some("team-b-web"), "b-root", PropertyMap::new()))
+        .unwrap();
+    assert_eq!(config_of(&ok)["root"], Value::from("/srv/team-b"));
+    for stack in [Some("team-a-web"), Some("team-b"), None] {
+        let refused = held
+            .apply(create_for(stack, "b-root", PropertyMap::new()))
+            .unwrap_err();
+        assert!(
+            matches!(&refused, HeldError::Stack { target, stack: s, .. } if target == "b-root" && s.as_deref() == stack),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("team-b-*"), "{refused}");
+    }
+    // A restriction alone, with nothing held, is enforced as well.
+    let restricted = HeldTargets::default().restrict(
+        "site",
+        Access {
+            stacks: vec!["web".into()],
+            open_fields: vec![],
+        },
+    );
+    restricted
+        .apply(create_for(Some("web"), "site", PropertyMap::new()))
+        .unwrap();
+    restricted
+        .apply(create_for(Some("webx"), "site", PropertyMap::new()))
+        .unwrap_err();
+}
+
+#[test]
+fn a_held_credential_goes_only_where_the_operator_said() {
+    let held = HeldTargets::default()
+        .hold(
+            "db",
+            props([("user", "svc".into()), ("password", "pw-7f3a".into())]),
+        )
+        .restrict(
+            "db",
+            Access {
+                stacks: vec!["*".into()],
+                open_fields: vec!["dbname".into()],
+            },
+        );
+    for field in ["host", "port", "sslmode", "dsn"] {
+        let refused = held
+            .apply(create_for(
+                Some("app"),
+                "db",
+                props([(field, "attacker.example".into())]),
+            ))
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            HeldError::Sealed {
+                target: "db".into(),
+                field: field.into()
+            }
+        );
+        assert!(!refused.to_string().contains("pw-7f3a"));
+    }
+    let ok = held
+        .apply(create_for(
+            Some("app"),
+            "db",
+            props([("dbname", "app".into())]),
+        ))
+        .unwrap();
+    assert_eq!(config_of(&ok)["password"], Value::from("pw-7f3a"));
+    // Without a credential held, the other fields stay the stack's.
+    let rooted = HeldTargets::default().hold("site", props([("root", "/srv".into())]));
+    rooted
+        .apply(create_for(
+            None,
+            "site",
+            props([("create_root", true.into())]),
+        ))
+        .unwrap();
 }

@@ -101,7 +101,11 @@ pub fn uuid() -> impl Strategy<Value = Uuid> {
 }
 
 pub fn target() -> impl Strategy<Value = Target> {
-    (short_string(), property_map()).prop_map(|(name, config)| Target { name, config })
+    (short_string(), property_map()).prop_map(|(name, config)| Target {
+        name,
+        config,
+        ..Default::default()
+    })
 }
 
 pub fn envelope() -> impl Strategy<Value = Envelope> {
