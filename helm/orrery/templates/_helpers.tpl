@@ -78,11 +78,30 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.natsClient.url -}}
 {{- .Values.natsClient.url -}}
 {{- else if .Values.nats.enabled -}}
-{{- $scheme := ternary "tls" "nats" .Values.natsClient.tls.enabled -}}
+{{- $scheme := ternary "tls" "nats" (eq (include "orrery.natsTls" .) "true") -}}
 {{- printf "%s://%s-nats:4222" $scheme .Release.Name -}}
 {{- else -}}
 {{- fail "natsClient.url is required when nats.enabled is false" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" when clients connect to NATS over TLS: natsClient.tls.enabled, or tls.enabled when that is null. */}}
+{{- define "orrery.natsTls" -}}
+{{- $v := .Values.natsClient.tls.enabled -}}
+{{- if kindIs "invalid" $v -}}{{ .Values.tls.enabled | toString }}{{- else -}}{{ $v | toString }}{{- end -}}
+{{- end -}}
+
+{{/* The Secret whose ca.crt clients verify NATS with. */}}
+{{- define "orrery.natsTlsSecret" -}}
+{{- default .Values.tls.natsSecretName .Values.natsClient.tls.secretName -}}
+{{- end -}}
+
+{{/* The Secret holding the PostgreSQL store's secret key, and its key. */}}
+{{- define "orrery.secretKeySecretName" -}}
+{{- default (printf "%s-secret-key" (include "orrery.fullname" .)) .Values.primary.store.postgres.secretKey.existingSecret -}}
+{{- end -}}
+{{- define "orrery.secretKeySecretKey" -}}
+{{- if .Values.primary.store.postgres.secretKey.existingSecret -}}{{ .Values.primary.store.postgres.secretKey.existingSecretKey }}{{- else -}}secret.key{{- end -}}
 {{- end -}}
 
 {{/* File name of a role's credential in the credentials Secret: pass (dict "ctx" $ "role" "primary"). */}}
@@ -114,8 +133,27 @@ app.kubernetes.io/component: {{ .component }}
 {{- if le (int .Values.satellite.terminationGracePeriodSeconds) (add (int .Values.satellite.drainGraceSeconds) 5) -}}
 {{- fail (printf "satellite.terminationGracePeriodSeconds (%d) must exceed satellite.drainGraceSeconds (%d) by more than 5 s, or Kubernetes kills satellites mid-drain" (int .Values.satellite.terminationGracePeriodSeconds) (int .Values.satellite.drainGraceSeconds)) -}}
 {{- end -}}
-{{- if and .Values.natsClient.tls.enabled (not .Values.natsClient.tls.secretName) -}}
-{{- fail "natsClient.tls.enabled needs natsClient.tls.secretName" -}}
+{{- $natsTls := eq (include "orrery.natsTls" .) "true" -}}
+{{- if and $natsTls (not .Values.nats.enabled) .Values.natsClient.url (not .Values.natsClient.tls.secretName) -}}
+{{- fail "TLS to your own NATS (nats.enabled=false) needs natsClient.tls.secretName (a Secret with its CA as ca.crt); plain connections only with natsClient.tls.enabled=false" -}}
+{{- end -}}
+{{- if .Values.nats.enabled -}}
+{{- $ntls := .Values.nats.config.nats.tls | default dict -}}
+{{- $ltls := .Values.nats.config.leafnodes.tls | default dict -}}
+{{- if ne (toString (default false $ntls.enabled)) (toString .Values.tls.enabled) -}}
+{{- fail (printf "tls.enabled is %v but the bundled NATS's nats.config.nats.tls.enabled is %v: set both (plain NATS only as an explicit opt-out of both)" .Values.tls.enabled (default false $ntls.enabled)) -}}
+{{- end -}}
+{{- if and .Values.nats.config.leafnodes.enabled (ne (toString (default false $ltls.enabled)) (toString .Values.tls.enabled)) -}}
+{{- fail (printf "tls.enabled is %v but the bundled NATS's nats.config.leafnodes.tls.enabled is %v: set both (plain leaf connections only as an explicit opt-out of both)" .Values.tls.enabled (default false $ltls.enabled)) -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- if or (ne (toString $ntls.secretName) .Values.tls.natsSecretName) (and .Values.nats.config.leafnodes.enabled (ne (toString $ltls.secretName) .Values.tls.natsSecretName)) -}}
+{{- fail (printf "nats.config.nats.tls.secretName and nats.config.leafnodes.tls.secretName must be tls.natsSecretName (%s)" .Values.tls.natsSecretName) -}}
+{{- end -}}
+{{- if ne (toString $natsTls) "true" -}}
+{{- fail "the bundled NATS serves TLS (tls.enabled) but natsClient.tls.enabled is false: clients could not connect" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.satellite.autoscaling.enabled (gt (int .Values.satellite.autoscaling.minReplicas) (int .Values.satellite.autoscaling.maxReplicas)) -}}
 {{- fail "satellite.autoscaling.minReplicas must not exceed maxReplicas" -}}
@@ -182,8 +220,13 @@ receiving any other operation. */}}
 {{- $file := include "orrery.credFile" . -}}
 {{- $vols = append $vols (dict "name" "nats-auth" "secret" (dict "secretName" $v.natsClient.auth.secretName "defaultMode" 288 "items" (list (dict "key" $file "path" $file)))) -}}
 {{- end -}}
-{{- if $v.natsClient.tls.enabled -}}
-{{- $vols = append $vols (dict "name" "nats-tls" "secret" (dict "secretName" $v.natsClient.tls.secretName "defaultMode" 288)) -}}
+{{- if eq (include "orrery.natsTls" .ctx) "true" -}}
+{{- /* ca.crt only: a client never needs the server's key. */ -}}
+{{- $items := list (dict "key" "ca.crt" "path" "ca.crt") -}}
+{{- if $v.natsClient.tls.clientCert -}}
+{{- $items = concat $items (list (dict "key" "tls.crt" "path" "tls.crt") (dict "key" "tls.key" "path" "tls.key")) -}}
+{{- end -}}
+{{- $vols = append $vols (dict "name" "nats-tls" "secret" (dict "secretName" (include "orrery.natsTlsSecret" .ctx) "defaultMode" 288 "items" $items)) -}}
 {{- end -}}
 {{- if $vols }}{{ toYaml $vols }}{{ end -}}
 {{- end -}}
@@ -195,7 +238,7 @@ receiving any other operation. */}}
 {{- if ne $v.natsClient.auth.mode "none" -}}
 {{- $mounts = append $mounts (dict "name" "nats-auth" "mountPath" "/etc/orrery/nats-auth" "readOnly" true) -}}
 {{- end -}}
-{{- if $v.natsClient.tls.enabled -}}
+{{- if eq (include "orrery.natsTls" .ctx) "true" -}}
 {{- $mounts = append $mounts (dict "name" "nats-tls" "mountPath" "/etc/orrery/nats-tls" "readOnly" true) -}}
 {{- end -}}
 {{- if $mounts }}{{ toYaml $mounts }}{{ end -}}
