@@ -80,6 +80,17 @@ fi
 say "  ok   gen-nkeys.py refuses a target that is not one subject token"
 shipped="$work/shipped"
 tls_copy "$shipped"
+# The shipped users.conf has no satellite or leaf identity; the end-to-end
+# checks below that use one shared key run with its commented opt-in enabled.
+every="$work/every-target"
+every_target_copy "$every"
+if grep -v '^#' deploy/nats/users.conf | grep -q -e 'SATELLITE_PERMISSIONS' -e 'LEAF_PERMISSIONS' -e 'permissions-every-target'; then
+  die "deploy/nats/users.conf gives a satellite or leaf every target by default (only as a commented opt-in)"
+fi
+if grep -q -e '^SATELLITE_PERMISSIONS' -e '^LEAF_PERMISSIONS' deploy/nats/permissions.conf; then
+  die "deploy/nats/permissions.conf defines an every-target set (it belongs in permissions-every-target.conf, an opt-in)"
+fi
+say "  ok   deploy/nats/users.conf: no every-target satellite or leaf identity by default (a commented opt-in)"
 for f in ca.crt server.crt route-ca.crt route.crt; do [ -s "$shipped/tls/$f" ] || die "gen-certs.sh did not write $f"; done
 [ "$(stat -c %a "$shipped/tls/server.key")" = 600 ] || die "gen-certs.sh: keys must be mode 0600"
 openssl verify -CAfile "$shipped/tls/ca.crt" "$shipped/tls/server.crt" >/dev/null || die "server.crt does not verify against ca.crt"
@@ -114,7 +125,8 @@ for conf in "${confs[@]}"; do
         || die "$conf: routes must be mutually authenticated (route CA, verify_and_map, user orrery-route)" ;;
   esac
   out="$(env "${server_env[@]}" "$nats_server" -t -c "$shipped/${conf#deploy/nats/}" 2>&1)" || die "$conf: $out"
-  say "  ok   $conf (monitoring on 127.0.0.1, TLS on)"
+  out="$(env "${server_env[@]}" "$nats_server" -t -c "$every/${conf#deploy/nats/}" 2>&1)" || die "$conf with the every-target opt-in: $out"
+  say "  ok   $conf (monitoring on 127.0.0.1, TLS on), as shipped and with users.conf's every-target opt-in"
   fconf="$fleet/${conf#deploy/nats/}"
   out="$(env ORRERY_LEAF_NKEY_SEED="$(sed -n 's/^ORRERY_LEAF_NKEY_SEED=//p' "$fleet/keys/leaf-site-b.env")" \
     "$nats_server" -t -c "$fconf" 2>&1)" || die "$conf with the fleet users.conf: $out"
@@ -133,8 +145,11 @@ case "$out" in *ORRERY_NKEY_*) say "  ok   a missing key variable is refused ($(
 
 # ---------------------------------------------------------- permissions ----
 step "NATS subject permissions (real nats-server, nats-py clients)"
+"$py" "$here/nats_permissions.py" no-shared --nats-server "$nats_server" --keys "$keys" \
+  --accounts deploy/nats/accounts.conf --refused-key satellite --refused-key leaf \
+  || die "the shipped users.conf admits an every-target satellite or leaf key"
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
-  --accounts deploy/nats/accounts.conf || die "permission checks of deploy/nats/accounts.conf"
+  --accounts "$every/accounts.conf" || die "permission checks of deploy/nats/accounts.conf with the every-target opt-in"
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$fleet/keys" --satellite old \
   --accounts "$fleet/accounts.conf" || die "permission checks with the generated fleet users.conf"
 
@@ -144,16 +159,16 @@ step "per-target satellite keys: site-b cannot receive or answer site-c's operat
   --other-satellite site-c --other orrery.op.local.site-c --legacy old || die "per-target permission checks"
 
 step "the shipped three-node cluster on loopback: routes authenticated, a rogue server cannot join"
-"$py" "$here/nats_permissions.py" cluster --nats-server "$nats_server" --keys "$keys" --dir "$shipped" \
-  --tls-ca "$shipped/tls/ca.crt" || die "cluster route checks"
+"$py" "$here/nats_permissions.py" cluster --nats-server "$nats_server" --keys "$keys" --dir "$every" \
+  --tls-ca "$every/tls/ca.crt" || die "cluster route checks"
 
 step "the real orrery-satellite under the satellite permissions"
 sat_bin="${CARGO_TARGET_DIR:-$root/target}/debug/orrery-satellite"
 plugin_bin="${CARGO_TARGET_DIR:-$root/target}/debug/orrery-plugin-local"
 if [ -x "$sat_bin" ] && [ -x "$plugin_bin" ]; then
   "$py" "$here/nats_permissions.py" satellite --nats-server "$nats_server" --keys "$keys" \
-    --accounts deploy/nats/accounts.conf --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
-    || die "the real satellite under deploy/nats/accounts.conf"
+    --accounts "$every/accounts.conf" --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
+    || die "the real satellite under deploy/nats/accounts.conf (every-target opt-in)"
   "$py" "$here/nats_permissions.py" satellite --nats-server "$nats_server" --keys "$fleet/keys" \
     --accounts "$fleet/accounts.conf" --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
     --satellite site-b --target site-b --target lab \
@@ -194,7 +209,7 @@ else
   printf '127.0.0.1 localhost\n127.0.0.1 nats-a nats-b nats-c\n' > "$work/hosts"
   in_private_net "" "$work/hosts" tmpfs \
     "$py" "$here/nats_permissions.py" leaf --nats-server "$nats_server" --keys "$keys" \
-    --core "$shipped/single/nats.conf" --leaf "$shipped/leaf/leaf.conf" --tls-ca "$shipped/tls/ca.crt" \
+    --core "$every/single/nats.conf" --leaf "$every/leaf/leaf.conf" --tls-ca "$every/tls/ca.crt" \
     || die "core + leaf node checks"
 fi
 
