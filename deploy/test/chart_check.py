@@ -224,6 +224,21 @@ def secure_defaults(case: str, docs, values: dict) -> None:
     pc = prim["spec"]["template"]["spec"]["containers"][0]
     schemes = {pc[p]["httpGet"].get("scheme", "HTTP") for p in ("livenessProbe", "readinessProbe")}
     url = pcm["data"]["ORRERY_NATS_URL"]
+    sat = values["satellite"]
+    targets = re.search(r"^targets = \[(.*)\]$", toml, re.M)
+    if not sat["everyTarget"]:
+        if not targets or not targets.group(1).strip():
+            problems.append("satellites serve every target without satellite.everyTarget")
+        users = (((values["nats"]["config"].get("merge") or {}).get("accounts") or {}).get("ORRERY") or {}).get("users") or []
+        if values["nats"]["enabled"] and values["natsClient"]["auth"]["mode"] == "nkey":
+            for u in users:
+                if u.get("nkey") in ("<< $ORRERY_NKEY_SATELLITE >>", "<< $ORRERY_NKEY_LEAF >>"):
+                    wild = [x for x in (u.get("permissions", {}).get("subscribe", {}).get("allow") or [])
+                             if x.startswith("orrery.op.") and ("*" in x or ">" in x)]
+                    if wild:
+                        problems.append(f"{u['nkey']} may subscribe to {wild} without satellite.everyTarget")
+    elif case == "default":
+        problems.append("the default values opt in to every-target satellites")
     if case == "default" and not (tls["enabled"] and nats_tls):
         problems.append("the default values must have TLS on (plain only as an explicit opt-out)")
     if values["nats"]["enabled"] and url.split("://")[0] != ("tls" if nats_tls else "nats"):
@@ -296,6 +311,8 @@ def secure_defaults(case: str, docs, values: dict) -> None:
                           f"leaf and client listeners from {tls['natsSecretName']}, API on HTTPS "
                           f"({'cert-manager' if tls['certManager']['enabled'] else 'generated, verified with openssl'})"
                           if tls["enabled"] else "TLS explicitly opted out (tls.enabled=false): plain API and NATS")
+           + (f"; satellites per target ({targets.group(1) if targets else ''})" if not sat["everyTarget"]
+              else "; every-target satellites (explicit opt-in satellite.everyTarget)")
            + ("; PostgreSQL hashing key from a Secret, in no other object"
               if values["primary"]["store"]["type"] == "postgres" else ""))
 
@@ -386,6 +403,13 @@ CASES_OK = {
     },
     "no-network-policy": {"networkPolicy": {"enabled": False}},
     "cert-manager": {"tls": {"certManager": {"enabled": True}}},
+    # The explicit opt-in: one identity, every target of local.
+    "every-target-opt-in": {
+        "satellite": {"targets": [], "everyTarget": True},
+        "nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.*", "orrery.describe.local"]}}},
+        ]}}}}},
+    },
     "cert-manager-issuer-own-nats-tls": {
         "tls": {"certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
         "nats": {"enabled": False},
@@ -419,7 +443,18 @@ CASES_REFUSED = {
     "satellite-permissions-miss-a-plugin": (
         {"satellite": {"plugins": ["/usr/local/lib/orrery/plugins/orrery-plugin-local",
                                    "/usr/local/lib/orrery/plugins/orrery-plugin-testbed"]}},
-        "may not subscribe to orrery.op.testbed.*"),
+        "may not subscribe to orrery.op.testbed.default"),
+    # One identity for every target only as an explicit opt-in.
+    "every-target-satellites-without-opt-in": ({"satellite": {"targets": []}}, "satellite.everyTarget=true"),
+    "wildcard-satellite-user-without-opt-in": (
+        {"nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.*", "orrery.describe.local"]}}},
+        ]}}}}}}, "may subscribe to orrery.op.local.*"),
+    "wildcard-leaf-user-without-opt-in": (
+        {"nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.default", "orrery.describe.local"]}}},
+            {"nkey": "<< $ORRERY_NKEY_LEAF >>", "permissions": {"subscribe": {"allow": ["orrery.op.>"]}}},
+        ]}}}}}}, "may subscribe to orrery.op.>"),
 }
 
 

@@ -31,7 +31,18 @@
 #      keys) with no violation;
 #   4. lints and renders the chart (defaults, ci/values-large.yaml, more
 #      value sets, and value sets it must refuse) and validates every
-#      rendered manifest against Kubernetes schemas (strict);
+#      rendered manifest against Kubernetes schemas (strict), asserting the
+#      secure defaults (issue 43): TLS on for NATS clients, leaf nodes and
+#      the API unless explicitly opted out (generated certificates verified
+#      with openssl, or cert-manager's), clients mounting ca.crt only, the
+#      PostgreSQL store's hashing key from a Secret of its own and nowhere
+#      else, satellite and leaf users limited to their targets;
+#
+#   The shipped users.conf has no every-target satellite or leaf identity
+#   (proven: those keys are refused); the checks that use one shared key
+#   run on a copy with its commented opt-in enabled. compose.yaml gives each
+#   service only the files it needs (static_check.py).
+#
 #   5. systemd units (systemd-analyze verify where available), compose.yaml
 #      (docker compose config where a working docker compose exists) and the
 #      Dockerfile's consistency with the workspace.
@@ -191,10 +202,12 @@ done > "$work/helm-keys/nkeys.env"
 say "  rendered manifests were written to $work/rendered (removed on exit)"
 
 step "NATS permissions of the chart's accounts (helm/orrery/values.yaml nats.config.merge)"
-# The chart's satellite user serves the default satellite.plugins (local) on every target only.
+# The chart's satellite user serves the default satellite.plugins (local) on
+# the default satellite.targets (default) only: no other target, no wildcard.
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
-  --accounts "$work/chart-accounts.conf" --op orrery.op.local.x --watch 'orrery.op.local.*' \
-  --refused orrery.op.testbed.x --refused 'orrery.op.*.x' --refused 'orrery.describe.>' \
+  --accounts "$work/chart-accounts.conf" --op orrery.op.local.default --watch orrery.op.local.default \
+  --refused 'orrery.op.local.*' --refused orrery.op.local.other --refused orrery.op.testbed.default \
+  --refused 'orrery.op.*.default' --refused 'orrery.describe.>' \
   || die "permission checks of the chart's NATS accounts"
 # ... and with the values gen-nkeys.py --helm-values wrote (satellite=local:lab,local:prod).
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$work/helm-keys" \

@@ -161,6 +161,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if not .Values.satellite.plugins -}}
 {{- fail "satellite.plugins must list at least one plugin binary" -}}
 {{- end -}}
+{{- if and (not .Values.satellite.everyTarget) (not .Values.satellite.targets) -}}
+{{- fail "satellite.targets is empty: the satellites would serve every target with one identity; list their targets (gen-nkeys.py --satellite NAME=PLUGIN:TARGET,... --helm-values FILE), or opt in with satellite.everyTarget=true" -}}
+{{- end -}}
 {{- include "orrery.validateSatellitePermissions" . -}}
 {{- end -}}
 
@@ -176,6 +179,18 @@ receiving any other operation. */}}
 {{- $users := list -}}
 {{- with $v.nats.config -}}{{- with .merge -}}{{- with .accounts -}}{{- with .ORRERY -}}{{- $users = .users | default list -}}{{- end -}}{{- end -}}{{- end -}}{{- end -}}
 {{- range $u := $users -}}
+{{- if and (not $v.satellite.everyTarget) (has (toString $u.nkey) (list "<< $ORRERY_NKEY_SATELLITE >>" "<< $ORRERY_NKEY_LEAF >>")) -}}
+{{- $subs := list -}}
+{{- with $u.permissions -}}{{- with .subscribe -}}{{- $subs = .allow | default list -}}{{- end -}}{{- end -}}
+{{- range $subj := $subs -}}
+{{- $subj = toString $subj -}}
+{{- if or (hasPrefix "orrery.op." $subj) (eq $subj "orrery.>") (eq $subj ">") (hasPrefix "orrery.*" $subj) -}}
+{{- if or (contains "*" $subj) (contains ">" $subj) -}}
+{{- fail (printf "nats.config.merge: the user %s may subscribe to %s, every target's operations: list orrery.op.<plugin>.<target> subjects (gen-nkeys.py --satellite/--leaf NAME=PLUGIN:TARGET,... --helm-values), or opt in with satellite.everyTarget=true" (toString $u.nkey) $subj) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (toString $u.nkey) "<< $ORRERY_NKEY_SATELLITE >>" -}}
 {{- $allow := list -}}
 {{- with $u.permissions -}}{{- with .subscribe -}}{{- $allow = .allow | default list -}}{{- end -}}{{- end -}}
