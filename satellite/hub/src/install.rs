@@ -182,7 +182,17 @@ impl Installer {
         requirement: &Requirement,
         include_yanked: bool,
     ) -> Result<IndexEntry, HubError> {
-        let versions = self.hub.versions(&requirement.name).await?;
+        let versions = match self.hub.versions(&requirement.name).await {
+            Ok(versions) => versions,
+            // Every entry deleted: the memory names the first one it saw.
+            Err(e @ HubError::PluginNotFound { .. }) => {
+                self.seen
+                    .listing(&requirement.name, &[], &self.trusted)
+                    .await?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         self.seen
             .listing(&requirement.name, &versions, &self.trusted)
             .await?;

@@ -386,6 +386,11 @@ async fn a_rollback_by_deleting_an_index_entry_is_refused_naming_it() {
     let restarted = Installer::new(hub, trusted, dir.path().join("cache"));
     let e = restarted.resolve(&req("local")).await.unwrap_err();
     assert_eq!(e.kind(), "index-rollback", "{e}");
+    // Deleting every entry is named too, not just "not on the hub".
+    delete_entry(dir.path(), "local", "1.0.0");
+    let e = restarted.resolve(&req("local")).await.unwrap_err();
+    assert_eq!(e.kind(), "index-rollback", "{e}");
+    assert!(e.to_string().contains("local.1.0.0"), "{e}");
 }
 
 #[tokio::test]
