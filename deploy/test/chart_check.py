@@ -24,10 +24,13 @@ against the chart's policy as against deploy/nats's.
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import helm_python as helm
@@ -101,6 +104,8 @@ def validate(case: str, docs: list[tuple[str, dict]], out: Path) -> None:
     for i, (path, doc) in enumerate(docs):
         kind, name = doc.get("kind"), doc.get("metadata", {}).get("name")
         (case_dir / f"{i:02d}-{kind}-{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        if str(doc.get("apiVersion", "")).startswith("cert-manager.io/"):
+            continue  # a custom resource: no Kubernetes schema (secure_defaults checks its fields)
         for version in KUBE_VERSIONS:
             try:
                 kubernetes_validate.validate(doc, version, strict=True)
@@ -152,6 +157,7 @@ def promises(case: str, docs, values: dict) -> None:
     if not m or m.group(1) not in ("0.0.0.0", "::"):
         fail(f"{case}: satellite.toml must bind the health port on the pod's addresses for the probes, has {m and m.group(1)}")
     network_policies(case, docs, values)
+    secure_defaults(case, docs, values)
     otlp = (values.get("telemetry") or {}).get("otlpEndpoint")
     if otlp:
         pcm = find(docs, "ConfigMap", "-primary")
@@ -195,6 +201,120 @@ def promises(case: str, docs, values: dict) -> None:
         pdb is None or pdb["spec"]["selector"]["matchLabels"] != dep["spec"]["selector"]["matchLabels"]
     ):
         fail(f"{case}: PodDisruptionBudget missing or not selecting the satellites")
+
+
+def openssl(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["openssl", *args], input=stdin, capture_output=True)
+
+
+def secure_defaults(case: str, docs, values: dict) -> None:
+    """Issue 43, attack 10: TLS on for NATS clients, leaf nodes and the API
+    unless explicitly opted out; clients mount a CA, never a server key;
+    the PostgreSQL store's hashing key from a Secret of its own, and in no
+    other rendered object."""
+    problems = []
+    tls = values["tls"]
+    nats_client_tls = values["natsClient"]["tls"]["enabled"]
+    nats_tls = tls["enabled"] if nats_client_tls is None else nats_client_tls
+    pcm = find(docs, "ConfigMap", "-primary")
+    scm = find(docs, "ConfigMap", "-satellite")
+    prim = find(docs, "StatefulSet", "-primary") or find(docs, "Deployment", "-primary")
+    sdep = find(docs, "Deployment", "-satellite")
+    toml = scm["data"]["satellite.toml"]
+    pc = prim["spec"]["template"]["spec"]["containers"][0]
+    schemes = {pc[p]["httpGet"].get("scheme", "HTTP") for p in ("livenessProbe", "readinessProbe")}
+    url = pcm["data"]["ORRERY_NATS_URL"]
+    sat = values["satellite"]
+    targets = re.search(r"^targets = \[(.*)\]$", toml, re.M)
+    if not sat["everyTarget"]:
+        if not targets or not targets.group(1).strip():
+            problems.append("satellites serve every target without satellite.everyTarget")
+        users = (((values["nats"]["config"].get("merge") or {}).get("accounts") or {}).get("ORRERY") or {}).get("users") or []
+        if values["nats"]["enabled"] and values["natsClient"]["auth"]["mode"] == "nkey":
+            for u in users:
+                if u.get("nkey") in ("<< $ORRERY_NKEY_SATELLITE >>", "<< $ORRERY_NKEY_LEAF >>"):
+                    wild = [x for x in (u.get("permissions", {}).get("subscribe", {}).get("allow") or [])
+                             if x.startswith("orrery.op.") and ("*" in x or ">" in x)]
+                    if wild:
+                        problems.append(f"{u['nkey']} may subscribe to {wild} without satellite.everyTarget")
+    elif case == "default":
+        problems.append("the default values opt in to every-target satellites")
+    if case == "default" and not (tls["enabled"] and nats_tls):
+        problems.append("the default values must have TLS on (plain only as an explicit opt-out)")
+    if values["nats"]["enabled"] and url.split("://")[0] != ("tls" if nats_tls else "nats"):
+        problems.append(f"NATS URL {url} with TLS {nats_tls}")
+    if nats_tls != ("ORRERY_TLS_CA" in pcm["data"] and 'tls_ca = "' in toml):
+        problems.append(f"client TLS {nats_tls} but primary/satellite CA settings disagree")
+    # Clients mount ca.crt (and their own client certificate), never a server key they do not need.
+    for dep in (prim, sdep):
+        for vol in dep["spec"]["template"]["spec"].get("volumes", []):
+            if vol["name"] == "nats-tls":
+                keys = [i["key"] for i in vol["secret"].get("items", [])]
+                want = ["ca.crt"] + (["tls.crt", "tls.key"] if values["natsClient"]["tls"]["clientCert"] else [])
+                if keys != want:
+                    problems.append(f"{dep['metadata']['name']} mounts {keys or 'the whole Secret'} of the NATS TLS Secret, want {want}")
+    if tls["enabled"]:
+        if schemes != {"HTTPS"} or not pcm["data"].get("ORRERY_API_TLS_CERT") or not pcm["data"].get("ORRERY_API_TLS_KEY"):
+            problems.append(f"API not on HTTPS (probes {schemes}, ORRERY_API_TLS_CERT {pcm['data'].get('ORRERY_API_TLS_CERT')})")
+        if values["nats"]["enabled"]:
+            for where in ("nats", "leafnodes"):
+                t = (values["nats"]["config"].get(where) or {}).get("tls") or {}
+                if not t.get("enabled") or t.get("secretName") != tls["natsSecretName"]:
+                    problems.append(f"bundled NATS {where} TLS off or not from {tls['natsSecretName']}: {t}")
+        for secret, host in ((tls["natsSecretName"], "orrery-nats"), (tls["apiSecretName"], "orrery-primary")):
+            if tls["certManager"]["enabled"]:
+                cert = next((d for _, d in docs if d.get("kind") == "Certificate" and d["metadata"]["name"] == secret), None)
+                if cert is None or cert["spec"].get("secretName") != secret or host not in cert["spec"].get("dnsNames", []) \
+                        or not cert["spec"].get("issuerRef", {}).get("name"):
+                    problems.append(f"no cert-manager Certificate {secret} for {host}")
+                continue
+            doc = next((d for _, d in docs if d.get("kind") == "Secret" and d["metadata"]["name"] == secret), None)
+            if doc is None or set(doc.get("data", {})) != {"ca.crt", "tls.crt", "tls.key"}:
+                problems.append(f"no generated Secret {secret} with ca.crt, tls.crt and tls.key")
+                continue
+            pem = {k: base64.b64decode(v) for k, v in doc["data"].items()}
+            with tempfile.TemporaryDirectory() as d:
+                for k, v in pem.items():
+                    Path(d, k).write_bytes(v)
+                verify = openssl("verify", "-CAfile", f"{d}/ca.crt", f"{d}/tls.crt")
+                san = openssl("x509", "-in", f"{d}/tls.crt", "-noout", "-ext", "subjectAltName").stdout.decode()
+                key_ok = openssl("pkey", "-in", f"{d}/tls.key", "-noout").returncode == 0
+            if verify.returncode != 0 or f"DNS:{host}," not in san or not key_ok:
+                problems.append(f"{secret}: certificate does not verify against its ca.crt or lacks DNS:{host} ({san.strip()})")
+    elif schemes != {"HTTP"} or "ORRERY_API_TLS_CERT" in pcm["data"]:
+        problems.append("tls.enabled is false but the API still has TLS settings")
+    if values["primary"]["store"]["type"] == "postgres":
+        env_file = pcm["data"].get("ORRERY_SECRET_KEY_FILE")
+        mounts = {m["name"]: m["mountPath"] for m in pc.get("volumeMounts", [])}
+        vols = {v["name"]: v for v in prim["spec"]["template"]["spec"]["volumes"]}
+        sk = vols.get("secret-key", {}).get("secret")
+        if env_file != "/etc/orrery/secret-key/secret.key" or mounts.get("secret-key") != "/etc/orrery/secret-key" or not sk:
+            problems.append(f"PostgreSQL store without its key file from a Secret (ORRERY_SECRET_KEY_FILE={env_file}, mounts {mounts})")
+        else:
+            own = next((d for _, d in docs if d.get("kind") == "Secret" and d["metadata"]["name"] == sk["secretName"]), None)
+            want_own = not values["primary"]["store"]["postgres"]["secretKey"]["existingSecret"]
+            if want_own:
+                key = (own or {}).get("stringData", {}).get("secret.key", "")
+                if not re.fullmatch(r"[0-9a-f]{64}\n", key):
+                    problems.append(f"the chart's secret-key Secret does not hold 64 hex digits: {key!r}")
+                else:
+                    elsewhere = [f"{d['kind']}/{d['metadata']['name']}" for _, d in docs
+                                 if d is not own and key.strip() in json.dumps(d)]
+                    if elsewhere:
+                        problems.append(f"the hashing key also appears in {elsewhere}")
+            elif own is not None:
+                problems.append("primary.store.postgres.secretKey.existingSecret is set but the chart made a key Secret too")
+    if problems:
+        fail(f"{case}: secure defaults: " + "; ".join(problems))
+    else:
+        ok(f"{case}: " + (f"TLS on: NATS clients {url.split('://')[0]}:// verifying ca.crt only, "
+                          f"leaf and client listeners from {tls['natsSecretName']}, API on HTTPS "
+                          f"({'cert-manager' if tls['certManager']['enabled'] else 'generated, verified with openssl'})"
+                          if tls["enabled"] else "TLS explicitly opted out (tls.enabled=false): plain API and NATS")
+           + (f"; satellites per target ({targets.group(1) if targets else ''})" if not sat["everyTarget"]
+              else "; every-target satellites (explicit opt-in satellite.everyTarget)")
+           + ("; PostgreSQL hashing key from a Secret, in no other object"
+              if values["primary"]["store"]["type"] == "postgres" else ""))
 
 
 def network_policies(case: str, docs, values: dict) -> None:
@@ -271,14 +391,31 @@ def network_policies(case: str, docs, values: dict) -> None:
 
 
 CASES_OK = {
-    "postgres-existing-secret-no-auth": {
+    # Plain connections only as an explicit opt-out.
+    "postgres-existing-secret-no-auth-no-tls": {
         "nats": {"enabled": False},
-        "natsClient": {"url": "nats://nats-a:4222,nats://nats-b:4222", "auth": {"mode": "none"}},
-        "primary": {"store": {"type": "postgres", "postgres": {"existingSecret": "pg", "existingSecretKey": "dsn"}}},
+        "tls": {"enabled": False},
+        "natsClient": {"url": "nats://nats-a:4222,nats://nats-b:4222", "auth": {"mode": "none"}, "tls": {"enabled": False}},
+        "primary": {"store": {"type": "postgres", "postgres": {"existingSecret": "pg", "existingSecretKey": "dsn",
+                                                               "secretKey": {"existingSecret": "pg-key"}}}},
         "satellite": {"podDisruptionBudget": {"enabled": False}, "extraConfig": {"note": "x", "n": 3, "flag": True, "list": ["a", "b"]}},
         "serviceAccount": {"create": False, "name": "orrery-runner"},
     },
     "no-network-policy": {"networkPolicy": {"enabled": False}},
+    "cert-manager": {"tls": {"certManager": {"enabled": True}}},
+    # The explicit opt-in: one identity, every target of local.
+    "every-target-opt-in": {
+        "satellite": {"targets": [], "everyTarget": True},
+        "nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.*", "orrery.describe.local"]}}},
+        ]}}}}},
+    },
+    "cert-manager-issuer-own-nats-tls": {
+        "tls": {"certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
+        "nats": {"enabled": False},
+        "natsClient": {"url": "tls://nats.corp:4222", "tls": {"secretName": "corp-nats-ca"}},
+        "primary": {"store": {"type": "postgres", "postgres": {"url": "postgres://o:p@db:5432/o"}}},
+    },
     "creds-tls-hub": {
         "natsClient": {"auth": {"mode": "creds", "secretName": "site-creds"},
                        "tls": {"enabled": True, "secretName": "nats-ca", "clientCert": False}},
@@ -293,11 +430,31 @@ CASES_REFUSED = {
     "unknown-auth-mode": ({"natsClient": {"auth": {"mode": "password"}}}, "natsClient.auth.mode"),
     "no-nats-no-url": ({"nats": {"enabled": False}}, "natsClient.url"),
     "create-secret-without-seeds": ({"natsClient": {"auth": {"createSecret": True}}}, "createSecret"),
+    # TLS is only turned off explicitly and everywhere at once.
+    "tls-on-but-bundled-nats-plain": ({"nats": {"config": {"nats": {"tls": {"enabled": False}}}}},
+                                      "nats.config.nats.tls.enabled"),
+    "tls-on-but-leaf-connections-plain": ({"nats": {"config": {"leafnodes": {"tls": {"enabled": False}}}}},
+                                          "nats.config.leafnodes.tls.enabled"),
+    "tls-off-but-bundled-nats-on": ({"tls": {"enabled": False}}, "nats.config.nats.tls.enabled"),
+    "clients-plain-to-a-tls-nats": ({"natsClient": {"tls": {"enabled": False}}}, "natsClient.tls.enabled is false"),
+    "own-nats-tls-without-its-ca": ({"nats": {"enabled": False}, "natsClient": {"url": "tls://n:4222"}},
+                                    "natsClient.tls.secretName"),
     # The default NATS satellite user serves orrery-plugin-local only.
     "satellite-permissions-miss-a-plugin": (
         {"satellite": {"plugins": ["/usr/local/lib/orrery/plugins/orrery-plugin-local",
                                    "/usr/local/lib/orrery/plugins/orrery-plugin-testbed"]}},
-        "may not subscribe to orrery.op.testbed.*"),
+        "may not subscribe to orrery.op.testbed.default"),
+    # One identity for every target only as an explicit opt-in.
+    "every-target-satellites-without-opt-in": ({"satellite": {"targets": []}}, "satellite.everyTarget=true"),
+    "wildcard-satellite-user-without-opt-in": (
+        {"nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.*", "orrery.describe.local"]}}},
+        ]}}}}}}, "may subscribe to orrery.op.local.*"),
+    "wildcard-leaf-user-without-opt-in": (
+        {"nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.default", "orrery.describe.local"]}}},
+            {"nkey": "<< $ORRERY_NKEY_LEAF >>", "permissions": {"subscribe": {"allow": ["orrery.op.>"]}}},
+        ]}}}}}}, "may subscribe to orrery.op.>"),
 }
 
 

@@ -31,7 +31,18 @@
 #      keys) with no violation;
 #   4. lints and renders the chart (defaults, ci/values-large.yaml, more
 #      value sets, and value sets it must refuse) and validates every
-#      rendered manifest against Kubernetes schemas (strict);
+#      rendered manifest against Kubernetes schemas (strict), asserting the
+#      secure defaults (issue 43): TLS on for NATS clients, leaf nodes and
+#      the API unless explicitly opted out (generated certificates verified
+#      with openssl, or cert-manager's), clients mounting ca.crt only, the
+#      PostgreSQL store's hashing key from a Secret of its own and nowhere
+#      else, satellite and leaf users limited to their targets;
+#
+#   The shipped users.conf has no every-target satellite or leaf identity
+#   (proven: those keys are refused); the checks that use one shared key
+#   run on a copy with its commented opt-in enabled. compose.yaml gives each
+#   service only the files it needs (static_check.py).
+#
 #   5. systemd units (systemd-analyze verify where available), compose.yaml
 #      (docker compose config where a working docker compose exists) and the
 #      Dockerfile's consistency with the workspace.
@@ -80,6 +91,17 @@ fi
 say "  ok   gen-nkeys.py refuses a target that is not one subject token"
 shipped="$work/shipped"
 tls_copy "$shipped"
+# The shipped users.conf has no satellite or leaf identity; the end-to-end
+# checks below that use one shared key run with its commented opt-in enabled.
+every="$work/every-target"
+every_target_copy "$every"
+if grep -v '^#' deploy/nats/users.conf | grep -q -e 'SATELLITE_PERMISSIONS' -e 'LEAF_PERMISSIONS' -e 'permissions-every-target'; then
+  die "deploy/nats/users.conf gives a satellite or leaf every target by default (only as a commented opt-in)"
+fi
+if grep -q -e '^SATELLITE_PERMISSIONS' -e '^LEAF_PERMISSIONS' deploy/nats/permissions.conf; then
+  die "deploy/nats/permissions.conf defines an every-target set (it belongs in permissions-every-target.conf, an opt-in)"
+fi
+say "  ok   deploy/nats/users.conf: no every-target satellite or leaf identity by default (a commented opt-in)"
 for f in ca.crt server.crt route-ca.crt route.crt; do [ -s "$shipped/tls/$f" ] || die "gen-certs.sh did not write $f"; done
 [ "$(stat -c %a "$shipped/tls/server.key")" = 600 ] || die "gen-certs.sh: keys must be mode 0600"
 openssl verify -CAfile "$shipped/tls/ca.crt" "$shipped/tls/server.crt" >/dev/null || die "server.crt does not verify against ca.crt"
@@ -114,7 +136,8 @@ for conf in "${confs[@]}"; do
         || die "$conf: routes must be mutually authenticated (route CA, verify_and_map, user orrery-route)" ;;
   esac
   out="$(env "${server_env[@]}" "$nats_server" -t -c "$shipped/${conf#deploy/nats/}" 2>&1)" || die "$conf: $out"
-  say "  ok   $conf (monitoring on 127.0.0.1, TLS on)"
+  out="$(env "${server_env[@]}" "$nats_server" -t -c "$every/${conf#deploy/nats/}" 2>&1)" || die "$conf with the every-target opt-in: $out"
+  say "  ok   $conf (monitoring on 127.0.0.1, TLS on), as shipped and with users.conf's every-target opt-in"
   fconf="$fleet/${conf#deploy/nats/}"
   out="$(env ORRERY_LEAF_NKEY_SEED="$(sed -n 's/^ORRERY_LEAF_NKEY_SEED=//p' "$fleet/keys/leaf-site-b.env")" \
     "$nats_server" -t -c "$fconf" 2>&1)" || die "$conf with the fleet users.conf: $out"
@@ -133,8 +156,11 @@ case "$out" in *ORRERY_NKEY_*) say "  ok   a missing key variable is refused ($(
 
 # ---------------------------------------------------------- permissions ----
 step "NATS subject permissions (real nats-server, nats-py clients)"
+"$py" "$here/nats_permissions.py" no-shared --nats-server "$nats_server" --keys "$keys" \
+  --accounts deploy/nats/accounts.conf --refused-key satellite --refused-key leaf \
+  || die "the shipped users.conf admits an every-target satellite or leaf key"
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
-  --accounts deploy/nats/accounts.conf || die "permission checks of deploy/nats/accounts.conf"
+  --accounts "$every/accounts.conf" || die "permission checks of deploy/nats/accounts.conf with the every-target opt-in"
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$fleet/keys" --satellite old \
   --accounts "$fleet/accounts.conf" || die "permission checks with the generated fleet users.conf"
 
@@ -144,16 +170,16 @@ step "per-target satellite keys: site-b cannot receive or answer site-c's operat
   --other-satellite site-c --other orrery.op.local.site-c --legacy old || die "per-target permission checks"
 
 step "the shipped three-node cluster on loopback: routes authenticated, a rogue server cannot join"
-"$py" "$here/nats_permissions.py" cluster --nats-server "$nats_server" --keys "$keys" --dir "$shipped" \
-  --tls-ca "$shipped/tls/ca.crt" || die "cluster route checks"
+"$py" "$here/nats_permissions.py" cluster --nats-server "$nats_server" --keys "$keys" --dir "$every" \
+  --tls-ca "$every/tls/ca.crt" || die "cluster route checks"
 
 step "the real orrery-satellite under the satellite permissions"
 sat_bin="${CARGO_TARGET_DIR:-$root/target}/debug/orrery-satellite"
 plugin_bin="${CARGO_TARGET_DIR:-$root/target}/debug/orrery-plugin-local"
 if [ -x "$sat_bin" ] && [ -x "$plugin_bin" ]; then
   "$py" "$here/nats_permissions.py" satellite --nats-server "$nats_server" --keys "$keys" \
-    --accounts deploy/nats/accounts.conf --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
-    || die "the real satellite under deploy/nats/accounts.conf"
+    --accounts "$every/accounts.conf" --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
+    || die "the real satellite under deploy/nats/accounts.conf (every-target opt-in)"
   "$py" "$here/nats_permissions.py" satellite --nats-server "$nats_server" --keys "$fleet/keys" \
     --accounts "$fleet/accounts.conf" --satellite-bin "$sat_bin" --plugin "$plugin_bin" \
     --satellite site-b --target site-b --target lab \
@@ -176,10 +202,12 @@ done > "$work/helm-keys/nkeys.env"
 say "  rendered manifests were written to $work/rendered (removed on exit)"
 
 step "NATS permissions of the chart's accounts (helm/orrery/values.yaml nats.config.merge)"
-# The chart's satellite user serves the default satellite.plugins (local) on every target only.
+# The chart's satellite user serves the default satellite.plugins (local) on
+# the default satellite.targets (default) only: no other target, no wildcard.
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$keys" \
-  --accounts "$work/chart-accounts.conf" --op orrery.op.local.x --watch 'orrery.op.local.*' \
-  --refused orrery.op.testbed.x --refused 'orrery.op.*.x' --refused 'orrery.describe.>' \
+  --accounts "$work/chart-accounts.conf" --op orrery.op.local.default --watch orrery.op.local.default \
+  --refused 'orrery.op.local.*' --refused orrery.op.local.other --refused orrery.op.testbed.default \
+  --refused 'orrery.op.*.default' --refused 'orrery.describe.>' \
   || die "permission checks of the chart's NATS accounts"
 # ... and with the values gen-nkeys.py --helm-values wrote (satellite=local:lab,local:prod).
 "$py" "$here/nats_permissions.py" core --nats-server "$nats_server" --keys "$work/helm-keys" \
@@ -194,7 +222,7 @@ else
   printf '127.0.0.1 localhost\n127.0.0.1 nats-a nats-b nats-c\n' > "$work/hosts"
   in_private_net "" "$work/hosts" tmpfs \
     "$py" "$here/nats_permissions.py" leaf --nats-server "$nats_server" --keys "$keys" \
-    --core "$shipped/single/nats.conf" --leaf "$shipped/leaf/leaf.conf" --tls-ca "$shipped/tls/ca.crt" \
+    --core "$every/single/nats.conf" --leaf "$every/leaf/leaf.conf" --tls-ca "$every/tls/ca.crt" \
     || die "core + leaf node checks"
 fi
 

@@ -19,6 +19,9 @@
 #                               /etc/orrery/nats/tls/ becomes DIR/tls/)
 #   tls_copy DIR                the same copy of deploy/nats with certificates,
 #                               its users.conf unchanged (the shipped one)
+#   every_target_copy DIR       tls_copy with users.conf's commented opt-in
+#                               enabled (a shared every-target satellite and
+#                               leaf identity, from ORRERY_NKEY_*)
 #   env_file_args FILE...       prints the KEY=VALUE lines of env files
 #                               (no comments), for `env`
 #   why_no_private_net [netns]  prints why private network namespaces (with
@@ -76,6 +79,14 @@ tls_copy() {
   for f in "$dir"/single/*.conf "$dir"/cluster/*.conf "$dir"/leaf/*.conf; do
     sed -i "s|/etc/orrery/nats/tls/|$dir/tls/|g" "$f"
   done
+}
+
+every_target_copy() {
+  local dir=$1
+  tls_copy "$dir"
+  # users.conf's explicit opt-in: one shared satellite and leaf identity for every target.
+  sed -i 's/^#opt-in: //' "$dir/users.conf"
+  grep -q '^include "permissions-every-target.conf"' "$dir/users.conf" || die "users.conf has no every-target opt-in to enable"
 }
 
 fleet_config() {

@@ -362,6 +362,33 @@ def wrapper_conf(work: Path, accounts: Path) -> Path:
     return conf
 
 
+async def run_no_shared(args: argparse.Namespace) -> None:
+    """The shipped users.conf has no identity for every target: the keys an
+    every-target satellite or leaf would use are refused, the primary's is
+    not (issue 43, attack 10)."""
+    keys = Path(args.keys)
+    env = load_env(keys / "nkeys.env") if (keys / "nkeys.env").exists() else {}
+    work = Path(tempfile.mkdtemp(prefix="orrery-nats-shared-"))
+    server = Server(args.nats_server, wrapper_conf(work, Path(args.accounts).resolve()), env, [], "core", work)
+    try:
+        primary = await Client("primary").connect(server.url, keys / "primary.nk")
+        check(primary.nc.is_connected, "the primary's key connects to the shipped users.conf")
+        await primary.close()
+        for name in args.refused_key:
+            c = Client(name)
+            try:
+                await c.connect(server.url, keys / f"{name}.nk")
+                await c.close()
+                check(False, f"the every-target {name} key is refused by the shipped users.conf", "it connected")
+            except Exception as e:  # noqa: BLE001 - the refusal is the expected outcome
+                said = [str(e), *c.errors]
+                why = next((m for m in said if "authorization" in m.lower()), None)
+                check(why is not None, f"the every-target {name} key (ORRERY_NKEY_{name.upper()} is set) "
+                      "is refused by the shipped users.conf", why or f"refused for another reason: {said}")
+    finally:
+        server.stop()
+
+
 async def run_targets(args: argparse.Namespace) -> None:
     keys = Path(args.keys)
     work = Path(tempfile.mkdtemp(prefix="orrery-nats-targets-"))
@@ -809,13 +836,16 @@ def main() -> int:
     tg.add_argument("--other-satellite", required=True)
     tg.add_argument("--other", required=True)
     tg.add_argument("--legacy")
+    ns = sub.add_parser("no-shared")
+    ns.add_argument("--accounts", required=True)
+    ns.add_argument("--refused-key", action="append", default=[], help="KEYS/NAME.nk must be refused")
     st = sub.add_parser("satellite")
     st.add_argument("--accounts", required=True)
     st.add_argument("--satellite-bin", required=True)
     st.add_argument("--plugin", required=True)
     st.add_argument("--satellite", default="satellite", help="the satellite identity (KEYS/NAME.nk)")
     st.add_argument("--target", action="append", default=[], help="--target of the satellite (repeatable)")
-    for s in (c, lf, st, tg, cl):
+    for s in (c, lf, st, tg, cl, ns):
         s.add_argument("--nats-server", required=True)
         s.add_argument("--keys", required=True)
         s.add_argument("--tls-ca", help="the servers under test require TLS; verify them with this CA")
@@ -824,7 +854,7 @@ def main() -> int:
     global TLS_CA
     TLS_CA = args.tls_ca
     runner = {"core": run_core, "leaf": run_leaf, "satellite": run_satellite, "targets": run_targets,
-              "cluster": run_cluster}[args.mode]
+              "cluster": run_cluster, "no-shared": run_no_shared}[args.mode]
     asyncio.run(runner(args))
     failed = sum(1 for ok, _ in results if not ok)
     print(f"  nats permissions ({args.mode}): {len(results) - failed} passed, {failed} failed", flush=True)

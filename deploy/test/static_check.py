@@ -85,6 +85,48 @@ def check_dockerfile(root: Path) -> set[str]:
     return image_plugins(text)
 
 
+# What each long-running compose service may find in its volumes (issue 43,
+# attack 10: the satellite mounted every seed and the admin token).
+COMPOSE_NEEDS = {
+    "nats": {"users.conf"},
+    "primary": {"primary.nk", "api-tokens.toml", "ca.crt"},
+    "satellite": {"satellite.nk", "ca.crt"},
+}
+# Volumes holding everything (seeds, the admin token) or a server key.
+COMPOSE_PRIVATE = {"keys": "every seed and the admin token", "tls": "the NATS server's private key"}
+
+
+def check_compose_mounts(services: dict) -> None:
+    """Each service mounts only the files it needs: the `keys` service's
+    command copies files into one volume per service (`cp ... /out/VOL/`),
+    and no other service mounts `keys` (nor, but NATS, `tls`)."""
+    keys_cmd = " ".join(services.get("keys", {}).get("command", []))
+    contents: dict[str, set[str]] = {}
+    for m in re.finditer(r"cp ((?:\S+ )+?)/out/([\w-]+)/(\S*)", keys_cmd):
+        srcs, vol, dest = m.group(1).split(), m.group(2), m.group(3)
+        contents.setdefault(vol, set()).update({dest} if dest else {Path(x).name for x in srcs})
+    for name, need in COMPOSE_NEEDS.items():
+        vols = [str(v).split(":")[0] for v in services[name].get("volumes", []) if not str(v).startswith(".")]
+        private = [v for v in vols if v in COMPOSE_PRIVATE and not (name == "nats" and v == "tls")]
+        files = set().union(*(contents.get(v, set()) for v in vols)) if vols else set()
+        if private:
+            fail(f"compose.yaml: {name} mounts {', '.join(f'{v} ({COMPOSE_PRIVATE[v]})' for v in private)}")
+        elif files != need:
+            fail(f"compose.yaml: {name} gets {sorted(files)} from its volumes, needs exactly {sorted(need)}")
+        else:
+            ok(f"compose.yaml: {name} mounts only {sorted(need)} (volumes {', '.join(vols)})")
+    sat = services["satellite"]
+    cmd = sat.get("command", [])
+    targets = [cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--target"]
+    spec = re.search(r"--satellite satellite=(\S+)", keys_cmd)
+    pairs = spec.group(1).split(",") if spec else []
+    if not targets or not pairs or any(p.split(":")[1] not in targets or p.endswith(":*") for p in pairs):
+        fail(f"compose.yaml: the satellite's identity must be per-target (gen-nkeys.py --satellite "
+             f"satellite=PLUGIN:TARGET,...) and it must serve those targets (--target): {pairs} / {targets}")
+    else:
+        ok(f"compose.yaml: the satellite's NATS identity serves only {', '.join(pairs)} (--target {' '.join(targets)})")
+
+
 def check_compose(root: Path, plugins: set[str]) -> None:
     path = root / "deploy/compose.yaml"
     doc = yaml.safe_load(path.read_text())
@@ -111,7 +153,7 @@ def check_compose(root: Path, plugins: set[str]) -> None:
     if not used or not used <= plugins:
         fail(f"compose.yaml: satellite plugins {sorted(used)} are not all in the image {sorted(plugins)}")
     nats_cmd = " ".join(services["nats"].get("command", []))
-    conf = re.search(r"-c /etc/orrery/nats/(\S+)", nats_cmd)
+    conf = re.search(r"-c /(?:etc/orrery|tmp)/nats/(\S+)", nats_cmd)
     if not conf or not (root / "deploy/nats" / conf.group(1)).exists():
         fail("compose.yaml: nats does not run a configuration from deploy/nats")
     published = []
@@ -130,6 +172,7 @@ def check_compose(root: Path, plugins: set[str]) -> None:
         env = services[name].get("environment", {})
         if not any(k.endswith("TLS_CA") for k in env):
             fail(f"compose.yaml: {name} does not verify NATS's certificate (ORRERY_*TLS_CA)")
+    check_compose_mounts(services)
     if not any(f.startswith("compose.yaml") for f in failures):
         ok(f"compose.yaml: services {sorted(services)}, mounts exist, satellite stop grace {grace}s > drain {drain}s, "
            f"plugins in the image, nats runs deploy/nats/{conf.group(1)}; published only on 127.0.0.1: {', '.join(published)}; "

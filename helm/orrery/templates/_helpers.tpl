@@ -78,11 +78,30 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.natsClient.url -}}
 {{- .Values.natsClient.url -}}
 {{- else if .Values.nats.enabled -}}
-{{- $scheme := ternary "tls" "nats" .Values.natsClient.tls.enabled -}}
+{{- $scheme := ternary "tls" "nats" (eq (include "orrery.natsTls" .) "true") -}}
 {{- printf "%s://%s-nats:4222" $scheme .Release.Name -}}
 {{- else -}}
 {{- fail "natsClient.url is required when nats.enabled is false" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" when clients connect to NATS over TLS: natsClient.tls.enabled, or tls.enabled when that is null. */}}
+{{- define "orrery.natsTls" -}}
+{{- $v := .Values.natsClient.tls.enabled -}}
+{{- if kindIs "invalid" $v -}}{{ .Values.tls.enabled | toString }}{{- else -}}{{ $v | toString }}{{- end -}}
+{{- end -}}
+
+{{/* The Secret whose ca.crt clients verify NATS with. */}}
+{{- define "orrery.natsTlsSecret" -}}
+{{- default .Values.tls.natsSecretName .Values.natsClient.tls.secretName -}}
+{{- end -}}
+
+{{/* The Secret holding the PostgreSQL store's secret key, and its key. */}}
+{{- define "orrery.secretKeySecretName" -}}
+{{- default (printf "%s-secret-key" (include "orrery.fullname" .)) .Values.primary.store.postgres.secretKey.existingSecret -}}
+{{- end -}}
+{{- define "orrery.secretKeySecretKey" -}}
+{{- if .Values.primary.store.postgres.secretKey.existingSecret -}}{{ .Values.primary.store.postgres.secretKey.existingSecretKey }}{{- else -}}secret.key{{- end -}}
 {{- end -}}
 
 {{/* File name of a role's credential in the credentials Secret: pass (dict "ctx" $ "role" "primary"). */}}
@@ -114,14 +133,36 @@ app.kubernetes.io/component: {{ .component }}
 {{- if le (int .Values.satellite.terminationGracePeriodSeconds) (add (int .Values.satellite.drainGraceSeconds) 5) -}}
 {{- fail (printf "satellite.terminationGracePeriodSeconds (%d) must exceed satellite.drainGraceSeconds (%d) by more than 5 s, or Kubernetes kills satellites mid-drain" (int .Values.satellite.terminationGracePeriodSeconds) (int .Values.satellite.drainGraceSeconds)) -}}
 {{- end -}}
-{{- if and .Values.natsClient.tls.enabled (not .Values.natsClient.tls.secretName) -}}
-{{- fail "natsClient.tls.enabled needs natsClient.tls.secretName" -}}
+{{- $natsTls := eq (include "orrery.natsTls" .) "true" -}}
+{{- if and $natsTls (not .Values.nats.enabled) .Values.natsClient.url (not .Values.natsClient.tls.secretName) -}}
+{{- fail "TLS to your own NATS (nats.enabled=false) needs natsClient.tls.secretName (a Secret with its CA as ca.crt); plain connections only with natsClient.tls.enabled=false" -}}
+{{- end -}}
+{{- if .Values.nats.enabled -}}
+{{- $ntls := .Values.nats.config.nats.tls | default dict -}}
+{{- $ltls := .Values.nats.config.leafnodes.tls | default dict -}}
+{{- if ne (toString (default false $ntls.enabled)) (toString .Values.tls.enabled) -}}
+{{- fail (printf "tls.enabled is %v but the bundled NATS's nats.config.nats.tls.enabled is %v: set both (plain NATS only as an explicit opt-out of both)" .Values.tls.enabled (default false $ntls.enabled)) -}}
+{{- end -}}
+{{- if and .Values.nats.config.leafnodes.enabled (ne (toString (default false $ltls.enabled)) (toString .Values.tls.enabled)) -}}
+{{- fail (printf "tls.enabled is %v but the bundled NATS's nats.config.leafnodes.tls.enabled is %v: set both (plain leaf connections only as an explicit opt-out of both)" .Values.tls.enabled (default false $ltls.enabled)) -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- if or (ne (toString $ntls.secretName) .Values.tls.natsSecretName) (and .Values.nats.config.leafnodes.enabled (ne (toString $ltls.secretName) .Values.tls.natsSecretName)) -}}
+{{- fail (printf "nats.config.nats.tls.secretName and nats.config.leafnodes.tls.secretName must be tls.natsSecretName (%s)" .Values.tls.natsSecretName) -}}
+{{- end -}}
+{{- if ne (toString $natsTls) "true" -}}
+{{- fail "the bundled NATS serves TLS (tls.enabled) but natsClient.tls.enabled is false: clients could not connect" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.satellite.autoscaling.enabled (gt (int .Values.satellite.autoscaling.minReplicas) (int .Values.satellite.autoscaling.maxReplicas)) -}}
 {{- fail "satellite.autoscaling.minReplicas must not exceed maxReplicas" -}}
 {{- end -}}
 {{- if not .Values.satellite.plugins -}}
 {{- fail "satellite.plugins must list at least one plugin binary" -}}
+{{- end -}}
+{{- if and (not .Values.satellite.everyTarget) (not .Values.satellite.targets) -}}
+{{- fail "satellite.targets is empty: the satellites would serve every target with one identity; list their targets (gen-nkeys.py --satellite NAME=PLUGIN:TARGET,... --helm-values FILE), or opt in with satellite.everyTarget=true" -}}
 {{- end -}}
 {{- include "orrery.validateSatellitePermissions" . -}}
 {{- end -}}
@@ -138,6 +179,18 @@ receiving any other operation. */}}
 {{- $users := list -}}
 {{- with $v.nats.config -}}{{- with .merge -}}{{- with .accounts -}}{{- with .ORRERY -}}{{- $users = .users | default list -}}{{- end -}}{{- end -}}{{- end -}}{{- end -}}
 {{- range $u := $users -}}
+{{- if and (not $v.satellite.everyTarget) (has (toString $u.nkey) (list "<< $ORRERY_NKEY_SATELLITE >>" "<< $ORRERY_NKEY_LEAF >>")) -}}
+{{- $subs := list -}}
+{{- with $u.permissions -}}{{- with .subscribe -}}{{- $subs = .allow | default list -}}{{- end -}}{{- end -}}
+{{- range $subj := $subs -}}
+{{- $subj = toString $subj -}}
+{{- if or (hasPrefix "orrery.op." $subj) (eq $subj "orrery.>") (eq $subj ">") (hasPrefix "orrery.*" $subj) -}}
+{{- if or (contains "*" $subj) (contains ">" $subj) -}}
+{{- fail (printf "nats.config.merge: the user %s may subscribe to %s, every target's operations: list orrery.op.<plugin>.<target> subjects (gen-nkeys.py --satellite/--leaf NAME=PLUGIN:TARGET,... --helm-values), or opt in with satellite.everyTarget=true" (toString $u.nkey) $subj) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (toString $u.nkey) "<< $ORRERY_NKEY_SATELLITE >>" -}}
 {{- $allow := list -}}
 {{- with $u.permissions -}}{{- with .subscribe -}}{{- $allow = .allow | default list -}}{{- end -}}{{- end -}}
@@ -182,8 +235,13 @@ receiving any other operation. */}}
 {{- $file := include "orrery.credFile" . -}}
 {{- $vols = append $vols (dict "name" "nats-auth" "secret" (dict "secretName" $v.natsClient.auth.secretName "defaultMode" 288 "items" (list (dict "key" $file "path" $file)))) -}}
 {{- end -}}
-{{- if $v.natsClient.tls.enabled -}}
-{{- $vols = append $vols (dict "name" "nats-tls" "secret" (dict "secretName" $v.natsClient.tls.secretName "defaultMode" 288)) -}}
+{{- if eq (include "orrery.natsTls" .ctx) "true" -}}
+{{- /* ca.crt only: a client never needs the server's key. */ -}}
+{{- $items := list (dict "key" "ca.crt" "path" "ca.crt") -}}
+{{- if $v.natsClient.tls.clientCert -}}
+{{- $items = concat $items (list (dict "key" "tls.crt" "path" "tls.crt") (dict "key" "tls.key" "path" "tls.key")) -}}
+{{- end -}}
+{{- $vols = append $vols (dict "name" "nats-tls" "secret" (dict "secretName" (include "orrery.natsTlsSecret" .ctx) "defaultMode" 288 "items" $items)) -}}
 {{- end -}}
 {{- if $vols }}{{ toYaml $vols }}{{ end -}}
 {{- end -}}
@@ -195,7 +253,7 @@ receiving any other operation. */}}
 {{- if ne $v.natsClient.auth.mode "none" -}}
 {{- $mounts = append $mounts (dict "name" "nats-auth" "mountPath" "/etc/orrery/nats-auth" "readOnly" true) -}}
 {{- end -}}
-{{- if $v.natsClient.tls.enabled -}}
+{{- if eq (include "orrery.natsTls" .ctx) "true" -}}
 {{- $mounts = append $mounts (dict "name" "nats-tls" "mountPath" "/etc/orrery/nats-tls" "readOnly" true) -}}
 {{- end -}}
 {{- if $mounts }}{{ toYaml $mounts }}{{ end -}}

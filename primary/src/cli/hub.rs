@@ -447,7 +447,12 @@ async fn yank(args: YankArgs) -> anyhow::Result<ExitCode> {
 async fn lock(args: LockArgs) -> anyhow::Result<ExitCode> {
     let hub = args.hub.open(false).await?;
     let trusted = TrustedKeys::load_specs(&args.trusted_keys)?;
-    let installer = hub::Installer::new(hub, trusted.clone(), std::env::temp_dir());
+    // What this lock has seen of the index is kept beside it, so a later
+    // `orrery hub lock` refuses an index that went backwards (docs/hub.md).
+    let mut seen = args.lock_file.clone().into_os_string();
+    seen.push(".seen.json");
+    let installer = hub::Installer::new(hub, trusted.clone(), std::env::temp_dir())
+        .with_seen_file(Some(seen.into()));
     let mut lock = LockFile::load(&args.lock_file)?;
     for text in &args.requirements {
         let requirement: Requirement = text.parse()?;

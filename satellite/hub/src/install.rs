@@ -28,6 +28,7 @@ use crate::client::{Hub, IndexEntry};
 use crate::keys::TrustedKeys;
 use crate::lock::LockEntry;
 use crate::manifest::{valid_name, Artifact, Manifest};
+use crate::seen::{SeenFile, SEEN_FILE};
 use crate::{binary_name, file_digest, host_platform, temp_path, HubError};
 
 /// `name@requirement`, e.g. `local@^1.2`. Requirements are Cargo's: `1.2`
@@ -111,16 +112,21 @@ pub struct Installer {
     platform: String,
     protocol: u16,
     orrery: semver::Version,
+    seen: SeenFile,
 }
 
 impl Installer {
     /// Installs from `hub`, trusting exactly `trusted`, caching in
-    /// `cache_dir`, for this host's platform and protocol.
+    /// `cache_dir`, for this host's platform and protocol. What it sees of
+    /// the index is remembered in `cache_dir/index-seen.json`
+    /// ([`crate::seen`]): an index that goes backwards is refused.
     pub fn new(hub: Hub, trusted: TrustedKeys, cache_dir: impl Into<PathBuf>) -> Installer {
+        let cache_dir = cache_dir.into();
         Installer {
             hub,
             trusted,
-            cache_dir: cache_dir.into(),
+            seen: SeenFile::new(Some(cache_dir.join(SEEN_FILE))),
+            cache_dir,
             platform: host_platform(),
             protocol: orrery_schema::PROTOCOL_MAJOR,
             orrery: semver::Version::parse(env!("CARGO_PKG_VERSION"))
@@ -132,6 +138,20 @@ impl Installer {
     pub fn with_platform(mut self, platform: impl Into<String>) -> Installer {
         self.platform = platform.into();
         self
+    }
+
+    /// Remembers what it sees of the index in `path` instead of the cache
+    /// directory's `index-seen.json` (`orrery hub lock`: beside the lock
+    /// file); `None` remembers nothing (an index going backwards is then
+    /// not noticed).
+    pub fn with_seen_file(mut self, path: Option<PathBuf>) -> Installer {
+        self.seen = SeenFile::new(path);
+        self
+    }
+
+    /// Where what it saw of the index is remembered.
+    pub fn seen_file(&self) -> Option<&std::path::Path> {
+        self.seen.path()
     }
 
     /// The hub.
@@ -162,7 +182,20 @@ impl Installer {
         requirement: &Requirement,
         include_yanked: bool,
     ) -> Result<IndexEntry, HubError> {
-        let versions = self.hub.versions(&requirement.name).await?;
+        let versions = match self.hub.versions(&requirement.name).await {
+            Ok(versions) => versions,
+            // Every entry deleted: the memory names the first one it saw.
+            Err(e @ HubError::PluginNotFound { .. }) => {
+                self.seen
+                    .listing(&requirement.name, &[], &self.trusted)
+                    .await?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        self.seen
+            .listing(&requirement.name, &versions, &self.trusted)
+            .await?;
         let matching: Vec<IndexEntry> = versions
             .iter()
             .filter(|e| requirement.req.matches(&e.version))
@@ -299,6 +332,7 @@ impl Installer {
         locked: Option<&str>,
     ) -> Result<Installed, HubError> {
         entry.manifest.verify(&self.trusted)?;
+        self.seen.entry(entry, &self.trusted).await?;
         let manifest = &entry.manifest.manifest;
         if !valid_name(&manifest.name) {
             return Err(HubError::invalid(

@@ -32,6 +32,7 @@ pub mod keys;
 pub mod lock;
 pub mod manifest;
 pub mod package;
+pub mod seen;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -211,6 +212,18 @@ pub enum HubError {
         /// `it is a lower version` or `it is yanked (…)`.
         why: String,
     },
+    /// The hub's index went backwards from what this installer saw
+    /// before: a version's entry is gone, or a yank statement was removed
+    /// ([`crate::seen`]).
+    #[error("refused the hub index: entry {entry} ({plugin}): {why}")]
+    IndexRollback {
+        /// The index key of the entry.
+        entry: String,
+        /// `name@version`.
+        plugin: String,
+        /// What went backwards.
+        why: String,
+    },
     /// The hub has no plugin of that name.
     #[error("plugin `{name}` is not on the hub")]
     PluginNotFound {
@@ -299,6 +312,7 @@ impl HubError {
             HubError::AnnouncementMismatch { .. } => "announcement-mismatch",
             HubError::EntryMismatch { .. } => "entry-mismatch",
             HubError::Downgrade { .. } => "downgrade",
+            HubError::IndexRollback { .. } => "index-rollback",
             HubError::PluginNotFound { .. } => "plugin-not-found",
             HubError::VersionNotFound { .. } => "version-not-found",
             HubError::NoMatchingVersion { .. } => "no-matching-version",

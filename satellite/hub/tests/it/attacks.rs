@@ -340,3 +340,127 @@ async fn an_entry_holding_another_versions_or_plugins_manifest_is_refused() {
     assert_eq!(e.kind(), "entry-mismatch", "{e}");
     assert_eq!(resolved(&installer, "local").await, "1.0.0");
 }
+
+/// Deletes the stored index entry `name@version`, as a compromised hub
+/// writer (a directory hub: `index/<key>.json`).
+fn delete_entry(dir: &Path, name: &str, version: &str) {
+    let path = dir
+        .join("hub/index")
+        .join(format!("{}.json", index_key(name, version)));
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[tokio::test]
+async fn a_rollback_by_deleting_an_index_entry_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = PublisherKey::generate().unwrap();
+    let hub = two_versions(dir.path(), &key).await;
+    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
+    let installer = Installer::new(hub.clone(), trusted.clone(), dir.path().join("cache"));
+    let installed = installer.install(&req("local@^1"), None).await.unwrap();
+    assert_eq!(installed.manifest.version, "1.1.0");
+
+    // The writer deletes 1.1.0's entry: without a memory of the index, a
+    // resolution silently picks 1.0.0 (the attack).
+    delete_entry(dir.path(), "local", "1.1.0");
+    let fresh = Installer::new(hub.clone(), trusted.clone(), dir.path().join("fresh-cache"));
+    assert_eq!(resolved(&fresh, "local@^1").await, "1.0.0");
+
+    // The installer that saw 1.1.0 refuses, naming the entry, for a new
+    // resolution and for an install alike.
+    for attempt in [
+        installer.resolve(&req("local@^1")).await.map(|_| ()),
+        installer.install(&req("local@^1"), None).await.map(|_| ()),
+    ] {
+        let e = attempt.unwrap_err();
+        assert_eq!(e.kind(), "index-rollback", "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("local.1.1.0") && text.contains("local@1.1.0"),
+            "{text}"
+        );
+        assert!(text.contains("gone"), "{text}");
+    }
+    // The memory lives in the cache directory and survives a new installer
+    // (a restarted satellite).
+    let restarted = Installer::new(hub, trusted, dir.path().join("cache"));
+    let e = restarted.resolve(&req("local")).await.unwrap_err();
+    assert_eq!(e.kind(), "index-rollback", "{e}");
+    // Deleting every entry is named too, not just "not on the hub".
+    delete_entry(dir.path(), "local", "1.0.0");
+    let e = restarted.resolve(&req("local")).await.unwrap_err();
+    assert_eq!(e.kind(), "index-rollback", "{e}");
+    assert!(e.to_string().contains("local.1.0.0"), "{e}");
+}
+
+#[tokio::test]
+async fn an_unyank_by_deleting_the_yank_statement_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = PublisherKey::generate().unwrap();
+    let hub = two_versions(dir.path(), &key).await;
+    hub.yank("local", "1.1.0", true, "corrupts symlinks", &key)
+        .await
+        .unwrap();
+    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
+    let installer = Installer::new(hub.clone(), trusted.clone(), dir.path().join("cache"));
+    assert_eq!(resolved(&installer, "local@^1").await, "1.0.0");
+
+    // The writer removes the signed statement (and the unsigned flag):
+    // every signature left holds, and a fresh installer picks 1.1.0 again.
+    edit_entry(&hub, &index_key("local", "1.1.0"), |doc| {
+        doc["yanks"] = serde_json::json!([]);
+        doc["yanked"] = false.into();
+        doc["yank_reason"] = "".into();
+    })
+    .await;
+    let fresh = Installer::new(hub.clone(), trusted.clone(), dir.path().join("fresh-cache"));
+    assert_eq!(resolved(&fresh, "local@^1").await, "1.1.0");
+
+    // The installer that saw the yank refuses the resolution, and an
+    // install of the version (a lock moving to it) as well.
+    let e = installer.resolve(&req("local@^1")).await.unwrap_err();
+    assert_eq!(e.kind(), "index-rollback", "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("local.1.1.0")
+            && text.contains("sequence 0")
+            && text.contains("sequence 1 (yanked)"),
+        "{text}"
+    );
+    let entry = hub.entry("local", "1.1.0").await.unwrap();
+    let e = installer.install_entry(&entry, None).await.unwrap_err();
+    assert_eq!(e.kind(), "index-rollback", "{e}");
+    assert!(e.to_string().contains("local.1.1.0"), "{e}");
+}
+
+#[tokio::test]
+async fn the_honest_index_still_installs_upgrades_yanks_and_unyanks() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = PublisherKey::generate().unwrap();
+    let hub = Hub::dir(dir.path().join("hub")).unwrap();
+    hub.publish(&package(dir.path(), "local", "1.0.0", &key))
+        .await
+        .unwrap();
+    let trusted = TrustedKeys::from_keys([key.verifying_key()]);
+    let installer = Installer::new(hub.clone(), trusted, dir.path().join("cache"));
+    let first = installer.install(&req("local@^1"), None).await.unwrap();
+    assert_eq!(first.manifest.version, "1.0.0");
+    // The publisher releases 1.1.0: the upgrade installs.
+    hub.publish(&package(dir.path(), "local", "1.1.0", &key))
+        .await
+        .unwrap();
+    let second = installer.install(&req("local@^1"), None).await.unwrap();
+    assert_eq!(second.manifest.version, "1.1.0");
+    // A signed yank and a signed un-yank both move the index forwards.
+    hub.yank("local", "1.1.0", true, "broken", &key)
+        .await
+        .unwrap();
+    assert_eq!(resolved(&installer, "local@^1").await, "1.0.0");
+    hub.yank("local", "1.1.0", false, "", &key).await.unwrap();
+    assert_eq!(resolved(&installer, "local@^1").await, "1.1.0");
+    let seen = orrery_hub::seen::SeenIndex::load(installer.seen_file().unwrap()).unwrap();
+    let local = &seen.plugins["local"];
+    assert_eq!(local.keys().collect::<Vec<_>>(), ["1.0.0", "1.1.0"]);
+    assert_eq!(local["1.1.0"].yank_sequence, 2);
+    assert!(!local["1.1.0"].yanked);
+}
