@@ -298,6 +298,7 @@ fn a_flood_of_refusals_stays_within_the_retention_bound() {
     let dir = tempfile::tempdir().unwrap();
     let s = server(dir.path(), None, &["--audit-retention", "50"]);
     let floods = 2000;
+    let started = std::time::Instant::now();
     for i in 0..floods {
         let (status, _) = match i % 2 {
             // Each on a path of its own: no two alike, none coalesced.
@@ -306,6 +307,7 @@ fn a_flood_of_refusals_stays_within_the_retention_bound() {
         };
         assert!(status == 401 || status == 403, "refusal {i}: {status}");
     }
+    let answered = started.elapsed();
     // The last refusal, unlike the flood, is one of its kind: once it is
     // written, everything before it was.
     assert_eq!(s.get_as(Some(OPERATOR), "/v1/audit").0, 403);
@@ -324,17 +326,12 @@ fn a_flood_of_refusals_stays_within_the_retention_bound() {
         .unwrap();
     assert!(rows <= 50, "{rows} records in the store, bound 50");
     assert_eq!(rows as usize, newest.len());
-    // The newest are the ones kept: the flood's last two, before the last.
-    assert_eq!(newest[1]["principal"], "watcher", "{:#?}", &newest[..3]);
-    assert!(
-        newest[2]["outcome"]
-            .as_str()
-            .unwrap()
-            .contains("/v1/flood-1998"),
-        "{:#?}",
-        &newest[..3]
-    );
-    eprintln!("{floods} refusals: {rows} records kept");
+    // The newest are the ones kept: the flood's last 401 and its 403s
+    // (coalesced within a batch, a 403 is recorded where its first was).
+    let kept = |needle: &str| newest.iter().any(|r| r.to_string().contains(needle));
+    assert!(kept("/v1/flood-1998") && kept("watcher"), "{newest:#?}");
+    assert!(!kept("/v1/flood-0)"), "the oldest was pruned: {newest:#?}");
+    eprintln!("{floods} refusals answered in {answered:?}: {rows} records kept");
 }
 
 /// `orrery audit` against a real primary: a table for people, JSON and
