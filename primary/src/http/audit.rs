@@ -65,14 +65,21 @@ impl Audit {
     /// Starts the writer of refusals (on the current tokio runtime); the
     /// store keeps the newest `keep` records.
     pub fn start(store: Store, keep: u64) -> Audit {
-        let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(write_refusals(store.clone(), keep, rx));
-        Audit {
+        let (audit, rx) = Audit::unstarted(store.clone(), keep, QUEUE);
+        tokio::spawn(write_refusals(store, keep, rx));
+        audit
+    }
+
+    /// The writer's handle and the queue's other end, `capacity` long.
+    fn unstarted(store: Store, keep: u64, capacity: usize) -> (Audit, mpsc::Receiver<AuditEntry>) {
+        let (queue, rx) = mpsc::channel(capacity);
+        let audit = Audit {
             store,
             keep,
             queue,
             dropped: Arc::new(AtomicU64::new(0)),
-        }
+        };
+        (audit, rx)
     }
 
     /// Writes `entry` now (a command's start or cancel), on a blocking thread.
@@ -309,6 +316,28 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that cannot keep up: refusals past the queue are dropped
+    /// and counted, never waited for.
+    #[tokio::test]
+    async fn refusals_past_a_full_queue_are_dropped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::state::open_dir(dir.path()).unwrap();
+        let (audit, mut rx) = Audit::unstarted(store, 10, 4);
+        let started = std::time::Instant::now();
+        for _ in 0..10 {
+            audit.refusal(AuditEntry {
+                action: "unauthorized".into(),
+                outcome: "no".into(),
+                count: 1,
+                ..Default::default()
+            });
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(audit.dropped.load(Ordering::Relaxed), 6);
+        let mut queued = Vec::new();
+        assert_eq!(rx.recv_many(&mut queued, 100).await, 4);
+    }
 
     #[test]
     fn identical_refusals_are_coalesced_and_others_kept_in_order() {
