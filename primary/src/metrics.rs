@@ -20,6 +20,7 @@ pub struct Metrics {
     discovered: Counter<u64>,
     drift: Counter<u64>,
     satellites: Gauge<u64>,
+    audit_dropped: Counter<u64>,
 }
 
 /// The instruments, made on first use from the global meter provider.
@@ -62,11 +63,20 @@ pub fn metrics() -> &'static Metrics {
                 .u64_gauge("orrery.satellites")
                 .with_description("Satellites answering on NATS, as last counted by the distributed primary.")
                 .build(),
+            audit_dropped: meter
+                .u64_counter("orrery.audit.dropped")
+                .with_description("Refusals (401, 403) not written to the audit log because its queue was full.")
+                .build(),
         }
     })
 }
 
 impl Metrics {
+    /// A refusal was not written to the audit log (its queue was full).
+    pub fn audit_dropped(&self) {
+        self.audit_dropped.add(1, &[]);
+    }
+
     /// One operation reached its final outcome.
     pub fn operation(&self, plugin: &str, operation: &str, outcome: &str, took: Duration) {
         self.operation_duration.record(

@@ -67,6 +67,7 @@ macro_rules! print {
     };
 }
 
+mod audit;
 pub mod config_file;
 mod discover;
 mod duration;
@@ -165,6 +166,10 @@ enum Command {
     /// The latest commands: kind, stack, who ran it, when, how long,
     /// operation counts, outcome.
     History(remote_cmds::HistoryArgs),
+    /// The audit log: who started or canceled which command (with the
+    /// plan's hash and the outcome), and every refusal (401, 403). With
+    /// --primary, an admin's token reads it from the primary.
+    Audit(audit::AuditArgs),
     /// List recorded resources.
     Inventory(inspect::InventoryArgs),
     /// List every discoverable resource on the targets of a stack (or of
@@ -224,6 +229,7 @@ pub async fn run(cli: Cli, metrics: MetricsReader) -> anyhow::Result<ExitCode> {
         Command::Status(args) => remote_cmds::status(args).await,
         Command::Cancel(args) => remote_cmds::cancel(args).await,
         Command::History(args) => remote_cmds::history(args).await,
+        Command::Audit(args) => audit::audit_cmd(args).await,
         Command::Inventory(args) => inspect::inventory(args),
         Command::Discover(args) => discover::discover_cmd(args).await,
         Command::Drift(args) => discover::drift_cmd(args).await,

@@ -72,6 +72,11 @@ pub struct Args {
     /// `too_many_items`) and must be paged.
     #[arg(long, env = "ORRERY_MAX_LIST_ITEMS", default_value_t = DEFAULT_MAX_LIST_ITEMS)]
     pub max_list_items: usize,
+    /// How many audit records the state store keeps (the newest; older
+    /// ones are pruned as new ones are written). See `GET /v1/audit`.
+    #[arg(long, env = "ORRERY_AUDIT_RETENTION", default_value_t = http::DEFAULT_AUDIT_RETENTION,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub audit_retention: u64,
     /// Most operations in flight at once, per command.
     #[arg(long, env = "ORRERY_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
@@ -237,6 +242,7 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         stack_dir,
         max_body_bytes: args.max_body_bytes,
         max_list_items: args.max_list_items,
+        audit_retention: args.audit_retention,
         options: Options {
             max_concurrency: args.concurrency.max(1),
             request_timeout: args.request_timeout,

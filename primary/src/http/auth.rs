@@ -108,7 +108,8 @@ impl Principal {
                 "`{}` is not {} of stack `{stack}`",
                 self.name,
                 article(role)
-            )))
+            ))
+            .refusing(&self.name, Some(stack)))
         }
     }
 
@@ -121,7 +122,8 @@ impl Principal {
                 "`{}` is not {} of any stack",
                 self.name,
                 article(role)
-            )))
+            ))
+            .refusing(&self.name, None))
         }
     }
 

@@ -300,6 +300,7 @@ pub fn launch(
     command: Command,
     planned: Option<Planned>,
     principal: Option<&str>,
+    audit: Option<super::audit::Audit>,
 ) {
     use tracing::Instrument;
     let id = reservation.id.clone();
@@ -313,7 +314,29 @@ pub fn launch(
         .events(&id)
         .unwrap_or_else(|| EventSink::new(&id));
     let commands = reservation.commands.clone();
-    reservation.launch(move |cancel| async move {
+    reservation.launch(move |cancel| {
+        async move {
+            let outcome = run(id.clone(), command, planned, events, commands, cancel).await;
+            if let Some(audit) = audit {
+                audit.finished(&id, &outcome).await;
+            }
+            outcome
+        }
+        .instrument(span)
+    });
+}
+
+/// The command's run in the background: its outcome.
+async fn run(
+    id: String,
+    command: Command,
+    planned: Option<Planned>,
+    events: EventSink,
+    commands: Commands,
+    cancel: watch::Receiver<Stop>,
+) -> Outcome {
+    use tracing::Instrument;
+    {
         let log_id = id.clone();
         let log = events.clone();
         let logger = tokio::spawn(
@@ -343,7 +366,9 @@ pub fn launch(
                 return Outcome::Error(message);
             }
         };
-        let result = command.execute(&planned, Some(events.clone()), cancel).await;
+        let result = command
+            .execute(&planned, Some(events.clone()), cancel)
+            .await;
         let _ = logger.await;
         match result {
             Ok(report) => Outcome::Report(report),
@@ -356,7 +381,7 @@ pub fn launch(
                 Outcome::Error(e.to_string())
             }
         }
-    }.instrument(span));
+    }
 }
 
 /// Logs an operation's failures as warnings, the rest at debug level.

@@ -20,6 +20,8 @@ pub struct ApiError {
     pub message: String,
     /// More fields of the body, next to `error`.
     pub extra: Map<String, Value>,
+    /// Of a 403: who was refused, and on which stack (for the audit log).
+    pub refused: Option<(String, Option<String>)>,
 }
 
 impl ApiError {
@@ -29,6 +31,7 @@ impl ApiError {
             status,
             message: message.into(),
             extra: Map::new(),
+            refused: None,
         }
     }
 
@@ -52,6 +55,26 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
 
+    /// Says who was refused (a 403), and on which stack.
+    pub fn refusing(mut self, principal: &str, stack: Option<&str>) -> Self {
+        self.refused = Some((principal.to_owned(), stack.map(str::to_owned)));
+        self
+    }
+
+    /// What the audit log records of a 401 or 403 (`audit::refusals`
+    /// reads it from the response's extensions).
+    pub fn audited(&self) -> Option<super::audit::Refused> {
+        let refusal = matches!(
+            self.status,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+        );
+        refusal.then(|| super::audit::Refused {
+            principal: self.refused.as_ref().map(|(p, _)| p.clone()),
+            stack: self.refused.as_ref().and_then(|(_, s)| s.clone()),
+            reason: self.message.clone(),
+        })
+    }
+
     /// Adds a field to the body.
     pub fn with(mut self, key: &str, value: Value) -> Self {
         self.extra.insert(key.to_owned(), value);
@@ -69,8 +92,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = Map::new();
         body.insert("error".into(), json!(self.message));
+        let audited = self.audited();
         body.extend(self.extra);
-        (self.status, Json(Value::Object(body))).into_response()
+        let mut response = (self.status, Json(Value::Object(body))).into_response();
+        if let Some(refused) = audited {
+            response.extensions_mut().insert(refused);
+        }
+        response
     }
 }
 

@@ -23,7 +23,7 @@ use crate::plan::Mode;
 use crate::service::view::{self, ConfirmedPlan, PlanView, ReportView};
 use crate::service::{Command, ServiceError, StackInputs, StackReads};
 use crate::stack::Supplied;
-use crate::state::{CommandDocument, CommandFilter, CommandStatus};
+use crate::state::{AuditEntry, CommandDocument, CommandFilter, CommandStatus};
 
 type AppState = State<Arc<Shared>>;
 
@@ -53,6 +53,7 @@ pub async fn metrics(State(state): AppState, principal: Principal) -> Response {
             StatusCode::FORBIDDEN,
             format!("`{}` may not read the metrics", principal.name),
         )
+        .refusing(&principal.name, None)
         .into_response();
     }
     let text = state
@@ -307,7 +308,8 @@ fn refused_reads(principal: &Principal, inputs: &StackInputs, e: ServiceError) -
                 "`{}` is not a viewer of stack `{stack}`, whose outputs this document reads; nothing was changed",
                 principal.name
             ),
-        ),
+        )
+        .refusing(&principal.name, Some(stack)),
         None => e.into(),
     }
 }
@@ -416,7 +418,30 @@ async fn start(
         stack = %command.stack().name,
         "command started"
     );
-    commands::launch(reservation, command, planned, Some(&principal.name));
+    // Recorded before it runs: a command that ran has its audit record.
+    let action = match command.resumes() {
+        true => "resume",
+        false => command.kind().name(),
+    };
+    state
+        .audit
+        .record(AuditEntry {
+            principal: Some(principal.name.clone()),
+            action: action.to_owned(),
+            stack: Some(command.stack().name.clone()),
+            command_id: Some(command.id().to_owned()),
+            plan_hash: Some(view.plan_hash.clone()),
+            outcome: "running".into(),
+            count: 1,
+        })
+        .await?;
+    commands::launch(
+        reservation,
+        command,
+        planned,
+        Some(&principal.name),
+        Some(state.audit.clone()),
+    );
     Ok(response)
 }
 
@@ -461,7 +486,8 @@ pub async fn apply_handler(
                     prepared.stack.name,
                     changed.join("`, `")
                 ),
-            ));
+            )
+            .refusing(&principal.name, Some(&prepared.stack.name)));
         }
     }
     let reservation = state.commands.reserve(&prepared.stack.name)?;
@@ -677,8 +703,8 @@ pub async fn cancel_handler(
                 .map(|r| r.stack)
         }
     };
-    match stack {
-        Some(stack) => principal.require(Role::Operator, &stack)?,
+    match &stack {
+        Some(stack) => principal.require(Role::Operator, stack)?,
         None => principal.require_some(Role::Viewer)?,
     }
     let stop = match force {
@@ -688,6 +714,21 @@ pub async fn cancel_handler(
     match state.commands.cancel(&id, stop) {
         Ok(()) => {
             tracing::info!(target: super::AUDIT, principal = %principal.name, command = %id, force, "command canceled");
+            state
+                .audit
+                .record(AuditEntry {
+                    principal: Some(principal.name.clone()),
+                    action: "cancel".into(),
+                    stack: stack.clone(),
+                    command_id: Some(id.clone()),
+                    plan_hash: None,
+                    outcome: match force {
+                        true => "canceling (force)".into(),
+                        false => "canceling".into(),
+                    },
+                    count: 1,
+                })
+                .await?;
             Ok((
                 StatusCode::ACCEPTED,
                 Json(json!({"command_id": id, "status": "canceling", "force": force})),

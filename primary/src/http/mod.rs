@@ -16,12 +16,14 @@
 //! - `GET  /v1/commands`, `GET /v1/commands/{id}`, `POST /v1/commands/{id}/cancel`
 //! - `GET  /v1/commands/{id}/events`: server-sent events (`events.rs`)
 //! - `GET  /v1/stacks`, `GET /v1/resources`, `GET /v1/targets`, `GET /v1/plugins`
+//! - `GET  /v1/audit`: the audit log in the store (`audit.rs`), admins only
 //! - `/ui/...`: the web dashboard (`ui/`), signed in with a session cookie
 //!
 //! Errors are `{"error": "..."}` with a fitting status code. Every
 //! endpoint but health and readiness needs a principal (`auth.rs`,
 //! `docs/security.md`).
 
+mod audit;
 pub mod auth;
 mod background;
 mod body;
@@ -53,9 +55,11 @@ pub use error::ApiError;
 use error::ApiResult;
 /// The log target of the audit trail: who started or canceled which
 /// command, and every 401 and 403 with whom or why. On at `info` by
-/// default, whatever else is filtered out.
+/// default, whatever else is filtered out. The same events are recorded in
+/// the state store (`audit.rs`, `GET /v1/audit`).
 pub const AUDIT: &str = "orrery_primary::audit";
 
+pub use crate::state::DEFAULT_AUDIT_RETENTION;
 pub use listen::{
     serve, tls_config, ServeOptions, TlsError, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
@@ -105,6 +109,8 @@ pub struct Config {
     pub lease: LeaseConfig,
     /// Who may call the API.
     pub auth: Arc<auth::Auth>,
+    /// How many audit records the store keeps (the newest).
+    pub audit_retention: u64,
 }
 
 /// What every request shares.
@@ -128,6 +134,8 @@ struct Shared {
     _serving: Option<state::ServeLock>,
     /// This primary's shares of the targets' rate limits.
     rates: SharedRateLimiter,
+    /// The audit log's writer.
+    audit: audit::Audit,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -138,6 +146,7 @@ pub struct Primary {
 
 impl Primary {
     /// Opens the state store; plugins start later, when stacks need them.
+    /// Call it on a tokio runtime (the audit log's writer starts on it).
     pub fn open(config: Config) -> Result<Self, StoreError> {
         let (store, serving) = match &config.database_url {
             Some(url) => (state::open(url)?, None),
@@ -167,9 +176,11 @@ impl Primary {
                 engine,
             },
         );
+        let audit = audit::Audit::start(store.clone(), config.audit_retention);
         Ok(Primary {
             shared: Arc::new(Shared {
                 config,
+                audit,
                 store,
                 service,
                 commands: commands::Commands::default(),
@@ -217,6 +228,7 @@ impl Primary {
             .route("/v1/resources", get(handlers::resources_handler))
             .route("/v1/targets", get(handlers::targets_handler))
             .route("/v1/plugins", get(handlers::plugins_handler))
+            .route("/v1/audit", get(audit::audit_handler))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
             .layer(axum::middleware::from_fn_with_state(
@@ -233,6 +245,10 @@ impl Primary {
             .layer(axum::middleware::from_fn_with_state(
                 self.shared.clone(),
                 body::declared_length,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.audit.clone(),
+                audit::refusals,
             ))
             .layer(CatchPanicLayer::custom(panicked))
             .with_state(self.shared.clone())

@@ -160,6 +160,16 @@ pub fn parse_id_cursor(cursor: &str) -> Result<String, ApiError> {
     })
 }
 
+/// The number (a record id) a cursor of [`id_cursor`] names.
+pub fn parse_number_cursor(cursor: &str) -> Result<i64, ApiError> {
+    parse_id_cursor(cursor)?.parse().map_err(|_| {
+        refused(
+            "bad_cursor",
+            "`cursor` is not one this server gave".to_owned(),
+        )
+    })
+}
+
 /// The pair a cursor names.
 pub fn parse_pair_cursor(cursor: &str) -> Result<(String, String), ApiError> {
     let bad = || {

@@ -73,7 +73,26 @@ async fn resume_one(state: &Arc<Shared>, head: CommandHead) -> Result<bool, Serv
         return Ok(false);
     };
     reservation.rename(command.id());
-    commands::launch(reservation, command, None, head.principal.as_deref());
+    // The primary resumes it, for whoever started it (their record says so).
+    state
+        .audit
+        .record(crate::state::AuditEntry {
+            principal: None,
+            action: "resume".into(),
+            stack: Some(head.stack.clone()),
+            command_id: Some(command.id().to_owned()),
+            plan_hash: None,
+            outcome: "running".into(),
+            count: 1,
+        })
+        .await?;
+    commands::launch(
+        reservation,
+        command,
+        None,
+        head.principal.as_deref(),
+        Some(state.audit.clone()),
+    );
     Ok(true)
 }
 

@@ -6,6 +6,7 @@
 //! an operation is recorded `running` with its request id before it is
 //! sent, so a primary restarted mid-apply knows what might have happened.
 
+pub mod audit;
 mod codec;
 mod error;
 mod off_worker;
@@ -19,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
+pub use audit::{AuditEntry, AuditFilter, AuditRecord, DEFAULT_AUDIT_RETENTION};
 pub use error::StoreError;
 pub use off_worker::{off_worker, OffWorker};
 pub use orrery_core::keys::{fingerprint, fingerprint_bytes, DiscoveredKey, ManagedKey};
@@ -268,6 +270,18 @@ pub trait StateStore: Send + Sync {
         buckets: &[String],
         window_ms: i64,
     ) -> Result<std::collections::HashMap<String, u32>, StoreError>;
+
+    // The audit log (`audit.rs`).
+
+    /// Appends `entries` in order, all or none, at the store's clock, then
+    /// prunes the oldest records beyond the newest `keep` (at most
+    /// `audit::PRUNE_BATCH` per call).
+    fn append_audit(&self, entries: &[AuditEntry], keep: u64) -> Result<(), StoreError>;
+    /// Sets the outcome of the record of `command_id`'s start (once it
+    /// ended).
+    fn set_audit_outcome(&self, command_id: &str, outcome: &str) -> Result<(), StoreError>;
+    /// Audit records matching `filter`, newest first.
+    fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
 /// A shared store.

@@ -170,4 +170,13 @@ impl<S: StateStore> StateStore for OffWorker<S> {
     ) -> Result<std::collections::HashMap<String, u32>, StoreError> {
         off_worker(|| self.0.rate_sharers(owner, buckets, window_ms))
     }
+    fn append_audit(&self, entries: &[crate::AuditEntry], keep: u64) -> Result<(), StoreError> {
+        off_worker(|| self.0.append_audit(entries, keep))
+    }
+    fn set_audit_outcome(&self, command_id: &str, outcome: &str) -> Result<(), StoreError> {
+        off_worker(|| self.0.set_audit_outcome(command_id, outcome))
+    }
+    fn audit(&self, filter: &crate::AuditFilter) -> Result<Vec<crate::AuditRecord>, StoreError> {
+        off_worker(|| self.0.audit(filter))
+    }
 }

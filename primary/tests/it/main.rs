@@ -3,6 +3,7 @@
 //! directory, starts servers, satellites and fleets; `chaos` holds the
 //! chaos soak's parts.
 
+mod audit_log;
 mod auth;
 mod chaos;
 mod chaos_soak;

@@ -101,18 +101,24 @@ pub async fn submit(
                         "`{}` may not sign in to the dashboard (it is no viewer of any stack)",
                         p.name
                     ),
-                ))
+                )
+                .refusing(&p.name, None))
             }
         });
     let principal = match signed_in {
         Ok(p) => p,
         Err(e) => {
+            let audited = e.audited();
             let message = if e.status == StatusCode::UNAUTHORIZED {
                 "That token is not valid here.".to_owned()
             } else {
                 e.message
             };
-            return (e.status, form(Some(&message), cert.is_some())).into_response();
+            let mut response = (e.status, form(Some(&message), cert.is_some())).into_response();
+            if let Some(refused) = audited {
+                response.extensions_mut().insert(refused);
+            }
+            return response;
         }
     };
     let id = match shared.ui_sessions.create(principal, super::now()) {

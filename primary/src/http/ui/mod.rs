@@ -179,6 +179,7 @@ impl From<ApiError> for UiError {
 impl IntoResponse for UiError {
     fn into_response(self) -> Response {
         let status = self.0.status;
+        let audited = self.0.audited();
         let page = layout::bare(
             status.canonical_reason().unwrap_or("Error"),
             maud::html! {
@@ -187,7 +188,11 @@ impl IntoResponse for UiError {
                 p { a href="/ui/commands" { "Back to the dashboard" } }
             },
         );
-        (status, page).into_response()
+        let mut response = (status, page).into_response();
+        if let Some(refused) = audited {
+            response.extensions_mut().insert(refused);
+        }
+        response
     }
 }
 

@@ -40,9 +40,10 @@
 //! call gets another connection (the pool drops connections it sees closed,
 //! and checks one idle for over 30 s before handing it out).
 //!
-//! The trait's key-only views, command listings and leases are in
-//! `keys.rs`, `commands.rs` and `lease.rs`; the URL and TLS in `tls.rs`.
+//! The trait's key-only views, command listings, leases and audit log are
+//! in `keys.rs`, `commands.rs`, `lease.rs` and `audit.rs`; the URL and TLS in `tls.rs`.
 
+mod audit;
 mod batch;
 mod commands;
 mod keys;
@@ -164,6 +165,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 12,
         name: "rate_sharers",
         sql: include_str!("../migrations/postgres/0012_rate_sharers.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "audit",
+        sql: include_str!("../migrations/postgres/0013_audit.sql"),
     },
 ];
 
@@ -1034,6 +1040,32 @@ impl PgPool {
         on_conn!(self, |c| lease::release(c, command_id, owner).await)
     }
 
+    /// See [`StateStore::append_audit`].
+    pub async fn append_audit(
+        &self,
+        entries: &[crate::AuditEntry],
+        keep: u64,
+    ) -> Result<(), StoreError> {
+        on_conn!(self, |c| audit::append(c, entries, keep).await)
+    }
+
+    /// See [`StateStore::set_audit_outcome`].
+    pub async fn set_audit_outcome(
+        &self,
+        command_id: &str,
+        outcome: &str,
+    ) -> Result<(), StoreError> {
+        on_conn!(self, |c| audit::set_outcome(c, command_id, outcome).await)
+    }
+
+    /// See [`StateStore::audit`].
+    pub async fn audit(
+        &self,
+        filter: &crate::AuditFilter,
+    ) -> Result<Vec<crate::AuditRecord>, StoreError> {
+        on_conn!(self, |c| audit::list(c, filter).await)
+    }
+
     /// See [`StateStore::rate_sharers`].
     pub async fn rate_sharers(
         &self,
@@ -1482,5 +1514,20 @@ impl StateStore for PgStore {
     ) -> Result<HashMap<String, u32>, StoreError> {
         let (owner, buckets) = (owner.to_owned(), buckets.to_vec());
         bridge!(self, rate_sharers(&owner, &buckets, window_ms))
+    }
+
+    fn append_audit(&self, entries: &[crate::AuditEntry], keep: u64) -> Result<(), StoreError> {
+        let entries = entries.to_vec();
+        bridge!(self, append_audit(&entries, keep))
+    }
+
+    fn set_audit_outcome(&self, command_id: &str, outcome: &str) -> Result<(), StoreError> {
+        let (command_id, outcome) = (command_id.to_owned(), outcome.to_owned());
+        bridge!(self, set_audit_outcome(&command_id, &outcome))
+    }
+
+    fn audit(&self, filter: &crate::AuditFilter) -> Result<Vec<crate::AuditRecord>, StoreError> {
+        let filter = filter.clone();
+        bridge!(self, audit(&filter))
     }
 }

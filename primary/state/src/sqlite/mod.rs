@@ -1,8 +1,9 @@
 //! The embedded store: one SQLite file in the data directory, no server.
 //!
-//! The trait's key-only views, command listings and leases are in
-//! `keys.rs`, `commands.rs` and `lease.rs`.
+//! The trait's key-only views, command listings, leases and audit log are
+//! in `keys.rs`, `commands.rs`, `lease.rs` and `audit.rs`.
 
+mod audit;
 mod commands;
 mod keys;
 mod lease;
@@ -115,9 +116,9 @@ CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, started_ms);
 /// `meta.schema`: 2 added command leases, command documents and the
 /// indexes of key-only views; 3 the command principals (the audit); 4 the
 /// stacks' outputs; 5 `resources.protected`; 6 the selection of a
-/// command's document; 7 the rate limits' sharers. Additions only: an older
+/// command's document; 7 the rate limits' sharers; 8 the audit log. Additions only: an older
 /// release ignores them, so a newer value is never refused.
-const SQLITE_SCHEMA: i64 = 7;
+const SQLITE_SCHEMA: i64 = 8;
 
 /// The value of `meta.schema` (0 before it existed).
 fn marked_schema(conn: &Connection) -> Result<i64, StoreError> {
@@ -235,6 +236,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     }
     add_progress_columns(&tx)?;
     tx.execute_batch(SCHEMA)?;
+    tx.execute_batch(audit::TABLE)?;
     protect::add_column(&tx)?;
     add_selection_column(&tx)?;
     tx.execute(
@@ -893,5 +895,17 @@ impl StateStore for SqliteStore {
         }
         tx.commit()?;
         Ok(counts)
+    }
+
+    fn append_audit(&self, entries: &[crate::AuditEntry], keep: u64) -> Result<(), StoreError> {
+        audit::append(&mut self.conn(), entries, keep)
+    }
+
+    fn set_audit_outcome(&self, command_id: &str, outcome: &str) -> Result<(), StoreError> {
+        audit::set_outcome(&self.conn(), command_id, outcome)
+    }
+
+    fn audit(&self, filter: &crate::AuditFilter) -> Result<Vec<crate::AuditRecord>, StoreError> {
+        audit::list(&self.conn(), filter)
     }
 }

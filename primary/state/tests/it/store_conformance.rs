@@ -26,9 +26,10 @@ use orrery_core::select::Selection;
 use orrery_schema::{PropertyMap, Value};
 use orrery_stack::TargetDecl;
 use orrery_state::{
-    CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease, LeaseGrant, ManagedKey,
-    Move, OpStatus, OperationPage, OperationRecord, PgStore, SqliteStore, StateStore, Store,
-    StoreError, StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION, RECORD_FORMAT,
+    AuditEntry, AuditFilter, CommandDocument, CommandFilter, CommandStatus, DiscoveredKey, Lease,
+    LeaseGrant, ManagedKey, Move, OpStatus, OperationPage, OperationRecord, PgStore, SqliteStore,
+    StateStore, Store, StoreError, StoredResource, Write, MIGRATIONS, PG_SCHEMA_VERSION,
+    RECORD_FORMAT,
 };
 
 // ---------------------------------------------------------------------------
@@ -212,6 +213,8 @@ conformance!(
     moves_re_address_records_in_one_write,
     a_move_onto_a_recorded_label_writes_nothing,
     protect_marks_stay_with_their_records,
+    audit_records_list_newest_first_with_filters,
+    audit_keeps_only_the_newest_records,
 );
 
 // ---------------------------------------------------------------------------
@@ -1731,6 +1734,201 @@ fn rate_sharers_count_the_owners_seen_within_the_window(f: &Fixture) {
     assert_eq!(counts, [(t, 1)].into(), "only carol, just now");
 }
 
+fn audit_entry(principal: Option<&str>, action: &str, stack: Option<&str>) -> AuditEntry {
+    AuditEntry {
+        principal: principal.map(str::to_owned),
+        action: action.to_owned(),
+        stack: stack.map(str::to_owned),
+        command_id: None,
+        plan_hash: None,
+        outcome: format!("{action} outcome"),
+        count: 1,
+    }
+}
+
+fn audit_all(s: &Store, filter: AuditFilter) -> Vec<orrery_state::AuditRecord> {
+    s.audit(&AuditFilter {
+        limit: 1000,
+        ..filter
+    })
+    .unwrap()
+}
+
+fn audit_records_list_newest_first_with_filters(f: &Fixture) {
+    let s = &f.store;
+    assert!(audit_all(s, AuditFilter::default()).is_empty());
+    let before = s.now_ms().unwrap();
+    let start = AuditEntry {
+        command_id: Some("c1".into()),
+        plan_hash: Some("ab12".into()),
+        outcome: "running".into(),
+        ..audit_entry(Some("alice"), "apply", Some("web"))
+    };
+    s.append_audit(
+        &[
+            start.clone(),
+            AuditEntry {
+                count: 3,
+                ..audit_entry(None, "unauthorized", None)
+            },
+        ],
+        1000,
+    )
+    .unwrap();
+    s.append_audit(
+        &[
+            audit_entry(Some("bob"), "forbidden", Some("web")),
+            AuditEntry {
+                command_id: Some("c1".into()),
+                ..audit_entry(Some("alice"), "cancel", Some("web"))
+            },
+        ],
+        1000,
+    )
+    .unwrap();
+    let all = audit_all(s, AuditFilter::default());
+    let actions: Vec<&str> = all.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(actions, ["cancel", "forbidden", "unauthorized", "apply"]);
+    assert!(
+        all.windows(2).all(|w| w[0].id > w[1].id),
+        "ids grow: {all:?}"
+    );
+    let after = s.now_ms().unwrap();
+    for r in &all {
+        assert!(
+            (before..=after).contains(&r.time_ms),
+            "{r:?} at the store's clock"
+        );
+    }
+    let apply = &all[3];
+    assert_eq!(
+        (
+            apply.principal.as_deref(),
+            apply.stack.as_deref(),
+            apply.command_id.as_deref(),
+            apply.plan_hash.as_deref(),
+            apply.outcome.as_str(),
+            apply.count
+        ),
+        (
+            Some("alice"),
+            Some("web"),
+            Some("c1"),
+            Some("ab12"),
+            "running",
+            1
+        )
+    );
+    let refused = &all[2];
+    assert_eq!(
+        (
+            refused.principal.as_deref(),
+            refused.stack.as_deref(),
+            refused.count
+        ),
+        (None, None, 3)
+    );
+    // The outcome lands on the start only, not on the cancel.
+    s.set_audit_outcome("c1", "canceled").unwrap();
+    let all = audit_all(s, AuditFilter::default());
+    assert_eq!(all[3].outcome, "canceled");
+    assert_eq!(all[0].outcome, "cancel outcome");
+    // Filters, and pages along the ids.
+    let alice = audit_all(
+        s,
+        AuditFilter {
+            principal: Some("alice".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        alice.iter().map(|r| r.action.as_str()).collect::<Vec<_>>(),
+        ["cancel", "apply"]
+    );
+    let web = audit_all(
+        s,
+        AuditFilter {
+            stack: Some("web".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(web.len(), 3);
+    assert!(audit_all(
+        s,
+        AuditFilter {
+            since_ms: Some(after + 60_000),
+            ..Default::default()
+        }
+    )
+    .is_empty());
+    assert_eq!(
+        audit_all(
+            s,
+            AuditFilter {
+                since_ms: Some(before),
+                ..Default::default()
+            }
+        )
+        .len(),
+        4
+    );
+    let first = s
+        .audit(&AuditFilter {
+            limit: 2,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(first.len(), 2);
+    let rest = audit_all(
+        s,
+        AuditFilter {
+            before: Some(first[1].id),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        rest.iter().map(|r| r.action.as_str()).collect::<Vec<_>>(),
+        ["unauthorized", "apply"]
+    );
+    // Kept across a reopen.
+    assert_eq!(audit_all(&f.reopen(), AuditFilter::default()).len(), 4);
+}
+
+fn audit_keeps_only_the_newest_records(f: &Fixture) {
+    let s = &f.store;
+    let keep = 10;
+    let mut newest = 0;
+    for batch in 0..8 {
+        let entries: Vec<AuditEntry> = (0..7)
+            .map(|i| AuditEntry {
+                outcome: format!("refusal {batch}.{i}"),
+                ..audit_entry(None, "unauthorized", None)
+            })
+            .collect();
+        s.append_audit(&entries, keep).unwrap();
+        let kept = audit_all(s, AuditFilter::default());
+        assert!(
+            kept.len() as u64 <= keep,
+            "{} records kept, bound {keep}",
+            kept.len()
+        );
+        assert!(kept[0].id > newest, "ids never go back after a prune");
+        newest = kept[0].id;
+        assert_eq!(
+            kept[0].outcome,
+            format!("refusal {batch}.6"),
+            "the newest is kept"
+        );
+    }
+    let kept = audit_all(s, AuditFilter::default());
+    assert_eq!(kept.len() as u64, keep);
+    assert_eq!(
+        kept.last().unwrap().outcome,
+        "refusal 6.4",
+        "the oldest kept is the 10th newest"
+    );
+}
+
 fn a_lease_can_be_taken_after_it_expires(f: &Fixture) {
     let s = &f.store;
     assert_eq!(
@@ -1907,6 +2105,7 @@ fn sqlite_format0_store_is_upgraded_on_open() {
     assert_eq!(
         sqlite_tables(&conn),
         [
+            "audit",
             "command_documents",
             "command_leases",
             "command_principals",
@@ -1915,6 +2114,7 @@ fn sqlite_format0_store_is_upgraded_on_open() {
             "operations",
             "rate_sharers",
             "resources",
+            "sqlite_sequence",
             "stack_outputs",
             "targets"
         ]
