@@ -470,9 +470,11 @@ pub async fn apply_handler(
         let name = prepared.stack.name.clone();
         let store = state.store.clone();
         let recorded = blocking(move || Ok(store.targets(&name)?)).await?;
-        let changed: Vec<&str> = prepared
-            .stack
-            .targets
+        // Compared as they are recorded: secret fields are never stored,
+        // so the document's own form would never match.
+        let storable =
+            orrery_core::plan::storable_targets(&prepared.stack.targets, prepared.catalog());
+        let changed: Vec<&str> = storable
             .iter()
             .filter(|t| !recorded.contains(t))
             .map(|t| t.name.as_str())

@@ -76,10 +76,11 @@ fn server(dir: &Path, extra: &[&str]) -> Server {
     s
 }
 
-/// A stack of one file under `root`.
+/// A stack of one file under `root`; its target carries a token, which is
+/// never recorded, so an operator's re-apply compares recorded forms.
 fn file_stack(name: &str, root: &Path, file: &str) -> serde_json::Value {
     json!({"document": format!(
-        "stack: {name}\ntargets:\n  - name: home\n    plugin: local\n    config:\n      root: \"{}\"\n      create_root: true\nresources:\n  - label: f\n    type: Local::Fs::File\n    target: home\n    properties:\n      path: \"{file}\"\n      content: \"ssh-ed25519 AAAA attacker\\n\"\n      mode: 384\n",
+        "stack: {name}\ntargets:\n  - name: home\n    plugin: local\n    config:\n      root: \"{}\"\n      create_root: true\n      api_token: \"t-1\"\nresources:\n  - label: f\n    type: Local::Fs::File\n    target: home\n    properties:\n      path: \"{file}\"\n      content: \"ssh-ed25519 AAAA attacker\\n\"\n      mode: 384\n",
         root.display()
     )})
 }
