@@ -129,7 +129,8 @@ app.kubernetes.io/component: {{ .component }}
 {{/* The bundled NATS's satellite user must allow what the satellites
 subscribe to: orrery.op.<plugin>.<target> for every plugin (the binary's name
 without "orrery-plugin-") and target (every target: orrery.op.<plugin>.*),
-and orrery.describe.<plugin>. A missing subject would leave satellites
+and the same targets' orrery.describe.<plugin>.<target> (every target:
+orrery.describe.<plugin>.* and orrery.describe.<plugin>). A missing subject would leave satellites
 serving nothing; listing them per plugin and target keeps the key from
 receiving any other operation. */}}
 {{- define "orrery.validateSatellitePermissions" -}}
@@ -149,9 +150,13 @@ receiving any other operation. */}}
 {{- if not (or (has $subject $allow) (has (printf "orrery.op.%s.*" $plugin) $allow) (has "orrery.op.>" $allow)) -}}
 {{- fail (printf "nats.config.merge: the satellite user may not subscribe to %s, which satellite.plugins and satellite.targets serve: add it to its permissions.subscribe.allow (see values.yaml)" $subject) -}}
 {{- end -}}
+{{- $describe := printf "orrery.describe.%s.%s" $plugin $t -}}
+{{- if not (or (has $describe $allow) (has (printf "orrery.describe.%s.*" $plugin) $allow) (has "orrery.describe.>" $allow)) -}}
+{{- fail (printf "nats.config.merge: the satellite user may not subscribe to %s, which satellite.plugins and satellite.targets serve: add it to its permissions.subscribe.allow (see values.yaml)" $describe) -}}
 {{- end -}}
-{{- if not (or (has (printf "orrery.describe.%s" $plugin) $allow) (has "orrery.describe.>" $allow)) -}}
-{{- fail (printf "nats.config.merge: the satellite user may not subscribe to orrery.describe.%s: add it to its permissions.subscribe.allow" $plugin) -}}
+{{- if and (eq $t "*") (not (or (has (printf "orrery.describe.%s" $plugin) $allow) (has "orrery.describe.>" $allow))) -}}
+{{- fail (printf "nats.config.merge: the satellite user may not subscribe to orrery.describe.%s, which a satellite serving every target answers: add it to its permissions.subscribe.allow" $plugin) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
