@@ -19,7 +19,9 @@ use futures::StreamExt;
 use orrery_schema::{Announcement, Envelope, MessageKind};
 use orrery_testing::nats::NatsServer;
 
-use common::fleet::{apply_through_nats, satellite_command, wait_registered, Killed};
+use common::fleet::{
+    apply_through_nats, orrery_through_nats, satellite_command, wait_registered, Killed,
+};
 
 /// The write-only value of site C's resources.
 const SECRET: &str = "c-site-write-only-4e71b9";
@@ -284,6 +286,22 @@ async fn another_sites_satellite_cannot_describe_a_plugin_for_a_target_it_does_n
             &format!("attack-{i}.yaml"),
             &document(&format!("attack-{i}"), &root),
         );
+        // The plan as a program reads it (every value it may show), then
+        // the apply.
+        let plan = orrery_through_nats(
+            &state,
+            &server.url,
+            &[
+                "plan",
+                file.to_str().unwrap(),
+                "--output",
+                "json",
+                "--nats-nkey",
+                &primary_seed,
+            ],
+        )
+        .await;
+        assert_eq!(plan.code, 2, "{plan:?}");
         let run = apply_through_nats(
             &file,
             &server.url,
@@ -297,7 +315,8 @@ async fn another_sites_satellite_cannot_describe_a_plugin_for_a_target_it_does_n
             "hello",
             "site C's satellite applied it"
         );
-        if contains(format!("{}{}", run.stdout, run.stderr).as_bytes(), SECRET) {
+        let shown = format!("{}{}{}{}", plan.stdout, plan.stderr, run.stdout, run.stderr);
+        if contains(shown.as_bytes(), SECRET) {
             forged_plans += 1;
         }
     }
