@@ -466,3 +466,40 @@ async fn satellites_that_disagree_about_a_plugins_schema_fail_the_plan() {
         "{said}"
     );
 }
+
+/// Satellites older than per-target describe answer only the plugin-wide
+/// subject: with nobody on the per-target one the primary asks there, and
+/// two answers that differ still fail the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_satellites_are_asked_on_the_plugin_wide_subject_and_checked_too() {
+    let server = NatsServer::start().await;
+    let scratch = common::Scratch::new();
+    let state = scratch.path().join("state");
+    let honest = orrery_plugin_sdk::server::announcement(&orrery_plugin_local::LocalPlugin);
+    let _old = forger(
+        server.client().await,
+        &[("orrery.describe.local", None)],
+        "old-1",
+        encoded(&honest),
+    )
+    .await;
+    let file = scratch.write("old.yaml", &plain("old", &["site-c"], scratch.path()));
+    let file = file.to_str().unwrap();
+    let run = orrery_through_nats(&state, &server.url, &["plan", file]).await;
+    assert_eq!(run.code, 2, "described by the older satellite: {run:?}");
+
+    let _other = forger(
+        server.client().await,
+        &[("orrery.describe.local", None)],
+        "old-2",
+        encoded(&forged(honest)),
+    )
+    .await;
+    let run = orrery_through_nats(&state, &server.url, &["plan", file]).await;
+    assert_ne!(run.code, 0, "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("satellites disagree") && said.contains("on the plugin-wide subject"),
+        "{said}"
+    );
+}
