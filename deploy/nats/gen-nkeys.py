@@ -34,9 +34,11 @@ What a satellite or leaf may serve:
                                            (the role's shared permission set,
                                            $SATELLITE_PERMISSIONS / $LEAF_PERMISSIONS)
   --satellite NAME=PLUGIN:TARGET[,...]     only these operation subjects,
-                                           orrery.op.PLUGIN.TARGET, and the
-                                           describe subjects of those plugins;
+                                           orrery.op.PLUGIN.TARGET, and these
+                                           describe subjects,
+                                           orrery.describe.PLUGIN.TARGET;
                                            TARGET * = every target of PLUGIN
+                                           (and orrery.describe.PLUGIN)
   e.g. --satellite site-b=local:site-b,testbed:site-b --leaf site-b=local:site-b,testbed:site-b
 
 A satellite given targets this way must serve exactly those targets (its
@@ -100,7 +102,12 @@ def parse_identity(spec: str, kind: str) -> tuple[str, list[tuple[str, str]] | N
 def subscribe_subjects(pairs: list[tuple[str, str]]) -> list[str]:
     """What a satellite serving `pairs` subscribes to, and nothing else."""
     ops = [f"orrery.op.{p}.{t}" for p, t in pairs]
-    describe = [f"orrery.describe.{p}" for p in dict.fromkeys(p for p, _ in pairs)]
+    # Describe per target (orrery.describe.PLUGIN.TARGET), so no other
+    # site's satellite can answer for these targets' schemas; the
+    # plugin-wide orrery.describe.PLUGIN only with every target (PLUGIN:*),
+    # whose satellites are trusted with every target of it anyway.
+    describe = [f"orrery.describe.{p}.{t}" for p, t in pairs]
+    describe += [f"orrery.describe.{p}" for p in dict.fromkeys(p for p, t in pairs if t == "*")]
     return ops + describe + SERVICE_SUBJECTS
 
 

@@ -407,7 +407,7 @@ CASES_OK = {
     "every-target-opt-in": {
         "satellite": {"targets": [], "everyTarget": True},
         "nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
-            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.*", "orrery.describe.local"]}}},
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.*", "orrery.describe.local.*", "orrery.describe.local"]}}},
         ]}}}}},
     },
     "cert-manager-issuer-own-nats-tls": {
@@ -452,9 +452,14 @@ CASES_REFUSED = {
         ]}}}}}}, "may subscribe to orrery.op.local.*"),
     "wildcard-leaf-user-without-opt-in": (
         {"nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
-            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.default", "orrery.describe.local"]}}},
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.default", "orrery.describe.local.default"]}}},
             {"nkey": "<< $ORRERY_NKEY_LEAF >>", "permissions": {"subscribe": {"allow": ["orrery.op.>"]}}},
         ]}}}}}}, "may subscribe to orrery.op.>"),
+    # The plugin-wide describe subject is every target's too (issue 43, item 2).
+    "plugin-wide-describe-without-opt-in": (
+        {"nats": {"config": {"merge": {"accounts": {"ORRERY": {"jetstream": "enabled", "users": [
+            {"nkey": "<< $ORRERY_NKEY_SATELLITE >>", "permissions": {"subscribe": {"allow": ["orrery.op.local.default", "orrery.describe.local.default", "orrery.describe.local"]}}},
+        ]}}}}}}, "may subscribe to orrery.describe.local,"),
 }
 
 

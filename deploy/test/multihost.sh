@@ -298,9 +298,11 @@ subscribe to it (in and out of its queue group) and to every wider subject,
 answer whatever arrives with a forged result, and forge a reply to an inbox.
 Prints "ready" once the server has answered every attempt (or after 5 s),
 runs until STOPFILE exists (120 s at most), then prints a JSON report. The
-canary: it also listens (without answering) on orrery.describe.<plugin>,
-which its key may receive; the apply's describe request arriving shows it
-was connected and receiving all along."""
+canary: it also listens (without answering) on $SRV.*.orrery-satellite,
+which its key may receive; `orrery satellites` run after the apply arriving
+shows it was connected and receiving all along. (It used to be the apply's
+orrery.describe.<plugin>: describe is per target now, and SUBJECT's
+target's describe subject is one of the attempts.)"""
 import asyncio
 import json
 import logging
@@ -344,9 +346,10 @@ async def main() -> None:
         canary.append(msg.subject)
 
     plugin = subject.split(".")[2]
-    await nc.subscribe(f"orrery.describe.{plugin}", cb=listen)
+    await nc.subscribe("$SRV.*.orrery-satellite", cb=listen)
     attempts = [(subject, f"orrery-{plugin}"), (subject, ""), (subject.rsplit(".", 1)[0] + ".*", ""),
-                ("orrery.op.>", ""), ("_INBOX.>", "")]
+                ("orrery.op.>", ""), ("_INBOX.>", ""),
+                ("orrery.describe." + subject.split(".", 2)[2], ""), (f"orrery.describe.{plugin}", "")]
     for s, q in attempts:
         await nc.subscribe(s, queue=q, cb=take)
     await nc.publish("_INBOX.forged", FORGED)
@@ -396,6 +399,7 @@ b_site_c=$(served b)
 c_site_c=$(served c)
 on a "$bin/orrery" apply "$work/stack3.yaml" --yes --concurrency "$concurrency" \
   --config "$work/orrery.toml" > "$work/apply3.log" 2>&1 || die "the apply to target site-c failed"
+fleet_has site-c || die "orrery satellites on A no longer lists site-c"  # the thieves' canary
 touch "$stop_file"
 for t in "${thieves[@]}"; do wait_for "$t's report" 15 grep -q '^{' "$work/$t.log"; done
 summary3=$(grep '^Done in' "$work/apply3.log") || die "the apply to site-c printed no summary"
@@ -417,7 +421,7 @@ if len(sys.argv) > 2:
     refused = [e for e in report["refused"] if "permissions violation" in e.lower()]
     assert len(refused) == report["attempts"], f"{len(refused)} of {report['attempts']} attempts refused: {report['refused']}"
 assert not report["received"], f"received {report['received']}"
-assert report["canary"], "never received the apply's describe request: not connected or interest never reached the core"
+assert report["canary"], "never received orrery satellites' request: not connected or interest never reached the core"
 PY
 }
 for t in thief-leaf-b thief-core-b; do
@@ -425,9 +429,10 @@ for t in thief-leaf-b thief-core-b; do
 done
 report "$work/thief-rogue-leaf-b.log" \
   || die "the rogue leaf with B's leaf key received site-c's operations (see thief-rogue-leaf-b.log)"
-say "  ok   site-b's key at B's leaf and at the core: all 6 attempts refused (5 subscriptions, 1 forged reply),"
-say "       nothing of site-c's received (the apply's orrery.describe.testbed, which site-b may see, was)"
-say "  ok   a rogue leaf server with B's leaf key and no local policy received none of site-c's requests (but the describe)"
+say "  ok   site-b's key at B's leaf and at the core: all 8 attempts refused (7 subscriptions, among them"
+say "       orrery.describe.testbed.site-c and orrery.describe.testbed, 1 forged reply), nothing of site-c's"
+say "       received (orrery satellites' \$SRV request, which site-b may see, was)"
+say "  ok   a rogue leaf server with B's leaf key and no local policy received none of site-c's requests or describes"
 say "  ok   apply to site-c: $summary3"
 say "  ok   site-c served $c_c operations of target site-c, site-b 0; no forged answer was recorded"
 

@@ -433,9 +433,20 @@ async def run_targets(args: argparse.Namespace) -> None:
             if msg.reply:
                 await b.nc.publish(msg.reply, b"forged by " + b.name.encode())
 
+        # Describe is per target too (orrery.describe.PLUGIN.TARGET): site-b
+        # answers its own target's and cannot even receive site-c's, nor
+        # the plugin-wide subject only every-target identities answer.
+        own_describe = "orrery.describe." + own.split(".", 2)[2]
+        other_describe = "orrery.describe." + other.split(".", 2)[2]
+        b.errors.clear()
+        await b.nc.subscribe(own_describe)
+        await settle(b)
+        check(not b.errors, f"{args.satellite} may subscribe to its own target's describe subject {own_describe}",
+              b.errors[-1] if b.errors else "")
         other_plugin_all = ".".join(other.split(".")[:3]) + ".*"
         for subject, q in ((other, queue), (other, ""), (other_plugin_all, ""), ("orrery.op.>", ""), ("_INBOX.>", ""),
-                           ("$SRV.>", "")):
+                           ("$SRV.>", ""), (other_describe, ""), (f"orrery.describe.{plugin}", ""),
+                           (f"orrery.describe.{plugin}.*", ""), ("orrery.describe.>", "")):
             b.errors.clear()
             await b.nc.subscribe(subject, queue=q, cb=steal)
             await settle(b)
@@ -790,6 +801,16 @@ async def run_satellite(args: argparse.Namespace) -> None:
                   f"{len(reply.data)}-byte reply")
         except Exception as e:  # noqa: BLE001
             check(False, "an operation request is answered by the real satellite (its reply is allowed)", repr(e))
+        try:
+            # Describe on the per-target subject (the first target's, or
+            # any target's for a satellite serving every target).
+            target = args.target[0] if args.target else "default"
+            reply = await request_until_served(primary, f"orrery.describe.local.{target}", b"", 10)
+            check(len(reply.data) > 0 and reply.headers and reply.headers.get("Orrery-Satellite") == "check-satellite",
+                  f"orrery.describe.local.{target} is answered by the real satellite, naming itself",
+                  f"{len(reply.data)}-byte reply, headers {reply.headers}")
+        except Exception as e:  # noqa: BLE001
+            check(False, f"orrery.describe.local.{target} is answered by the real satellite", repr(e))
         sat.terminate()
         try:
             code = sat.wait(60)

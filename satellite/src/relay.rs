@@ -176,6 +176,8 @@ pub async fn serve(
         tokio::spawn(orrery_bus::describe::serve_describe(
             client.clone(),
             hosts.clone(),
+            config.targets.clone(),
+            config.satellite_id.clone(),
             async move {
                 stopped(&mut stop).await;
             },

@@ -170,7 +170,8 @@ app.kubernetes.io/component: {{ .component }}
 {{/* The bundled NATS's satellite user must allow what the satellites
 subscribe to: orrery.op.<plugin>.<target> for every plugin (the binary's name
 without "orrery-plugin-") and target (every target: orrery.op.<plugin>.*),
-and orrery.describe.<plugin>. A missing subject would leave satellites
+and the same targets' orrery.describe.<plugin>.<target> (every target:
+orrery.describe.<plugin>.* and orrery.describe.<plugin>). A missing subject would leave satellites
 serving nothing; listing them per plugin and target keeps the key from
 receiving any other operation. */}}
 {{- define "orrery.validateSatellitePermissions" -}}
@@ -184,9 +185,9 @@ receiving any other operation. */}}
 {{- with $u.permissions -}}{{- with .subscribe -}}{{- $subs = .allow | default list -}}{{- end -}}{{- end -}}
 {{- range $subj := $subs -}}
 {{- $subj = toString $subj -}}
-{{- if or (hasPrefix "orrery.op." $subj) (eq $subj "orrery.>") (eq $subj ">") (hasPrefix "orrery.*" $subj) -}}
-{{- if or (contains "*" $subj) (contains ">" $subj) -}}
-{{- fail (printf "nats.config.merge: the user %s may subscribe to %s, every target's operations: list orrery.op.<plugin>.<target> subjects (gen-nkeys.py --satellite/--leaf NAME=PLUGIN:TARGET,... --helm-values), or opt in with satellite.everyTarget=true" (toString $u.nkey) $subj) -}}
+{{- if or (hasPrefix "orrery.op." $subj) (hasPrefix "orrery.describe." $subj) (eq $subj "orrery.>") (eq $subj ">") (hasPrefix "orrery.*" $subj) -}}
+{{- if or (contains "*" $subj) (contains ">" $subj) (and (hasPrefix "orrery.describe." $subj) (eq (len (splitList "." $subj)) 3)) -}}
+{{- fail (printf "nats.config.merge: the user %s may subscribe to %s, every target's operations or describe: list orrery.op.<plugin>.<target> and orrery.describe.<plugin>.<target> subjects (gen-nkeys.py --satellite/--leaf NAME=PLUGIN:TARGET,... --helm-values), or opt in with satellite.everyTarget=true" (toString $u.nkey) $subj) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -202,9 +203,13 @@ receiving any other operation. */}}
 {{- if not (or (has $subject $allow) (has (printf "orrery.op.%s.*" $plugin) $allow) (has "orrery.op.>" $allow)) -}}
 {{- fail (printf "nats.config.merge: the satellite user may not subscribe to %s, which satellite.plugins and satellite.targets serve: add it to its permissions.subscribe.allow (see values.yaml)" $subject) -}}
 {{- end -}}
+{{- $describe := printf "orrery.describe.%s.%s" $plugin $t -}}
+{{- if not (or (has $describe $allow) (has (printf "orrery.describe.%s.*" $plugin) $allow) (has "orrery.describe.>" $allow)) -}}
+{{- fail (printf "nats.config.merge: the satellite user may not subscribe to %s, which satellite.plugins and satellite.targets serve: add it to its permissions.subscribe.allow (see values.yaml)" $describe) -}}
 {{- end -}}
-{{- if not (or (has (printf "orrery.describe.%s" $plugin) $allow) (has "orrery.describe.>" $allow)) -}}
-{{- fail (printf "nats.config.merge: the satellite user may not subscribe to orrery.describe.%s: add it to its permissions.subscribe.allow" $plugin) -}}
+{{- if and (eq $t "*") (not (or (has (printf "orrery.describe.%s" $plugin) $allow) (has "orrery.describe.>" $allow))) -}}
+{{- fail (printf "nats.config.merge: the satellite user may not subscribe to orrery.describe.%s, which a satellite serving every target answers: add it to its permissions.subscribe.allow" $plugin) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -15,10 +15,16 @@ pub struct NatsServer {
     dir: tempfile::TempDir,
 }
 
-/// A nats-server on `port` keeping its storage in `dir`.
+/// A nats-server on `port` keeping its storage in `dir`, with the
+/// configuration file `dir/nats.conf` when there is one.
 fn spawn(port: u16, dir: &std::path::Path) -> Child {
     let binary = nats_server_binary();
-    Command::new(&binary)
+    let mut command = Command::new(&binary);
+    let conf = dir.join(CONFIG_FILE);
+    if conf.exists() {
+        command.arg("-c").arg(conf);
+    }
+    command
         .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
         .arg(dir)
         .stdout(Stdio::null())
@@ -27,12 +33,20 @@ fn spawn(port: u16, dir: &std::path::Path) -> Child {
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
 }
 
-/// Waits (bounded) until a server at `url` accepts connections.
+/// The configuration file a server started with [`NatsServer::start_with_config`] reads.
+const CONFIG_FILE: &str = "nats.conf";
+
+/// Waits (bounded) until a server at `url` accepts connections (TCP: one
+/// with authorization configured refuses an anonymous client).
 async fn accepting(url: &str) {
+    let addr = url.trim_start_matches("nats://").to_owned();
     crate::wait::wait_until_async(
         "nats-server accepting connections",
         Duration::from_secs(10),
-        move || async move { async_nats::connect(url).await.is_ok() },
+        move || {
+            let addr = addr.clone();
+            async move { tokio::net::TcpStream::connect(addr).await.is_ok() }
+        },
     )
     .await;
 }
@@ -45,7 +59,21 @@ impl NatsServer {
     ///
     /// When it cannot start or does not accept connections within 10 s.
     pub async fn start() -> NatsServer {
+        Self::start_with_config("").await
+    }
+
+    /// [`NatsServer::start`] with `config` as its configuration file (an
+    /// `authorization { users: [...] }` block with subject permissions,
+    /// say); the address, port and storage stay as `start` sets them.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot start or does not accept connections within 10 s.
+    pub async fn start_with_config(config: &str) -> NatsServer {
         let dir = tempfile::tempdir().unwrap();
+        if !config.is_empty() {
+            std::fs::write(dir.path().join(CONFIG_FILE), config).unwrap();
+        }
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -112,7 +112,11 @@ pub async fn discover_cmd(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     }
     let plugins = args
         .common
-        .start_plugins(targets.iter().map(|t| t.decl.plugin.clone()))
+        .start_plugins(
+            targets
+                .iter()
+                .map(|t| (t.decl.plugin.clone(), t.decl.name.clone())),
+        )
         .await?;
     let options = Options {
         page_size: args.page_size,
@@ -189,11 +193,11 @@ pub async fn drift_cmd(args: DriftArgs) -> anyhow::Result<ExitCode> {
         (Some(file), _) => Some(read_stack(file, &args.vars)?.name),
         (None, stack) => stack.clone(),
     };
-    let plugins: BTreeSet<String> = store
+    let plugins: BTreeSet<(String, String)> = store
         .resources(stack.as_deref())?
         .into_iter()
         .filter(|r| !r.stack.is_empty())
-        .map(|r| r.plugin)
+        .map(|r| (r.plugin, r.target))
         .collect();
     let plugins = args.common.start_plugins(plugins).await?;
     let options = Options {
@@ -376,7 +380,10 @@ pub async fn import_cmd(args: ImportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     };
-    let plugins = args.common.start_plugins([target.plugin.clone()]).await?;
+    let plugins = args
+        .common
+        .start_plugins([(target.plugin.clone(), target.name.clone())])
+        .await?;
     let spec = ImportSpec {
         stack: stack.clone(),
         label: args.label.clone(),

@@ -16,8 +16,8 @@ use orrery_primary::plan::{Action, Mode};
 use orrery_primary::scheduler::BucketLimit;
 use orrery_primary::service::view::{mode_name, FieldDiffView, PlanView, ReportView};
 use orrery_primary::service::{
-    plugin_search_path, Command, Engine, Planned, PluginPool, Plugins, Service, ServiceConfig,
-    ServiceError,
+    plugin_search_path, Command, Engine, Needs, Planned, PluginPool, Plugins, Service,
+    ServiceConfig, ServiceError,
 };
 use orrery_primary::stack::{Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
@@ -273,15 +273,16 @@ impl Common {
         ))
     }
 
-    /// Starts (or reaches) the named plugins, for the commands that work
-    /// with plugins outside the command service (discovery, drift, import).
+    /// Starts (or reaches) the plugins of `(plugin, target)` pairs, for
+    /// the commands that work with plugins outside the command service
+    /// (discovery, drift, import).
     pub(super) async fn start_plugins(
         &self,
-        names: impl IntoIterator<Item = String>,
+        needs: impl IntoIterator<Item = (String, String)>,
     ) -> anyhow::Result<Started> {
-        let names: BTreeSet<String> = names.into_iter().collect();
+        let needs: Needs = needs.into_iter().collect();
         let (pool, _) = self.plugin_pool().await?;
-        match pool.ensure(&names).await {
+        match pool.ensure(&needs).await {
             Ok(plugins) => Ok(Started { pool, plugins }),
             Err(e) => {
                 pool.stop().await;

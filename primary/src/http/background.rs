@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use super::{blocking, Shared};
 use crate::discovery::{self, Options, UNMANAGED_STACK};
+use crate::service::Needs;
 use crate::state::{CommandFilter, CommandStatus};
 use crate::timetable::Timetable;
 
@@ -150,8 +151,11 @@ async fn discover(state: &Shared) {
             return;
         }
     };
-    let names: BTreeSet<String> = targets.iter().map(|t| t.decl.plugin.clone()).collect();
-    let plugins = match state.service.plugins().ensure(&names).await {
+    let needs: Needs = targets
+        .iter()
+        .map(|t| (t.decl.plugin.clone(), t.decl.name.clone()))
+        .collect();
+    let plugins = match state.service.plugins().ensure(&needs).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e, "discovery: plugins did not start");
@@ -200,10 +204,10 @@ async fn drift(state: &Shared) {
         let mut stacks = Vec::new();
         for name in store.resource_counts()?.into_keys() {
             if name != UNMANAGED_STACK && !busy.contains(&name) {
-                let plugins: BTreeSet<String> = store
+                let plugins: Needs = store
                     .targets(&name)?
                     .into_iter()
-                    .map(|t| t.plugin)
+                    .map(|t| (t.plugin, t.name))
                     .collect();
                 stacks.push((name, plugins));
             }

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 pub use error::ServiceError;
 
 pub use plugins::{
-    plugin_search_path, set_held_targets, set_plugin_env, PluginError, PluginPool, Plugins,
+    plugin_search_path, set_held_targets, set_plugin_env, Needs, PluginError, PluginPool, Plugins,
 };
 
 use crate::apply::{EventSink, Executor, Options, Report, Resumed, Stop};
@@ -492,8 +492,12 @@ impl Service {
         })
         .await?
         .map_err(|e| ServiceError::InvalidStack(vec![e.locate(&document.text)]))?;
-        let names: BTreeSet<String> = stack.targets.iter().map(|t| t.plugin.clone()).collect();
-        let plugins = self.plugins.ensure(&names).await?;
+        let needs: Needs = stack
+            .targets
+            .iter()
+            .map(|t| (t.plugin.clone(), t.name.clone()))
+            .collect();
+        let plugins = self.plugins.ensure(&needs).await?;
         let catalog = plugins.catalog.clone();
         let unavailable = plugins.unavailable.clone();
         let text = document.text.clone();
@@ -664,8 +668,11 @@ impl Service {
             targets: document.map_or(recorded_targets, |d| d.targets),
             ..Stack::default()
         };
-        let names: BTreeSet<String> = stored.iter().map(|s| s.plugin.clone()).collect();
-        let plugins = self.plugins.ensure(&names).await?;
+        let needs: Needs = stored
+            .iter()
+            .map(|s| (s.plugin.clone(), s.target.clone()))
+            .collect();
+        let plugins = self.plugins.ensure(&needs).await?;
         let mut command = self
             .begin(
                 CommandKind::Destroy,

@@ -2,9 +2,12 @@
 //! (the CLI, the HTTP API, the background jobs). Embedded mode: started
 //! in-process on demand, by the names the stacks' targets use, then kept
 //! running and shared by later commands of the same process. Distributed
-//! mode: served by satellites over NATS, their schemas asked for
-//! (`orrery.describe.<plugin>`) per command so a fleet upgrade is seen at
-//! once. A plugin that cannot be provided fails the command with its reason.
+//! mode: served by satellites over NATS, their schemas asked for per
+//! command so a fleet upgrade is seen at once, and per target
+//! (`orrery.describe.<plugin>.<target>`) so only the satellites allowed to
+//! serve a target describe the plugin for it (docs/security.md, "Where
+//! schemas come from"). A plugin that cannot be provided fails the command
+//! with its reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -87,7 +90,22 @@ pub enum PluginError {
         #[source]
         source: orrery_bus::bus::BusError,
     },
+    /// Satellites (of one target, or of the targets a command plans for)
+    /// answered different schemas for the plugin: which one a plan used
+    /// would be a race, so it uses none.
+    #[error("{source}")]
+    Disagreement {
+        /// The plugin.
+        name: String,
+        /// Who answered what.
+        #[source]
+        source: orrery_bus::describe::DescribeError,
+    },
 }
+
+/// The plugins a command works with, each with the targets it works on:
+/// `(plugin, target)`. Satellites describe a plugin per target.
+pub type Needs = BTreeSet<(String, String)>;
 
 /// Where plugin binaries are looked for: `dir` if given, then
 /// `$ORRERY_PLUGIN_DIR`, then the directory of this executable, then `PATH`.
@@ -131,6 +149,10 @@ pub fn find_plugin(name: &str, search: &[PathBuf]) -> Result<PathBuf, PluginErro
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long satellites get to describe a plugin.
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long after the first answer to a describe request the other
+/// satellites' answers are waited for, to be compared with it: added to
+/// every distributed command's start (the targets are asked at once).
+const DESCRIBE_GATHER: Duration = Duration::from_millis(150);
 
 /// What a command works with: the plugins it needs, their announcements.
 #[derive(Clone)]
@@ -213,25 +235,52 @@ impl PluginPool {
         &self.rates
     }
 
-    /// The satellites' plugins, as they describe them.
+    /// The satellites' plugins, as the satellites of each target describe
+    /// them. The catalog holds one schema per plugin, so every target's
+    /// satellites must agree on it: a plugin whose schemas differ between
+    /// two satellites fails with [`PluginError::Disagreement`]. A plugin no
+    /// target's satellite describes is left out, with why.
     async fn described(
         client: &async_nats::Client,
-        names: &BTreeSet<String>,
+        needs: &Needs,
         rates: &RateRegistry,
     ) -> Result<Plugins, PluginError> {
-        let mut catalog = Catalog::new();
+        use orrery_bus::describe::{describe_target, DescribeError};
+        let asks = needs.iter().map(|(plugin, target)| async move {
+            let answer =
+                describe_target(client, plugin, target, DESCRIBE_TIMEOUT, DESCRIBE_GATHER).await;
+            (plugin, answer)
+        });
+        let mut chosen: BTreeMap<&String, orrery_bus::describe::Answer> = BTreeMap::new();
         let mut unavailable = BTreeMap::new();
-        for name in names {
-            match orrery_bus::describe::describe(client, name, DESCRIBE_TIMEOUT).await {
-                Ok(announcement) => catalog.insert(announcement),
-                Err(source) => {
+        for (name, answer) in futures::future::join_all(asks).await {
+            let disagreement = |source| PluginError::Disagreement {
+                name: name.clone(),
+                source,
+            };
+            match answer {
+                Ok(answer) => match chosen.get(name) {
+                    Some(first) => first.check(&answer).map_err(disagreement)?,
+                    None => {
+                        chosen.insert(name, answer);
+                    }
+                },
+                Err(e @ DescribeError::Disagreement { .. }) => return Err(disagreement(e)),
+                Err(DescribeError::Bus(source)) => {
                     let e = PluginError::Describe {
                         name: name.clone(),
                         source,
                     };
-                    unavailable.insert(name.clone(), e.to_string());
+                    unavailable.entry(name.clone()).or_insert(e.to_string());
                 }
             }
+        }
+        let mut catalog = Catalog::new();
+        for (name, answer) in chosen {
+            // Described for one of its targets: a target no satellite
+            // answered for fails at its operations (no satellite).
+            unavailable.remove(name);
+            catalog.insert(answer.announcement);
         }
         Ok(Plugins {
             transport: Arc::new(orrery_bus::bus::NatsBus::new(client.clone())),
@@ -248,13 +297,15 @@ impl PluginPool {
             .clone()
     }
 
-    /// Makes sure the named plugins run (restarting any that gave up as
-    /// unhealthy) and returns every running plugin, naming those that could
-    /// not be found or described; fails when one is found but does not start.
-    pub async fn ensure(&self, names: &BTreeSet<String>) -> Result<Plugins, PluginError> {
+    /// Makes sure the plugins of `needs` run (restarting any that gave up
+    /// as unhealthy) and returns every running plugin, naming those that
+    /// could not be found or described; fails when one is found but does
+    /// not start, or when satellites disagree about one's schemas.
+    pub async fn ensure(&self, needs: &Needs) -> Result<Plugins, PluginError> {
         if let Some(client) = &self.nats {
-            return Self::described(client, names, &self.rates).await;
+            return Self::described(client, needs, &self.rates).await;
         }
+        let names: &BTreeSet<String> = &needs.iter().map(|(p, _)| p.clone()).collect();
         let needs_start = |snap: &Snapshot| {
             names.iter().any(|n| match snap.hosts.get(n) {
                 None => true,

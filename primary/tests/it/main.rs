@@ -54,6 +54,7 @@ mod state_integrity;
 mod targeted;
 mod throttled;
 mod trust_authorize;
+mod trust_describe;
 mod trust_events;
 mod trust_login;
 mod trust_mtls;

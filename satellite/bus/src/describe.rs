@@ -1,6 +1,13 @@
-//! Plugin schemas over NATS: a satellite answers `orrery.describe.<plugin>`
-//! with the plugin's announcement, so a primary learns schemas without
-//! having the plugin binaries itself.
+//! Plugin schemas over NATS: a satellite answers
+//! `orrery.describe.<plugin>.<target>` for each target it serves with the
+//! plugin's announcement, so a primary learns schemas without having the
+//! plugin binaries itself, and only from satellites the NATS permissions
+//! let serve the target being planned (docs/security.md, "Where schemas
+//! come from").
+//!
+//! Every satellite of a target answers (no queue group): the primary
+//! compares the answers, and two that disagree about the schemas fail the
+//! plan instead of one winning a race.
 
 use std::time::Duration;
 
@@ -8,14 +15,44 @@ use futures::StreamExt;
 use orrery_schema::{Announcement, Envelope, MessageKind, MAX_FRAME_BYTES};
 
 use crate::bus::{message_limit, BusError};
-use crate::plugin_host::PluginHost;
-use crate::subjects::describe_queue_group;
-pub use crate::subjects::describe_subject;
+pub use crate::subjects::{describe_subject, target_describe_subject};
 
-/// Answers describe requests for every plugin until `shutdown` resolves.
+/// The NATS header a describe answer names its satellite in (its
+/// `--id`). Said by the satellite itself, so it only helps an operator
+/// find the satellites that disagree; the trust comes from the subject.
+pub const SATELLITE_HEADER: &str = "Orrery-Satellite";
+
+/// How many answers to one describe request are read at most; the rest
+/// are dropped with the subscription (bounded work however many
+/// satellites serve a target).
+pub const MAX_ANSWERS: usize = 32;
+
+/// The subjects a satellite serving `targets` (empty: every target)
+/// answers describe requests for `plugin` on: one per target, or, serving
+/// every target, the per-target wildcard and the plugin-wide subject of
+/// older primaries (both granted only to identities allowed every target).
+pub fn served_subjects(plugin: &str, targets: &[String]) -> Vec<String> {
+    if targets.is_empty() || targets.iter().any(|t| t == "*") {
+        vec![
+            target_describe_subject(plugin, "*"),
+            describe_subject(plugin),
+        ]
+    } else {
+        targets
+            .iter()
+            .map(|t| target_describe_subject(plugin, t))
+            .collect()
+    }
+}
+
+/// Answers describe requests for every plugin of `hosts`, on the subjects
+/// of `targets` (empty: every target), until `shutdown` resolves.
+/// `satellite` names this satellite in each answer's [`SATELLITE_HEADER`].
 pub async fn serve_describe(
     client: async_nats::Client,
-    hosts: Vec<PluginHost>,
+    hosts: Vec<crate::plugin_host::PluginHost>,
+    targets: Vec<String>,
+    satellite: String,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), async_nats::SubscribeError> {
     let mut subscriptions = futures::stream::SelectAll::new();
@@ -25,14 +62,13 @@ pub async fn serve_describe(
     let mut pending = futures::stream::FuturesUnordered::new();
     for host in hosts {
         let client = client.clone();
+        let targets = targets.clone();
         pending.push(async move {
             host.announced().await;
-            let sub = client
-                .queue_subscribe(
-                    describe_subject(host.name()),
-                    describe_queue_group(host.name()),
-                )
-                .await?;
+            let mut subs = Vec::new();
+            for subject in served_subjects(host.name(), &targets) {
+                subs.push(client.subscribe(subject).await?);
+            }
             // The largest request this satellite takes for the plugin: what
             // NATS carries, never more than a frame.
             let accepts = message_limit(&client).min(MAX_FRAME_BYTES) as u64;
@@ -45,20 +81,25 @@ pub async fn serve_describe(
                     None
                 }
             };
-            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (sub, p)))
+            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (subs, p)))
         });
     }
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(SATELLITE_HEADER, satellite.as_str());
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             Some(ready) = pending.next(), if !pending.is_empty() => {
-                if let Some((sub, payload)) = ready? {
-                    subscriptions.push(sub.map(move |msg| (msg, payload.clone())));
+                if let Some((subs, payload)) = ready? {
+                    for sub in subs {
+                        let payload = payload.clone();
+                        subscriptions.push(sub.map(move |msg| (msg, payload.clone())));
+                    }
                 }
             }
             Some((msg, payload)) = subscriptions.next(), if !subscriptions.is_empty() => {
                 if let Some(reply) = msg.reply {
-                    if let Err(e) = client.publish(reply, payload).await {
+                    if let Err(e) = client.publish_with_headers(reply, headers.clone(), payload).await {
                         tracing::warn!(error = %e, "cannot answer a describe request");
                     }
                 }
@@ -68,32 +109,211 @@ pub async fn serve_describe(
     }
 }
 
-/// Asks any satellite serving `plugin` for its announcement.
-pub async fn describe(
+/// Why a plugin could not be described.
+#[derive(Debug, thiserror::Error)]
+pub enum DescribeError {
+    /// No answer: no satellite, a timeout, the transport.
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    /// Two satellites answered different schemas for the plugin: planning
+    /// with either would be a race between them.
+    #[error(
+        "satellites disagree about the schemas of plugin `{plugin}`: {first} and {second} \
+         answered different resource or target-configuration schemas; a plan cannot pick \
+         one (stop or fix the satellite that runs the wrong plugin build)"
+    )]
+    Disagreement {
+        /// The plugin.
+        plugin: String,
+        /// Who answered first: `satellite <id> (version V) for target T`.
+        first: String,
+        /// Who answered otherwise.
+        second: String,
+    },
+}
+
+/// One satellite's answer, and who gave it.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// The announcement.
+    pub announcement: Announcement,
+    /// The satellite's [`SATELLITE_HEADER`], when it sent one (older
+    /// satellites do not).
+    pub satellite: Option<String>,
+    /// The target asked for; `None` for the plugin-wide subject.
+    pub target: Option<String>,
+}
+
+impl Answer {
+    /// `satellite <id> (version V) for target T`, for errors.
+    pub fn origin(&self) -> String {
+        format!(
+            "satellite `{}` (version {}) {}",
+            self.satellite.as_deref().unwrap_or("unnamed"),
+            self.announcement.version,
+            match &self.target {
+                Some(t) => format!("for target `{t}`"),
+                None => "on the plugin-wide subject".to_owned(),
+            }
+        )
+    }
+
+    /// Whether `other` describes the same schemas: what planning reads and
+    /// what decides which values are secret. The version may differ (a
+    /// release that changed no schema).
+    pub fn agrees_with(&self, other: &Answer) -> bool {
+        let (a, b) = (&self.announcement, &other.announcement);
+        a.name == b.name
+            && a.namespace == b.namespace
+            && a.resources == b.resources
+            && a.target_config == b.target_config
+    }
+
+    /// [`DescribeError::Disagreement`] unless `other` agrees with this one.
+    pub fn check(&self, other: &Answer) -> Result<(), DescribeError> {
+        if self.agrees_with(other) {
+            return Ok(());
+        }
+        Err(DescribeError::Disagreement {
+            plugin: self.announcement.name.clone(),
+            first: self.origin(),
+            second: other.origin(),
+        })
+    }
+}
+
+/// Asks the satellites serving `plugin` for `target` for its announcement:
+/// on `orrery.describe.<plugin>.<target>`, and only when no satellite
+/// listens there on the plugin-wide subject of older satellites. Waits at
+/// most `timeout` for the first answer, then `gather` for other
+/// satellites' (at most [`MAX_ANSWERS`]); answers that disagree are
+/// [`DescribeError::Disagreement`].
+pub async fn describe_target(
     client: &async_nats::Client,
     plugin: &str,
+    target: &str,
     timeout: Duration,
-) -> Result<Announcement, BusError> {
-    let request = async_nats::Request::new()
-        .payload(bytes::Bytes::new())
-        .timeout(Some(timeout));
-    let message = client
-        .send_request(describe_subject(plugin), request)
+    gather: Duration,
+) -> Result<Answer, DescribeError> {
+    let subject = target_describe_subject(plugin, target);
+    match gather_answers(client, plugin, &subject, Some(target), timeout, gather).await {
+        Err(DescribeError::Bus(BusError::NoSatellite { .. })) => {
+            gather_answers(
+                client,
+                plugin,
+                &describe_subject(plugin),
+                None,
+                timeout,
+                gather,
+            )
+            .await
+        }
+        other => other,
+    }
+    .map_err(|e| match e {
+        DescribeError::Bus(BusError::NoSatellite { plugin, .. }) => {
+            DescribeError::Bus(BusError::NoSatellite {
+                plugin,
+                target: target.to_owned(),
+            })
+        }
+        e => e,
+    })
+}
+
+/// Asks on `subject` and reads the answers (see [`describe_target`]).
+async fn gather_answers(
+    client: &async_nats::Client,
+    plugin: &str,
+    subject: &str,
+    target: Option<&str>,
+    timeout: Duration,
+    gather: Duration,
+) -> Result<Answer, DescribeError> {
+    let transport = |e: &dyn std::fmt::Display| BusError::Transport(e.to_string());
+    let inbox = client.new_inbox();
+    let mut answers = client
+        .subscribe(inbox.clone())
         .await
-        .map_err(|e| match e.kind() {
-            async_nats::RequestErrorKind::NoResponders => BusError::NoSatellite {
-                plugin: plugin.to_owned(),
-                target: "*".to_owned(),
-            },
-            async_nats::RequestErrorKind::TimedOut => BusError::Timeout {
+        .map_err(|e| transport(&e))?;
+    client
+        .publish_with_reply(subject.to_owned(), inbox, bytes::Bytes::new())
+        .await
+        .map_err(|e| transport(&e))?;
+    let decode = |message: async_nats::Message| -> Result<Answer, DescribeError> {
+        let announcement: Announcement = Envelope::decode(&message.payload)
+            .and_then(|envelope| envelope.body())
+            .map_err(|e| transport(&format!("undecodable announcement of `{plugin}`: {e}")))?;
+        let satellite = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(SATELLITE_HEADER))
+            .map(|v| v.as_str().chars().take(128).collect());
+        let answer = Answer {
+            announcement,
+            satellite,
+            target: target.map(str::to_owned),
+        };
+        if answer.announcement.name != plugin {
+            return Err(transport(&format!(
+                "{} answered for plugin `{}`, asked for `{plugin}`",
+                answer.origin(),
+                answer.announcement.name
+            ))
+            .into());
+        }
+        Ok(answer)
+    };
+    let no_satellite = || BusError::NoSatellite {
+        plugin: plugin.to_owned(),
+        target: target.unwrap_or("*").to_owned(),
+    };
+    let first = match tokio::time::timeout(timeout, answers.next()).await {
+        Err(_) => {
+            return Err(BusError::Timeout {
                 plugin: plugin.to_owned(),
                 timeout,
-            },
-            _ => BusError::Transport(e.to_string()),
-        })?;
-    let envelope = Envelope::decode(&message.payload)
-        .map_err(|e| BusError::Transport(format!("undecodable announcement: {e}")))?;
-    envelope
-        .body()
-        .map_err(|e| BusError::Transport(format!("undecodable announcement of `{plugin}`: {e}")))
+            }
+            .into())
+        }
+        Ok(None) => return Err(transport(&"the connection closed").into()),
+        Ok(Some(m)) if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) => {
+            return Err(no_satellite().into())
+        }
+        Ok(Some(m)) => decode(m)?,
+    };
+    // Every satellite of the target answers; those that answer within
+    // `gather` of the first are compared with it. One that is slower is
+    // not compared: the window bounds a plan's wait, and the NATS
+    // permissions, not this check, keep other sites out.
+    let until = tokio::time::Instant::now() + gather;
+    for _ in 1..MAX_ANSWERS {
+        match tokio::time::timeout_at(until, answers.next()).await {
+            Ok(Some(m)) if m.status.is_none() => first.check(&decode(m)?)?,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::served_subjects;
+
+    /// A satellite with targets answers for those only; one serving every
+    /// target for all of them and on the plugin-wide subject.
+    #[test]
+    fn a_satellite_answers_describe_for_the_targets_it_serves() {
+        assert_eq!(
+            served_subjects("local", &["b".into(), "lab".into()]),
+            ["orrery.describe.local.b", "orrery.describe.local.lab"]
+        );
+        for every in [vec![], vec!["*".to_owned()]] {
+            assert_eq!(
+                served_subjects("local", &every),
+                ["orrery.describe.local.*", "orrery.describe.local"]
+            );
+        }
+    }
 }

@@ -23,12 +23,20 @@ pub fn queue_group(plugin: &str) -> String {
     format!("orrery-{plugin}")
 }
 
-/// The subject a plugin's announcement is requested on.
+/// The plugin-wide subject a plugin's announcement was requested on before
+/// describe went per target. Only satellites serving every target of the
+/// plugin answer it (and only identities allowed every target of it may
+/// subscribe to it): the primary asks it when no satellite answers the
+/// per-target subject, for satellites older than per-target describe.
 pub fn describe_subject(plugin: &str) -> String {
     format!("orrery.describe.{plugin}")
 }
 
-/// The queue group of every satellite answering describe requests for `plugin`.
-pub fn describe_queue_group(plugin: &str) -> String {
-    format!("orrery-{plugin}-describe")
+/// The subject the announcement of `plugin` is requested on for planning
+/// `target`: answered only by satellites serving that target (and granted
+/// only to NATS identities allowed to serve it), so no other site's
+/// satellite can describe the plugin for it. `target` `*` is what a
+/// satellite serving every target subscribes to.
+pub fn target_describe_subject(plugin: &str, target: &str) -> String {
+    format!("orrery.describe.{plugin}.{target}")
 }

@@ -220,10 +220,16 @@ async fn a_plugin_failing_its_first_handshake_is_retried_with_backoff_and_serves
     assert!(host.is_announced());
     assert_eq!(host.status().state, "running");
     // Described now that it has announced itself.
-    let announced =
-        orrery_satellite::describe::describe(&client, "testbed", Duration::from_secs(10))
-            .await
-            .unwrap();
+    let announced = orrery_satellite::describe::describe_target(
+        &client,
+        "testbed",
+        "t1",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+    )
+    .await
+    .unwrap()
+    .announcement;
     assert_eq!(announced.name, "testbed");
     assert!(!announced.resources.is_empty());
     let _ = stop.send(());
