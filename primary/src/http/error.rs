@@ -194,6 +194,13 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
             }
             ServiceError::UnknownStack(_) => ApiError::not_found(e.to_string()),
+            // The target's operator decides who uses it: a refusal.
+            ServiceError::TargetRefused { ref target, .. } => {
+                let target = target.clone();
+                ApiError::new(StatusCode::FORBIDDEN, e.to_string())
+                    .with("code", json!("target_refused"))
+                    .with("target", json!(target))
+            }
             ServiceError::Selection(_) | ServiceError::UnknownMode(_) => {
                 ApiError::bad_request(e.to_string())
             }

@@ -17,6 +17,17 @@ pub enum ServiceError {
     /// A plugin the stack needs cannot be provided.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// The satellite holding a target allows other stacks only; nothing
+    /// was planned (the satellite would refuse every operation anyway).
+    #[error("target `{target}` is held by its satellite's operator for other stacks than `{stack}` (allowed: {}); nothing was planned", .allowed.join(", "))]
+    TargetRefused {
+        /// The target.
+        target: String,
+        /// The stack.
+        stack: String,
+        /// The stack patterns its operator allows.
+        allowed: Vec<String>,
+    },
     /// This process already runs a command of the stack.
     #[error("stack `{stack}` has a command running: {command_id}")]
     Busy {

@@ -498,6 +498,7 @@ impl Service {
             .map(|t| (t.plugin.clone(), t.name.clone()))
             .collect();
         let plugins = self.plugins.ensure(&needs).await?;
+        refuse_held_elsewhere(&plugins, &stack.name, needs.iter().map(|(_, t)| t.as_str()))?;
         let catalog = plugins.catalog.clone();
         let unavailable = plugins.unavailable.clone();
         let text = document.text.clone();
@@ -673,6 +674,7 @@ impl Service {
             .map(|s| (s.plugin.clone(), s.target.clone()))
             .collect();
         let plugins = self.plugins.ensure(&needs).await?;
+        refuse_held_elsewhere(&plugins, name, needs.iter().map(|(_, t)| t.as_str()))?;
         let mut command = self
             .begin(
                 CommandKind::Destroy,
@@ -1148,3 +1150,21 @@ pub fn error_event(message: String) -> orrery_core::events::EventBody {
 
 /// A shared service.
 pub type SharedService = Arc<Service>;
+
+/// [`ServiceError::TargetRefused`] when a satellite holding one of
+/// `targets` allows other stacks only: refused before planning, as the
+/// satellite would refuse each operation.
+fn refuse_held_elsewhere<'a>(
+    plugins: &'a Plugins,
+    stack: &str,
+    targets: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ServiceError> {
+    match plugins.refused_target(stack, targets) {
+        None => Ok(()),
+        Some((target, allowed)) => Err(ServiceError::TargetRefused {
+            target: target.to_owned(),
+            stack: stack.to_owned(),
+            allowed: allowed.to_vec(),
+        }),
+    }
+}

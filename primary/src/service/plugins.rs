@@ -168,6 +168,28 @@ pub struct Plugins {
     /// Plugins asked for that could not be found or described, with why:
     /// stack validation names them at the targets that use them.
     pub unavailable: BTreeMap<String, String>,
+    /// Targets whose satellites' operators allow only some stacks, with
+    /// those stacks' patterns, as the satellites said when describing
+    /// (`orrery_bus::describe::STACKS_HEADER`).
+    pub target_stacks: BTreeMap<String, Vec<String>>,
+}
+
+impl Plugins {
+    /// The first of `targets` whose satellite's operator does not allow
+    /// `stack` on it, with the patterns it allows.
+    pub fn refused_target<'a>(
+        &'a self,
+        stack: &str,
+        targets: impl IntoIterator<Item = &'a str>,
+    ) -> Option<(&'a str, &'a [String])> {
+        targets.into_iter().find_map(|target| {
+            let allowed = self.target_stacks.get(target)?;
+            let matches = allowed
+                .iter()
+                .any(|p| wildmatch::WildMatch::new(p).matches(stack));
+            (!matches).then_some((target, allowed.as_slice()))
+        })
+    }
 }
 
 #[derive(Clone, Default)]
@@ -249,15 +271,23 @@ impl PluginPool {
         let asks = needs.iter().map(|(plugin, target)| async move {
             let answer =
                 describe_target(client, plugin, target, DESCRIBE_TIMEOUT, DESCRIBE_GATHER).await;
-            (plugin, answer)
+            (plugin, target, answer)
         });
         let mut chosen: BTreeMap<&String, orrery_bus::describe::Answer> = BTreeMap::new();
         let mut unavailable = BTreeMap::new();
-        for (name, answer) in futures::future::join_all(asks).await {
+        let mut target_stacks = BTreeMap::new();
+        for (name, target, answer) in futures::future::join_all(asks).await {
             let disagreement = |source| PluginError::Disagreement {
                 name: name.clone(),
                 source,
             };
+            if let Ok(orrery_bus::describe::Answer {
+                stacks: Some(stacks),
+                ..
+            }) = &answer
+            {
+                target_stacks.insert(target.clone(), stacks.clone());
+            }
             match answer {
                 Ok(answer) => match chosen.get(name) {
                     Some(first) => first.check(&answer).map_err(disagreement)?,
@@ -287,6 +317,7 @@ impl PluginPool {
             catalog,
             rates: rates.clone(),
             unavailable,
+            target_stacks,
         })
     }
 
@@ -336,6 +367,7 @@ impl PluginPool {
             catalog: snap.catalog.clone(),
             rates: self.rates.clone(),
             unavailable,
+            target_stacks: BTreeMap::new(),
         })
     }
 

@@ -267,18 +267,65 @@ async fn a_held_target_serves_only_its_stacks_and_its_credential_only_its_host()
     let index = b_root.join("index.html");
     assert_eq!(std::fs::read_to_string(&index).unwrap(), B_MARK);
 
-    // Team A's stack naming the same target is refused on the satellite:
-    // it neither overwrites B's file nor adds one.
+    // Team A's stack naming the same target is refused before planning
+    // (the satellite said whom the target is for when describing it): it
+    // neither overwrites B's file nor adds one.
     let file = scratch.write("a.yaml", &site("team-a-web", "pwned"));
     let run = apply_through_nats(&file, &server.url, &state, &[]).await;
     assert_ne!(run.code, 0, "{run:?}");
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(
-        said.contains("held on this host for other stacks than `team-a-web`"),
-        "the refusal names the stack: {said}"
+        said.contains("target `b-site` is held by its satellite's operator for other stacks than `team-a-web` (allowed: team-b-*); nothing was planned"),
+        "the refusal names the target and the stack: {said}"
     );
+    assert!(!said.contains("Plan:"), "{said}");
     assert_eq!(std::fs::read_to_string(&index).unwrap(), B_MARK);
     assert_eq!(std::fs::read_dir(&b_root).unwrap().count(), 1);
+
+    // A primary that sends team A's operation anyway (or one naming no
+    // stack) is refused by the satellite, which holds the target.
+    let bus = orrery_bus::bus::NatsBus::new(client.clone());
+    for stack in [Some("team-a-web"), None] {
+        let request = orrery_schema::Request::Create(orrery_schema::CreateRequest {
+            request_id: format!("forged-{stack:?}"),
+            resource_type: "Local::Fs::File".into(),
+            label: "index".into(),
+            target: orrery_schema::Target {
+                name: "b-site".into(),
+                stack: stack.map(str::to_owned),
+                ..Default::default()
+            },
+            properties: [
+                ("path".to_owned(), "index.html".into()),
+                ("content".to_owned(), "pwned".into()),
+            ]
+            .into_iter()
+            .collect(),
+        });
+        let answer = bus
+            .call(
+                "local",
+                "b-site",
+                &request.to_envelope().unwrap(),
+                Duration::from_secs(20),
+            )
+            .await
+            .unwrap();
+        let event: orrery_schema::ProgressEvent = answer.body().unwrap();
+        assert_eq!(
+            event.error_code,
+            Some(orrery_schema::ErrorCode::InvalidRequest),
+            "{event:?}"
+        );
+        assert!(
+            event
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("held on this host for other stacks")),
+            "{event:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&index).unwrap(), B_MARK);
 
     // A stack allowed on the held database still cannot choose where the
     // held password goes.

@@ -22,6 +22,16 @@ pub use crate::subjects::{describe_subject, target_describe_subject};
 /// find the satellites that disagree; the trust comes from the subject.
 pub const SATELLITE_HEADER: &str = "Orrery-Satellite";
 
+/// The NATS header of a per-target describe answer that lists, comma
+/// separated, the stack patterns the answering satellite's operator allows
+/// on the target (`[target_access]`); absent when any stack may use it. A
+/// primary refuses a stack outside them before planning; the satellite
+/// refuses its operations whatever the primary does.
+pub const STACKS_HEADER: &str = "Orrery-Stacks";
+
+/// The most stack patterns read from one [`STACKS_HEADER`].
+const MAX_STACK_PATTERNS: usize = 64;
+
 /// How many answers to one describe request are read at most; the rest
 /// are dropped with the subscription (bounded work however many
 /// satellites serve a target).
@@ -81,7 +91,8 @@ pub async fn serve_describe(
                     None
                 }
             };
-            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (subs, p)))
+            let held = host.held().clone();
+            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (subs, p, held)))
         });
     }
     let mut headers = async_nats::HeaderMap::new();
@@ -90,16 +101,27 @@ pub async fn serve_describe(
     loop {
         tokio::select! {
             Some(ready) = pending.next(), if !pending.is_empty() => {
-                if let Some((subs, payload)) = ready? {
+                if let Some((subs, payload, held)) = ready? {
                     for sub in subs {
-                        let payload = payload.clone();
-                        subscriptions.push(sub.map(move |msg| (msg, payload.clone())));
+                        let (payload, held) = (payload.clone(), held.clone());
+                        subscriptions.push(sub.map(move |msg| (msg, payload.clone(), held.clone())));
                     }
                 }
             }
-            Some((msg, payload)) = subscriptions.next(), if !subscriptions.is_empty() => {
+            Some((msg, payload, held)) = subscriptions.next(), if !subscriptions.is_empty() => {
                 if let Some(reply) = msg.reply {
-                    if let Err(e) = client.publish_with_headers(reply, headers.clone(), payload).await {
+                    let mut headers = headers.clone();
+                    // `orrery.describe.<plugin>.<target>`: say who may use
+                    // the target.
+                    if let Some(stacks) = msg
+                        .subject
+                        .splitn(4, '.')
+                        .nth(3)
+                        .and_then(|target| held.stacks_of(target))
+                    {
+                        headers.insert(STACKS_HEADER, stacks.join(",").as_str());
+                    }
+                    if let Err(e) = client.publish_with_headers(reply, headers, payload).await {
                         tracing::warn!(error = %e, "cannot answer a describe request");
                     }
                 }
@@ -142,6 +164,9 @@ pub struct Answer {
     pub satellite: Option<String>,
     /// The target asked for; `None` for the plugin-wide subject.
     pub target: Option<String>,
+    /// The stack patterns the satellite's operator allows on the target
+    /// ([`STACKS_HEADER`]); `None` when it allows every stack.
+    pub stacks: Option<Vec<String>>,
 }
 
 impl Answer {
@@ -249,10 +274,22 @@ async fn gather_answers(
             .as_ref()
             .and_then(|h| h.get(SATELLITE_HEADER))
             .map(|v| v.as_str().chars().take(128).collect());
+        let stacks = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(STACKS_HEADER))
+            .map(|v| {
+                v.as_str()
+                    .split(',')
+                    .take(MAX_STACK_PATTERNS)
+                    .map(|p| p.chars().take(200).collect())
+                    .collect()
+            });
         let answer = Answer {
             announcement,
             satellite,
             target: target.map(str::to_owned),
+            stacks,
         };
         if answer.announcement.name != plugin {
             return Err(transport(&format!(

@@ -174,6 +174,12 @@ impl HeldTargets {
         self
     }
 
+    /// The stacks (patterns) `target` is restricted to, when its operator
+    /// restricted it.
+    pub fn stacks_of(&self, target: &str) -> Option<&[String]> {
+        self.access.get(target).map(|a| a.stacks.as_slice())
+    }
+
     /// The targets held, by name.
     pub fn targets(&self) -> impl Iterator<Item = &str> {
         self.held.keys().map(String::as_str)

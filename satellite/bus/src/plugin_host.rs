@@ -354,6 +354,11 @@ impl PluginHost {
         &self.shared.name
     }
 
+    /// What this host's operator holds for its targets.
+    pub fn held(&self) -> &Arc<HeldTargets> {
+        &self.shared.held
+    }
+
     /// The first announcement (name, version, schemas); before the first
     /// handshake (see [`PluginHost::start_or_retry`]) the name only.
     pub fn announcement(&self) -> &Announcement {
