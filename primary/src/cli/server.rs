@@ -67,6 +67,14 @@ pub struct Args {
     /// Largest request body in bytes (413 beyond).
     #[arg(long, env = "ORRERY_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+    /// Most bytes of request bodies received at once, from every client
+    /// together (503 and `Retry-After` beyond).
+    #[arg(long, env = "ORRERY_MAX_BODY_BYTES_IN_FLIGHT", default_value_t = http::InFlightLimits::default().total)]
+    pub max_body_bytes_in_flight: usize,
+    /// Most bytes of request bodies received at once from one principal
+    /// (429 and `Retry-After` beyond).
+    #[arg(long, env = "ORRERY_MAX_PRINCIPAL_BODY_BYTES", default_value_t = http::InFlightLimits::default().per_principal)]
+    pub max_principal_body_bytes: usize,
     /// The most items an unpaged list (`?all=true` on `GET /v1/resources`,
     /// `GET /v1/commands/{id}`) returns; a longer one is refused (400,
     /// `too_many_items`) and must be paged.
@@ -242,6 +250,10 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         stack_dir,
         max_body_bytes: args.max_body_bytes,
         max_list_items: args.max_list_items,
+        in_flight_bodies: http::InFlightLimits {
+            total: args.max_body_bytes_in_flight,
+            per_principal: args.max_principal_body_bytes,
+        },
         audit_retention: args.audit_retention,
         options: Options {
             max_concurrency: args.concurrency.max(1),

@@ -27,6 +27,7 @@ mod audit;
 pub mod auth;
 mod background;
 mod body;
+pub use body::InFlightLimits;
 mod commands;
 mod error;
 mod events;
@@ -111,6 +112,8 @@ pub struct Config {
     pub auth: Arc<auth::Auth>,
     /// How many audit records the store keeps (the newest).
     pub audit_retention: u64,
+    /// How many bytes of request bodies are received at once.
+    pub in_flight_bodies: body::InFlightLimits,
 }
 
 /// What every request shares.
@@ -136,6 +139,8 @@ struct Shared {
     rates: SharedRateLimiter,
     /// The audit log's writer.
     audit: audit::Audit,
+    /// The request bodies being received.
+    bodies: body::InFlight,
 }
 
 /// A primary serving the HTTP API. Cheap to clone.
@@ -179,6 +184,7 @@ impl Primary {
         let audit = audit::Audit::start(store.clone(), config.audit_retention);
         Ok(Primary {
             shared: Arc::new(Shared {
+                bodies: body::InFlight::new(config.in_flight_bodies),
                 config,
                 audit,
                 store,
@@ -231,6 +237,12 @@ impl Primary {
             .route("/v1/audit", get(audit::audit_handler))
             .fallback(handlers::not_found)
             .method_not_allowed_fallback(handlers::method_not_allowed)
+            // Inside authentication: the body's bytes are counted for its
+            // principal.
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.clone(),
+                body::in_flight,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 self.shared.config.auth.clone(),
                 auth::guard,

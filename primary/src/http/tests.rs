@@ -22,6 +22,7 @@ fn fixture() -> Fixture {
         plugin_search: vec![dir.path().join("no-plugins")],
         stack_dir: dir.path().to_owned(),
         max_body_bytes: 4096,
+        in_flight_bodies: Default::default(),
         max_list_items: super::pages::DEFAULT_MAX_LIST_ITEMS,
         audit_retention: crate::http::DEFAULT_AUDIT_RETENTION,
         options: Options::default(),

@@ -329,3 +329,105 @@ fn refusals_command_starts_and_cancels_are_logged_by_default() {
         assert!(!log.contains(token), "a token in the log: {log}");
     }
 }
+
+/// A `POST /v1/stacks/plan` of `token` declaring `length` bytes whose body
+/// only starts: held until dropped. A probe racing it may take the last
+/// bytes of a budget first, and then it is refused: [`Held::keep`] opens it
+/// again.
+struct Held {
+    conn: TcpStream,
+    addr: String,
+    token: &'static str,
+}
+
+impl Held {
+    fn open(addr: &str, token: &'static str) -> Held {
+        let mut conn = TcpStream::connect(addr).unwrap();
+        write!(
+            conn,
+            "POST /v1/stacks/plan HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAuthorization: Bearer {token}\r\nContent-Length: 1048576\r\n\r\n{{\"document\": \""
+        )
+        .unwrap();
+        Held {
+            conn,
+            addr: addr.to_owned(),
+            token,
+        }
+    }
+
+    /// Opens it again if the server answered it (refused it).
+    fn keep(&mut self) {
+        self.conn.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 512];
+        let answered = !matches!(
+            self.conn.read(&mut buf),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        self.conn.set_nonblocking(false).unwrap();
+        if answered {
+            *self = Held::open(&self.addr, self.token);
+        }
+    }
+}
+
+/// The status of a small, whole plan request of `token`.
+fn small_plan(a: &str, token: &str) -> Option<u16> {
+    let body = r#"{"document": "stack: team-a-s\n"}"#;
+    let mut conn = TcpStream::connect(a).unwrap();
+    write!(
+        conn,
+        "POST /v1/stacks/plan HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let (answer, _) = read_until_closed(&mut conn, Duration::from_secs(10));
+    status_of(&answer)
+}
+
+/// Issue #44, item 5: one principal's large bodies held open cannot take
+/// the memory every other principal needs. Past its own budget a
+/// principal gets 429; past the server's, everyone gets 503; the bytes
+/// come back when the bodies go.
+#[test]
+fn bodies_in_flight_are_bounded_per_principal_and_in_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(
+        dir.path(),
+        &[
+            ("ORRERY_MAX_BODY_BYTES", "1048576"),
+            ("ORRERY_MAX_PRINCIPAL_BODY_BYTES", "2097152"),
+            ("ORRERY_MAX_BODY_BYTES_IN_FLIGHT", "3145728"),
+        ],
+    );
+    let a = addr(&s);
+    // Team A holds two 1 MiB bodies: its whole budget.
+    let mut held_a = [Held::open(&a, TEAM_A), Held::open(&a, TEAM_A)];
+    Wait::new("team A's third body refused (429)", Duration::from_secs(20))
+        .every(Duration::from_millis(50))
+        .until(|| {
+            held_a.iter_mut().for_each(Held::keep);
+            small_plan(&a, TEAM_A) == Some(429)
+        });
+    // The admin's bodies still go through.
+    let status = small_plan(&a, ADMIN_TOKEN);
+    assert!(
+        !matches!(status, Some(429 | 503) | None),
+        "the admin refused: {status:?}"
+    );
+    // With the admin's own 1 MiB held, the server's 3 MiB are in use.
+    let mut held_admin = Held::open(&a, ADMIN_TOKEN);
+    Wait::new("every body refused (503)", Duration::from_secs(20))
+        .every(Duration::from_millis(50))
+        .until(|| {
+            held_a.iter_mut().for_each(Held::keep);
+            held_admin.keep();
+            small_plan(&a, ADMIN_TOKEN) == Some(503)
+        });
+    // Team A's bodies go: their bytes come back.
+    drop(held_a);
+    Wait::new("bodies served again", Duration::from_secs(20))
+        .every(Duration::from_millis(50))
+        .until(|| !matches!(small_plan(&a, ADMIN_TOKEN), Some(429 | 503) | None));
+    drop(held_admin);
+    assert_eq!(s.get("/v1/stacks").0, 200);
+}
