@@ -22,6 +22,7 @@ mod iam_user;
 pub mod lifecycle;
 mod s3_bucket;
 mod s3_bucket_policy;
+mod s3_lifecycle;
 mod sqs_queue;
 mod tags;
 pub mod target;

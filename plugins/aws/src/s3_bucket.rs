@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{absent_if, build_error, from_sdk};
 use crate::lifecycle::{what, Created, Managed};
+use crate::s3_lifecycle;
 use crate::tags::{self, Tags};
 use crate::target::Clients;
 
@@ -46,6 +47,8 @@ pub struct Bucket {
     pub public_access_block: Option<PublicAccessBlock>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object_ownership: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle_rules: Option<Vec<s3_lifecycle::Rule>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tags: Option<Tags>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +84,11 @@ fn schema() -> ResourceSchema {
                 .provider_default()
                 .describe("`BucketOwnerEnforced` (AWS's default), `BucketOwnerPreferred` or `ObjectWriter`"),
         )
+        .field(field::list("lifecycle_rules").describe(
+            "Lifecycle rules: `id`, `status` (`Enabled`, `Disabled`), `prefix`, `expiration_days`, \
+             `noncurrent_version_expiration_days`, `abort_incomplete_multipart_upload_days`, \
+             `transitions` (`days`, `storage_class`); absent means none",
+        ))
         .field(field::map("tags").describe("Tags; absent means none"))
         .field(field::string("arn").read_only())
         .field(field::string("region").read_only())
@@ -303,8 +311,10 @@ impl Managed for Bucket {
                 .flat_map(|t| t.tag_set())
                 .map(|t| (t.key().to_owned(), t.value().to_owned())),
         );
+        let lifecycle_rules = s3_lifecycle::read(c, &w, name).await?;
         Ok(Bucket {
             bucket: name.to_owned(),
+            lifecycle_rules,
             versioning,
             sse_algorithm: default.map(|d| d.sse_algorithm().as_str().to_owned()),
             kms_master_key_id: default
@@ -353,6 +363,10 @@ impl Managed for Bucket {
             if current.object_ownership.as_deref() != Some(o) {
                 put_ownership(c, name, o).await?;
             }
+        }
+        if current.lifecycle_rules != desired.lifecycle_rules {
+            let w = what::<Bucket>(name);
+            s3_lifecycle::put(c, &w, name, desired.lifecycle_rules.as_deref()).await?;
         }
         if current.tags != desired.tags {
             put_tags(c, name, desired.tags.as_ref()).await?;

@@ -22,6 +22,7 @@ async fn a_bucket_is_created_read_updated_drifts_is_repaired_listed_and_deleted(
             "ignore_public_acls": true, "restrict_public_buckets": true
         },
         "object_ownership": "BucketOwnerPreferred",
+        "lifecycle_rules": [{"id": "expire", "status": "Enabled", "prefix": "tmp/", "expiration_days": 7}],
         "tags": {"team": "platform"},
     });
     let created = env.create(BUCKET, props(desired.clone())).await;
@@ -46,6 +47,12 @@ async fn a_bucket_is_created_read_updated_drifts_is_repaired_listed_and_deleted(
             "ignore_public_acls": false, "restrict_public_buckets": true
         },
         "object_ownership": "BucketOwnerEnforced",
+        "lifecycle_rules": [
+            {"id": "expire", "status": "Disabled", "prefix": "tmp/", "expiration_days": 30},
+            {"id": "archive", "status": "Enabled", "noncurrent_version_expiration_days": 90,
+             "abort_incomplete_multipart_upload_days": 3,
+             "transitions": [{"days": 30, "storage_class": "STANDARD_IA"}, {"days": 90, "storage_class": "GLACIER"}]}
+        ],
         "tags": {"team": "data", "env": "test"},
     });
     has(
@@ -67,7 +74,7 @@ async fn a_bucket_is_created_read_updated_drifts_is_repaired_listed_and_deleted(
         .await;
     failed(&renamed, ErrorCode::NotUpdatable);
 
-    // Out of band: versioning back on, tags gone.
+    // Out of band: versioning back on, tags and lifecycle rules gone.
     env.raw
         .s3
         .put_bucket_versioning()
@@ -87,9 +94,17 @@ async fn a_bucket_is_created_read_updated_drifts_is_repaired_listed_and_deleted(
         .send()
         .await
         .unwrap();
+    env.raw
+        .s3
+        .delete_bucket_lifecycle()
+        .bucket("orrery-logs")
+        .send()
+        .await
+        .unwrap();
     let drifted = json_of(&ok(&env.read(BUCKET, "orrery-logs").await));
     assert_eq!(drifted["versioning"], "Enabled", "{drifted:#}");
     assert!(drifted.get("tags").is_none(), "{drifted:#}");
+    assert!(drifted.get("lifecycle_rules").is_none(), "{drifted:#}");
     has(
         &ok(&env
             .update(BUCKET, "orrery-logs", props(changed.clone()))
