@@ -16,6 +16,11 @@ ORRERY_NATS_SERVER="$(./scripts/ensure-nats.sh)"
 export ORRERY_NATS_SERVER
 "$ORRERY_NATS_SERVER" --version
 
+step "moto_server (AWS emulator, moto[server] from PyPI) for the AWS plugin's tests"
+ORRERY_MOTO_SERVER="$(./scripts/ensure-moto.sh)"
+export ORRERY_MOTO_SERVER
+echo "$ORRERY_MOTO_SERVER"
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -10,8 +10,11 @@
 //! - [`plugin_env`]: a plugin served in-process with request builders and
 //!   answer checks, for plugin crates' tests.
 //! - `nats` (feature `nats`): a real nats-server per test on a free port.
+//! - `moto` (feature `moto`): a real moto_server (AWS emulator) per test.
 
 pub mod binaries;
+#[cfg(feature = "moto")]
+pub mod moto;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod plugin_env;

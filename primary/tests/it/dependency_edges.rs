@@ -219,6 +219,7 @@ fn the_workspace_has_no_forbidden_dependency_edge() {
         "orrery-schema",
         "orrery-pg-tls",
         "orrery-plugin-postgres",
+        "orrery-plugin-aws",
     ] {
         assert!(workspace.contains(must), "{must} is a workspace member");
     }
