@@ -11,7 +11,10 @@ works() {
   [ -n "$1" ] && [ -x "$1" ] && "$1" --help >/dev/null 2>&1
 }
 
-for candidate in "${ORRERY_MOTO_SERVER:-}" "$local_bin" "$(command -v moto_server || true)"; do
+# Only an explicit ORRERY_MOTO_SERVER or the pinned venv: a moto found on
+# PATH may be older (with 5.2.1 a bucket's create fails on a 200 answer the
+# SDK cannot read), and the tests must see the emulator they were written for.
+for candidate in "${ORRERY_MOTO_SERVER:-}" "$local_bin"; do
   if works "$candidate"; then
     echo "$candidate"
     exit 0
@@ -21,6 +24,6 @@ done
 echo "installing moto[server] from PyPI into .tools/moto" >&2
 rm -rf "$venv"
 python3 -m venv "$venv" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'moto[server]>=5,<6' >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'moto[server]>=5.2.6,<6' >&2
 works "$local_bin" || { echo "installed moto_server does not run" >&2; exit 1; }
 echo "$local_bin"
