@@ -58,7 +58,7 @@ pub use logging::LOG_FORMAT_ENV;
 pub use orrery_schema as schema;
 pub use paginate::paginate;
 pub use plugin::{PluginInfo, ResourcePlugin};
-pub use properties::{from_properties, from_value, to_properties, to_value};
+pub use properties::{check_create_only, from_properties, from_value, to_properties, to_value};
 pub use result::{deleted, done, in_progress, ListPage, OpResult, PluginError};
 pub use schema_builder::{field, resource, FieldBuilder, ResourceBuilder};
 pub use server::{announcement, serve, serve_io};

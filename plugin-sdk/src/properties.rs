@@ -1,7 +1,7 @@
 //! Typed properties: convert between a plugin's own serde types and the
 //! generic [`PropertyMap`] on the wire.
 
-use orrery_schema::{PropertyMap, Value};
+use orrery_schema::{ErrorCode, PropertyMap, ResourceSchema, Value};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -124,6 +124,38 @@ pub fn to_value<T: Serialize>(value: &T) -> Result<Value, PluginError> {
         .map_err(|e| PluginError::new(orrery_schema::ErrorCode::InternalFailure, e.to_string()))?;
     orrery_schema::decode(&bytes)
         .map_err(|e| PluginError::new(orrery_schema::ErrorCode::InternalFailure, e.to_string()))
+}
+
+/// `NotUpdatable` when `desired` changes a field `schema` marks create-only
+/// from what `current` holds; `why` says why it cannot change (`"AWS has
+/// no call for it"`). A field `desired` leaves out is not a change.
+///
+/// # Errors
+///
+/// A `NotUpdatable` [`PluginError`] naming `what` and the first such
+/// field, never its values.
+pub fn check_create_only(
+    schema: &ResourceSchema,
+    what: &str,
+    desired: &PropertyMap,
+    current: &PropertyMap,
+    why: &str,
+) -> Result<(), PluginError> {
+    for field in schema.fields.iter().filter(|f| f.hints.create_only) {
+        let Some(want) = desired.get(&field.name) else {
+            continue;
+        };
+        if current.get(&field.name) != Some(want) {
+            return Err(PluginError::new(
+                ErrorCode::NotUpdatable,
+                format!(
+                    "{what}: `{}` cannot change once created ({why}); replace the resource",
+                    field.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use std::future::Future;
 
 use orrery_plugin_sdk::schema::{ErrorCode, ListedResource, PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{
-    deleted, done, from_properties, paginate, to_properties, ListPage, OpResult, PluginError,
+    check_create_only, deleted, done, from_properties, paginate, to_properties, ListPage, OpResult,
+    PluginError,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -108,6 +109,7 @@ pub async fn update<T: Managed>(c: &Clients, id: &str, properties: &PropertyMap)
         &what::<T>(id),
         &to_properties(&desired)?,
         &to_properties(&current)?,
+        "AWS has no call for it",
     )?;
     T::update(c, id, &current, &desired).await?;
     answer(id, &T::read(c, id).await?)
@@ -141,28 +143,4 @@ pub async fn list<T: Managed>(
         resources,
         next_page_token,
     })
-}
-
-/// `NotUpdatable` when `desired` changes a create-only field.
-pub fn check_create_only(
-    schema: &ResourceSchema,
-    what: &str,
-    desired: &PropertyMap,
-    current: &PropertyMap,
-) -> Result<(), PluginError> {
-    for field in schema.fields.iter().filter(|f| f.hints.create_only) {
-        let Some(want) = desired.get(&field.name) else {
-            continue;
-        };
-        if current.get(&field.name) != Some(want) {
-            return Err(PluginError::new(
-                ErrorCode::NotUpdatable,
-                format!(
-                    "{what}: `{}` cannot change once created (AWS has no call for it); replace the resource",
-                    field.name
-                ),
-            ));
-        }
-    }
-    Ok(())
 }

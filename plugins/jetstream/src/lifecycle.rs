@@ -10,13 +10,15 @@
 use async_nats::jetstream::Context;
 use orrery_plugin_sdk::schema::ErrorCode::{AlreadyExists, NotFound};
 use orrery_plugin_sdk::schema::{ListedResource, PropertyMap, ResourceSchema};
-use orrery_plugin_sdk::{deleted, done, paginate, to_properties, ListPage, OpResult, PluginError};
+use orrery_plugin_sdk::{
+    check_create_only, deleted, done, paginate, to_properties, ListPage, OpResult, PluginError,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::api::{call, empty};
-use crate::mapping::{check_create_only, desired, from_json, object, to_json, Rename};
+use crate::mapping::{desired, from_json, object, to_json, Rename};
 use crate::settle::{pending, settled};
 
 /// What the API calls are for.
@@ -163,6 +165,7 @@ pub async fn update<T: Managed>(js: &Context, id: &str, props: &PropertyMap) -> 
         &what::<T>(id),
         &normalised,
         &properties::<T>(id, &current)?,
+        "JetStream refuses it",
     )?;
     let patch = to_json(&desired, T::RENAMES)?;
     let mut config = object(current["config"].clone());

@@ -2,7 +2,7 @@
 //! are JetStream's except where a [`Rename`] says otherwise, and durations
 //! are whole seconds instead of nanoseconds.
 
-use orrery_plugin_sdk::schema::{ErrorCode, PropertyMap, ResourceSchema};
+use orrery_plugin_sdk::schema::{PropertyMap, ResourceSchema};
 use orrery_plugin_sdk::{from_properties, from_value, to_properties, to_value, PluginError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -86,31 +86,6 @@ pub fn from_json<T: DeserializeOwned + Serialize>(
     }
     let typed: T = from_value(&to_value(&Value::Object(picked))?)?;
     to_properties(&typed)
-}
-
-/// `NotUpdatable` when `desired` changes a create-only field of `schema`
-/// from what `current` holds.
-pub fn check_create_only(
-    schema: &ResourceSchema,
-    what: &str,
-    desired: &PropertyMap,
-    current: &PropertyMap,
-) -> Result<(), PluginError> {
-    for field in schema.fields.iter().filter(|f| f.hints.create_only) {
-        let Some(want) = desired.get(&field.name) else {
-            continue;
-        };
-        if current.get(&field.name) != Some(want) {
-            return Err(PluginError::new(
-                ErrorCode::NotUpdatable,
-                format!(
-                    "{what}: `{}` cannot change once created (JetStream refuses it); replace the resource",
-                    field.name
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The map of a JSON object (empty for anything else).
