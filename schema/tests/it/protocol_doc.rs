@@ -166,7 +166,13 @@ fn wire_structs() -> Vec<(&'static str, BTreeSet<String>)> {
             }),
         ),
         ("FieldHint", written_keys(&attaches)),
-        ("Target", written_keys(&Target::default())),
+        (
+            "Target",
+            written_keys(&Target {
+                stack: some(),
+                ..Target::default()
+            }),
+        ),
         ("CreateRequest", written_keys(&CreateRequest::default())),
         ("ReadRequest", written_keys(&ReadRequest::default())),
         ("UpdateRequest", written_keys(&UpdateRequest::default())),
