@@ -45,7 +45,7 @@ A satellite given targets this way must serve exactly those targets (its
 `targets = [...]` / --target; a satellite without targets subscribes to
 orrery.op.PLUGIN.*, which needs PLUGIN:*). Every satellite key may answer
 only the requests it was given (allow_responses: --max-responses, default
-1, within --response-expiry, default 15m). A leaf connection cannot be
+2: a receipt and the answer, see satellite --receipts; within --response-expiry, default 15m). A leaf connection cannot be
 bounded that way by nats-server (nats-io/nats-server#2949), so a leaf's
 per-target set restricts what the core sends it, and it may publish only
 reply subjects (_INBOX.>); its satellites are bounded by the leaf server.
@@ -140,7 +140,7 @@ def write_helm_values(path: Path, sat_pairs, leaf_pairs, max_responses: int, exp
          "permissions": {"publish": {"allow": PRIMARY_PUBLISH}, "subscribe": {"allow": ["_INBOX.>"]}}},
         {"nkey": "<< $ORRERY_NKEY_SATELLITE >>",
          "permissions": {"publish": {"allow": []}, "subscribe": {"allow": subs(sat_pairs)},
-                         "allow_responses": {"max": max_responses if sat_pairs is not None else 1,
+                         "allow_responses": {"max": max_responses if sat_pairs is not None else 2,
                                              "expires": expires if sat_pairs is not None else "15m"}}},
         {"nkey": "<< $ORRERY_NKEY_LEAF >>",
          "permissions": {"publish": {"allow": ["_INBOX.>"]}, "subscribe": {"allow": subs(leaf_pairs)}}},
@@ -218,8 +218,9 @@ def main() -> int:
     p.add_argument("--leaf", action="append", default=[], metavar="NAME[=PLUGIN:TARGET,...]",
                    help="a leaf node identity, optionally limited to what its satellites serve "
                         "(repeatable; default: 'leaf', every target)")
-    p.add_argument("--max-responses", type=int, default=1, metavar="N",
-                   help="replies a per-target satellite key may send per request received (default 1)")
+    p.add_argument("--max-responses", type=int, default=2, metavar="N",
+                   help="replies a per-target satellite key may send per request received "
+                        "(default 2: a receipt and the answer)")
     p.add_argument("--response-expiry", default="15m", metavar="DURATION",
                    help="how long after a request its reply is allowed (default 15m; longer than "
                         "the slowest single plugin call)")

@@ -186,7 +186,8 @@ step "satellites site-b and site-c (own nkeys), each on its local leaf"
 for h in b c; do
   start "sat-$h" "$h" env RUST_LOG=info,orrery_satellite::relay=debug \
     "$bin/orrery-satellite" --nats-url nats://127.0.0.1:4222 --nats-nkey "$keys/site-$h.nk" \
-    --target lab --target "site-$h" --id "site-$h" --plugin "$bin/orrery-plugin-testbed" --drain-grace-secs 2
+    --target lab --target "site-$h" --id "site-$h" --plugin "$bin/orrery-plugin-testbed" --drain-grace-secs 2 \
+    --receipts
 done
 # fleet_has ID: `orrery satellites` on A (the primary's nkey, from the
 # environment) lists satellite ID.
@@ -253,6 +254,11 @@ esac
 b_cut=$(( $(served b) - b_before ))
 c_cut=$(( $(served c) - c_before ))
 [ "$b_cut" -eq 0 ] || die "site-b served $b_cut operations while cut off"
+# With receipts, what B took before the cut fails once B misses its pings
+# (2.5 s) and what was sent towards B after it goes again after 1.2 s: the
+# apply is not held for the 60 s request timeout (it was, before receipts).
+awk -v t="$apply_ran_after_cut" 'BEGIN { exit !(t < 40) }' \
+  || die "the apply ended $apply_ran_after_cut s after the cut: requests at B waited for their timeout"
 [ "$c_cut" -gt 0 ] || die "site-c served nothing while B was cut off"
 # Requests keep their request id when sent again: those B took before the
 # cut and C served after it are the re-sent ones.

@@ -177,6 +177,14 @@ struct Flags {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     allow_downgrade: bool,
+    /// Confirm receipt of each request to the primary that asks for it
+    /// (`Orrery-Receipt-By`), so primaries steer work away from a
+    /// satellite that stops taking it (hung, partitioned, killed). Each
+    /// request is then answered with two messages: the NATS identity needs
+    /// `allow_responses` max 2 (deploy/nats, gen-nkeys.py's default).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    receipts: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -233,6 +241,8 @@ struct Settings {
     lock_poll_secs: u64,
     #[serde(default)]
     allow_downgrade: bool,
+    #[serde(default)]
+    receipts: bool,
 }
 
 /// What this host's operator holds for its targets; logged by field name,
@@ -448,6 +458,7 @@ async fn run(settings: Settings, metrics: MetricsReader) -> anyhow::Result<()> {
         targets: settings.targets.clone(),
         max_in_flight: settings.max_in_flight,
         drain_grace: Duration::from_secs(settings.drain_grace_secs),
+        receipts: settings.receipts,
         ..RelayConfig::default()
     };
     if requirements.is_empty() {

@@ -24,6 +24,7 @@ pub use orrery_bus::answer::failure_answer;
 use orrery_bus::answer::protocol_error;
 use orrery_bus::bus::{message_limit, HEADER_ROOM};
 use orrery_bus::plugin_host::{stopped, PluginHost};
+use orrery_bus::receipts;
 pub use orrery_bus::subjects::{operation_subject, queue_group, SERVICE_NAME, SUBJECT_PREFIX};
 
 /// How long a stopping satellite waits for NATS to take its last messages.
@@ -42,6 +43,9 @@ pub struct RelayConfig {
     pub default_timeout: Duration,
     /// How long a drain waits for in-flight requests.
     pub drain_grace: Duration,
+    /// Whether requests asking for a receipt (`Orrery-Receipt-By`) get
+    /// one before their answer (see [`orrery_bus::receipts`]).
+    pub receipts: bool,
 }
 
 impl Default for RelayConfig {
@@ -52,6 +56,7 @@ impl Default for RelayConfig {
             max_in_flight: 256,
             default_timeout: Duration::from_secs(60),
             drain_grace: Duration::from_secs(30),
+            receipts: false,
         }
     }
 }
@@ -113,6 +118,9 @@ pub async fn serve(
             endpoints.push((requests, stats, host.clone(), permits.clone()));
         }
     }
+    // This instance's id in the service API: what a receipt names, and
+    // what primaries ping to tell a live satellite from a silent one.
+    let instance = uuid::Uuid::now_v7().simple().to_string();
     let service = Service::start(
         client.clone(),
         ServiceInfo {
@@ -123,9 +131,15 @@ pub async fn serve(
                 ("satellite_id".to_owned(), config.satellite_id.clone()),
                 ("plugins".to_owned(), plugins.join(",")),
                 ("protocol".to_owned(), PROTOCOL_MAJOR.to_string()),
+                // Primaries ask for receipts only while every satellite
+                // they see says it gives them.
+                (
+                    receipts::METADATA.to_owned(),
+                    if config.receipts { "1" } else { "0" }.to_owned(),
+                ),
             ]),
         },
-        uuid::Uuid::now_v7().simple().to_string(),
+        instance.clone(),
         endpoints
             .iter()
             .map(|(_, stats, _, _)| stats.clone())
@@ -167,7 +181,7 @@ pub async fn serve(
             stats,
             host,
             permits,
-            config.clone(),
+            (config.clone(), config.receipts.then(|| instance.clone())),
             stop_rx.clone(),
         ));
     }
@@ -214,7 +228,7 @@ async fn serve_endpoint(
     stats: Arc<EndpointStats>,
     host: PluginHost,
     permits: Arc<Semaphore>,
-    config: RelayConfig,
+    (config, receipt): (RelayConfig, Option<String>),
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     // Requests in flight are futures polled by this task rather than tasks
@@ -256,6 +270,7 @@ async fn serve_endpoint(
                     let metrics = metrics.clone();
                     let stats = &stats;
                     let client = &client;
+                    let receipt = receipt.as_deref();
                     // Read per request: a reconnection may reach a server
                     // with another `max_payload`.
                     let limit = message_limit(client);
@@ -265,9 +280,12 @@ async fn serve_endpoint(
                     // rather than on the stack and copied there.
                     in_flight.push(Box::into_pin(Box::write(Box::new_uninit(), async move {
                         let started = Instant::now();
-                        let (operation, outcome) =
-                            handle(client, request, &host, satellite_id, default_timeout, limit)
-                                .await;
+                        let (operation, outcome) = match receipt {
+                            Some(instance) if !receipts::confirm(client, &request, instance).await => {
+                                (unknown(), Outcome::Refused(ErrorCode::DeadlineExceeded))
+                            }
+                            _ => handle(client, request, &host, satellite_id, default_timeout, limit).await,
+                        };
                         let took = started.elapsed();
                         stats.record(took, matches!(outcome, Outcome::Refused(_)));
                         metrics.record(&operation, &outcome, took);

@@ -38,6 +38,7 @@ mod postgres_plugin;
 mod primary_fleet;
 mod progress;
 mod remote_cli;
+mod satellite_faults;
 mod satellite_loss;
 mod schema;
 mod secrets_at_rest;

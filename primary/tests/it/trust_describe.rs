@@ -68,7 +68,7 @@ fn nats_config(primary: &str, satellites: &[(&str, &str, &str)], tester: &str) -
     );
     for (key, plugin, target) in satellites {
         users.push_str(&format!(
-            "    {{ nkey: {key}, permissions: {{ publish: {{ allow: [] }}, subscribe: {{ allow: [{}] }}, allow_responses: {{ max: 1, expires: \"15m\" }} }} }}\n",
+            "    {{ nkey: {key}, permissions: {{ publish: {{ allow: [] }}, subscribe: {{ allow: [{}] }}, allow_responses: {{ max: 2, expires: \"15m\" }} }} }}\n",
             list(&satellite_subjects(plugin, target))
         ));
     }

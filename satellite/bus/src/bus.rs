@@ -7,12 +7,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use orrery_plugin_sdk::client::{deadline_ms, decode_answer};
 use orrery_plugin_sdk::telemetry;
 use orrery_plugin_sdk::{Answer, CallError};
 use orrery_schema::{Envelope, ErrorCode, Request};
 use tracing::Instrument;
 
+use crate::receipts;
 use crate::subjects::operation_subject;
 
 /// Why an operation got no answer from a plugin.
@@ -42,6 +44,17 @@ pub enum BusError {
         plugin: String,
         /// The timeout.
         timeout: Duration,
+    },
+    /// The satellite that took the request stopped answering its pings
+    /// (killed, hung or cut off) before answering: the outcome is unknown.
+    #[error("satellite `{satellite}` went silent while plugin `{plugin}` on target `{target}` worked on the request (its outcome is unknown)")]
+    SatelliteLost {
+        /// The plugin.
+        plugin: String,
+        /// The target.
+        target: String,
+        /// The silent satellite's service instance id.
+        satellite: String,
     },
     /// The transport failed.
     #[error("transport failed: {0}")]
@@ -95,6 +108,7 @@ impl BusError {
             BusError::NoSatellite { .. } => ErrorCode::NoSatellite,
             BusError::PluginNotFound { .. } => ErrorCode::PluginNotFound,
             BusError::Timeout { .. } => ErrorCode::DeadlineExceeded,
+            BusError::SatelliteLost { .. } => ErrorCode::PluginUnavailable,
             BusError::Transport(_) => ErrorCode::NetworkFailure,
             BusError::TooLarge { .. } => ErrorCode::MessageTooLarge,
         }
@@ -120,6 +134,8 @@ pub struct NatsBus {
     drops: tokio::sync::watch::Receiver<u64>,
     /// When the connection last dropped or came back.
     back_at: Arc<Mutex<Option<Instant>>>,
+    /// Which satellites answer, and whether they give receipts.
+    receipts: receipts::Watch,
 }
 
 /// How often the connection's state is looked at.
@@ -174,6 +190,7 @@ impl NatsBus {
     pub fn new(client: async_nats::Client) -> Self {
         let (drops, back_at) = watch_drops(&client);
         NatsBus {
+            receipts: receipts::Watch::start(&client),
             client,
             drops,
             back_at,
@@ -251,44 +268,43 @@ impl NatsBus {
         } else {
             tracing::Span::none()
         };
-        let mut request = async_nats::Request::new()
-            .payload(payload.into())
-            .timeout(Some(timeout));
         // The satellite's relay span becomes a child of this one.
         let trace = caller_trace.and_then(|_| span.in_scope(telemetry::current_trace));
-        if let Some(trace) = trace {
+        let headers = trace.map(|trace| {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert(telemetry::TRACEPARENT, trace.traceparent.as_str());
             if !trace.tracestate.is_empty() {
                 headers.insert(telemetry::TRACESTATE, trace.tracestate.as_str());
             }
+            headers
+        });
+        if self.receipts.ask() {
+            let sent = Sent {
+                plugin,
+                target,
+                subject,
+                payload: payload.into(),
+                headers: headers.unwrap_or_default(),
+                timeout,
+            };
+            return self.call_with_receipt(sent).instrument(span).await;
+        }
+        let mut request = async_nats::Request::new()
+            .payload(payload.into())
+            .timeout(Some(timeout));
+        if let Some(headers) = headers {
             request = request.headers(headers);
         }
         let mut drops = self.drops.clone();
         drops.mark_unchanged();
         let answered = tokio::select! {
             answered = self.client.send_request(subject, request).instrument(span) => answered,
-            Ok(()) = drops.changed() => {
-                return Err(BusError::Transport(format!(
-                    "the connection to NATS dropped while plugin `{plugin}` on target `{target}` \
-                     worked on the request (its outcome is unknown)"
-                )))
-            }
+            Ok(()) = drops.changed() => return Err(dropped(plugin, target)),
         };
         match answered {
-            Ok(message) => Envelope::decode(&message.payload)
-                .map_err(|e| BusError::Transport(format!("undecodable answer: {e}"))),
+            Ok(message) => decode(&message),
             Err(e) => Err(match e.kind() {
-                async_nats::RequestErrorKind::NoResponders if self.settling() => {
-                    BusError::Transport(format!(
-                        "no satellite answered plugin `{plugin}` for target `{target}` yet: \
-                         the connection to NATS came back moments ago, and satellites reconnect too"
-                    ))
-                }
-                async_nats::RequestErrorKind::NoResponders => BusError::NoSatellite {
-                    plugin: plugin.to_owned(),
-                    target: target.to_owned(),
-                },
+                async_nats::RequestErrorKind::NoResponders => self.no_responders(plugin, target),
                 async_nats::RequestErrorKind::TimedOut => BusError::Timeout {
                     plugin: plugin.to_owned(),
                     timeout,
@@ -297,4 +313,139 @@ impl NatsBus {
             }),
         }
     }
+
+    /// No satellite subscribes to the request's subject: none serves the
+    /// target, unless the connection came back moments ago.
+    fn no_responders(&self, plugin: &str, target: &str) -> BusError {
+        if self.settling() {
+            BusError::Transport(format!(
+                "no satellite answered plugin `{plugin}` for target `{target}` yet: \
+                 the connection to NATS came back moments ago, and satellites reconnect too"
+            ))
+        } else {
+            BusError::NoSatellite {
+                plugin: plugin.to_owned(),
+                target: target.to_owned(),
+            }
+        }
+    }
+
+    /// Sends a request asking for a receipt (see [`receipts`]): sent again
+    /// under the same envelope while no satellite takes it in time, then
+    /// waited for unless the satellite that took it falls silent.
+    async fn call_with_receipt(&self, sent: Sent<'_>) -> Result<Envelope, BusError> {
+        let Sent {
+            plugin,
+            target,
+            subject,
+            payload,
+            headers,
+            timeout,
+        } = sent;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || BusError::Timeout {
+            plugin: plugin.to_owned(),
+            timeout,
+        };
+        let transport = |e: &dyn std::fmt::Display| BusError::Transport(e.to_string());
+        let inbox = self.client.new_inbox();
+        let mut replies = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| transport(&e))?;
+        let mut drops = self.drops.clone();
+        drops.mark_unchanged();
+        let taken_by = loop {
+            let mut headers = headers.clone();
+            headers.insert(
+                receipts::RECEIPT_BY,
+                receipts::receipt_by().to_string().as_str(),
+            );
+            self.client
+                .publish_with_reply_and_headers(
+                    subject.clone(),
+                    inbox.clone(),
+                    headers,
+                    payload.clone(),
+                )
+                .await
+                .map_err(|e| transport(&e))?;
+            let until = deadline.min(
+                tokio::time::Instant::now() + receipts::RECEIPT_WINDOW + receipts::RECEIPT_GRACE,
+            );
+            let first = tokio::select! {
+                first = tokio::time::timeout_at(until, replies.next()) => first,
+                Ok(()) = drops.changed() => return Err(dropped(plugin, target)),
+            };
+            match first {
+                Err(_) if tokio::time::Instant::now() >= deadline => return Err(timed_out()),
+                // Nobody took it: it reached no plugin, and the satellite
+                // that reads it late drops it. NATS picks a member again.
+                Err(_) => {
+                    tracing::debug!(%plugin, %target, "no satellite took the request in time; sending it again");
+                    continue;
+                }
+                Ok(None) => return Err(transport(&"the reply subscription ended")),
+                Ok(Some(m)) if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) => {
+                    return Err(self.no_responders(plugin, target))
+                }
+                Ok(Some(m)) => match receipt_of(&m) {
+                    Some(id) => break id,
+                    // A satellite that gives no receipts answered at once.
+                    None => return decode(&m),
+                },
+            }
+        };
+        loop {
+            tokio::select! {
+                answer = tokio::time::timeout_at(deadline, replies.next()) => match answer {
+                    Err(_) => return Err(timed_out()),
+                    Ok(None) => return Err(transport(&"the reply subscription ended")),
+                    Ok(Some(m)) => match receipt_of(&m) {
+                        // Taken twice: a satellite read it after its time by
+                        // its own clock but not by ours.
+                        Some(other) => tracing::warn!(%plugin, %target, first = %taken_by, %other, "a request was taken by two satellites; are their clocks in step with this host's?"),
+                        None => return decode(&m),
+                    },
+                },
+                () = self.receipts.silent(&taken_by) => {
+                    return Err(BusError::SatelliteLost {
+                        plugin: plugin.to_owned(),
+                        target: target.to_owned(),
+                        satellite: taken_by,
+                    })
+                }
+                Ok(()) = drops.changed() => return Err(dropped(plugin, target)),
+            }
+        }
+    }
+}
+
+/// A request on its way, for [`NatsBus::call_with_receipt`].
+struct Sent<'a> {
+    plugin: &'a str,
+    target: &'a str,
+    subject: String,
+    payload: bytes::Bytes,
+    headers: async_nats::HeaderMap,
+    timeout: Duration,
+}
+
+/// The satellite instance a receipt names; `None` for any other message.
+fn receipt_of(message: &async_nats::Message) -> Option<String> {
+    let headers = message.headers.as_ref()?;
+    Some(headers.get(receipts::RECEIPT)?.as_str().to_owned())
+}
+
+fn decode(message: &async_nats::Message) -> Result<Envelope, BusError> {
+    Envelope::decode(&message.payload)
+        .map_err(|e| BusError::Transport(format!("undecodable answer: {e}")))
+}
+
+fn dropped(plugin: &str, target: &str) -> BusError {
+    BusError::Transport(format!(
+        "the connection to NATS dropped while plugin `{plugin}` on target `{target}` \
+         worked on the request (its outcome is unknown)"
+    ))
 }

@@ -9,6 +9,8 @@
 //! - [`bus`]: the caller's side over NATS (`NoSatellite` on no responders).
 //! - [`describe`]: plugin announcements over NATS, both sides.
 //! - [`answer`]: answers given on a plugin's behalf when it cannot answer.
+//! - [`receipts`]: satellites confirm taking a request; callers steer
+//!   away from a silent one.
 //! - [`nats_client`]: the one NATS connect (credentials, nkey, TLS).
 //! - [`supervisor`]: restart and crash-loop decisions, time passed in.
 //! - [`plugin_host`]: the process edge: start, capture logs, watch, restart.
@@ -19,6 +21,7 @@ pub mod describe;
 pub mod held_targets;
 pub mod nats_client;
 pub mod plugin_host;
+pub mod receipts;
 pub mod subjects;
 pub mod supervisor;
 pub mod transport;

@@ -131,7 +131,7 @@ impl Satellite {
                 "--nats-url",
                 &format!("nats://127.0.0.1:{}", self.proxy.port),
             ])
-            .args(["--id", &self.id])
+            .args(["--id", &self.id, "--receipts"])
             .arg("--plugin")
             .arg(orrery_testing::binary("orrery-plugin-testbed"))
             .args(["--plugin-env", MARKER_ENV])

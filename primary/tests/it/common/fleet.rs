@@ -22,7 +22,7 @@ impl Drop for Killed {
 pub fn satellite_command(url: &str, id: &str) -> Command {
     let mut command = Command::new(orrery_testing::binary("orrery-satellite"));
     command
-        .args(["--nats-url", url, "--id", id])
+        .args(["--nats-url", url, "--id", id, "--receipts"])
         .arg("--plugin")
         .arg(orrery_testing::binary("orrery-plugin-local"))
         .stdout(Stdio::null())
@@ -119,7 +119,13 @@ pub async fn apply_through_nats(
 /// A satellite serving the testbed plugin, registered with the server.
 pub async fn testbed_satellite(server: &orrery_testing::nats::NatsServer) -> Killed {
     let child = Command::new(orrery_testing::binary("orrery-satellite"))
-        .args(["--nats-url", &server.url, "--id", "sat-testbed"])
+        .args([
+            "--nats-url",
+            &server.url,
+            "--id",
+            "sat-testbed",
+            "--receipts",
+        ])
         .arg("--plugin")
         .arg(orrery_testing::binary("orrery-plugin-testbed"))
         .stdout(std::process::Stdio::null())

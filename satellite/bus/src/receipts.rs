@@ -1,0 +1,317 @@
+//! Receipts: how a primary steers work away from a satellite that stopped
+//! taking it.
+//!
+//! NATS hands each request of a queue group to one member at random, and
+//! keeps doing so while a member is hung (SIGSTOP, a stalled host) or cut
+//! off, until the server's own pings give up on it minutes later. Nothing
+//! on the caller's side can pick the member, so the member says when it
+//! took a request:
+//!
+//! - The caller sets `Orrery-Receipt-By` (Unix epoch milliseconds) on a
+//!   request. A satellite that takes it by then publishes a receipt (a
+//!   headers-only message, `Orrery-Receipt: <its service instance id>`) to
+//!   the reply subject before working on it; one that reads it later drops
+//!   it unworked, since its caller has sent it again elsewhere by then.
+//! - A request without a receipt by its time (plus [`RECEIPT_GRACE`] for
+//!   the message's way back) never reached a plugin: the caller sends it
+//!   again at once, under the same request id, and NATS picks a member
+//!   again.
+//! - A request with a receipt is with that satellite. Every satellite
+//!   answers the service API's `$SRV.PING`, and the caller pings them all
+//!   every [`PING_EVERY`]: a request whose satellite has not answered for
+//!   [`SILENT_AFTER`] fails as `PluginUnavailable` (outcome unknown), and
+//!   the run's own rule for unknown outcomes decides what happens next.
+//!
+//! Receipts are asked for only while every satellite seen says it gives
+//! them (service metadata `receipts = 1`): an older satellite answers with
+//! its answer alone. The receipt is the request's second reply, so a
+//! satellite's NATS identity needs `allow_responses` max 2. Clocks of
+//! primaries and satellites are taken to agree within [`RECEIPT_GRACE`]
+//! (the request's `deadline_ms` already assumes they agree).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use serde::Deserialize;
+
+use crate::subjects::SERVICE_NAME;
+
+/// The request header: the latest time (Unix epoch, ms) a satellite may
+/// take the request.
+pub const RECEIPT_BY: &str = "Orrery-Receipt-By";
+/// The receipt's header: the service instance id of the satellite that
+/// took the request.
+pub const RECEIPT: &str = "Orrery-Receipt";
+/// The service metadata key saying a satellite gives receipts.
+pub const METADATA: &str = "receipts";
+
+/// How long a satellite has to take a request. A live one takes it within
+/// milliseconds (it pulls a request only with a free permit); while one of
+/// N is hung, about 1/N of new requests wait this long (and the grace)
+/// before going again, so it is short.
+pub const RECEIPT_WINDOW: Duration = Duration::from_millis(800);
+/// Added to the window for the receipt's way back (and clocks' skew).
+pub const RECEIPT_GRACE: Duration = Duration::from_millis(400);
+/// How often the caller pings every satellite.
+pub const PING_EVERY: Duration = Duration::from_millis(500);
+/// A satellite not heard from for this long is silent: the requests it
+/// took fail.
+pub const SILENT_AFTER: Duration = Duration::from_millis(2500);
+/// A satellite not heard from for this long is forgotten: it no longer
+/// decides whether receipts are asked for.
+const FORGET_AFTER: Duration = Duration::from_secs(30);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The value of [`RECEIPT_BY`] for a request sent now.
+pub fn receipt_by() -> u64 {
+    now_ms().saturating_add(u64::try_from(RECEIPT_WINDOW.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The satellite's side: whether to work on `request`. A request asking
+/// for a receipt in time gets one first; one read after its time is
+/// dropped (`false`). A request asking for none, or with an unreadable
+/// time, is worked on as before receipts existed.
+pub async fn confirm(
+    client: &async_nats::Client,
+    request: &async_nats::Message,
+    instance: &str,
+) -> bool {
+    let by = request
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(RECEIPT_BY))
+        .and_then(|v| v.as_str().parse::<u64>().ok());
+    let (Some(by), Some(reply)) = (by, request.reply.as_ref()) else {
+        return true;
+    };
+    let now = now_ms();
+    if now > by {
+        tracing::debug!(
+            late_ms = now - by,
+            "dropping a request read after its receipt time: its sender has sent it again"
+        );
+        return false;
+    }
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(RECEIPT, instance);
+    if let Err(e) = client
+        .publish_with_headers(reply.clone(), headers, bytes::Bytes::new())
+        .await
+    {
+        // The caller will send it again; working on it too could do it twice.
+        tracing::warn!(error = %e, "cannot send a receipt; dropping the request");
+        return false;
+    }
+    true
+}
+
+/// What the caller has heard of satellites: a plain record, fed the
+/// service pings' answers with the time they came.
+#[derive(Debug, Default)]
+pub struct Sightings {
+    seen: HashMap<String, Seen>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    at: Instant,
+    receipts: bool,
+    silent: bool,
+}
+
+impl Sightings {
+    /// Satellite `instance` answered a ping at `now`.
+    pub fn saw(&mut self, instance: &str, receipts: bool, now: Instant) {
+        self.seen.insert(
+            instance.to_owned(),
+            Seen {
+                at: now,
+                receipts,
+                silent: false,
+            },
+        );
+    }
+
+    /// Whether requests ask for receipts: some satellite was heard from
+    /// lately and every one heard from gives them.
+    pub fn ask(&self, now: Instant) -> bool {
+        let mut recent = self
+            .seen
+            .values()
+            .filter(|s| now.saturating_duration_since(s.at) < FORGET_AFTER)
+            .peekable();
+        recent.peek().is_some() && recent.all(|s| s.receipts)
+    }
+
+    /// Whether `instance` has gone silent (or was never heard from).
+    pub fn is_silent(&self, instance: &str, now: Instant) -> bool {
+        self.seen
+            .get(instance)
+            .is_none_or(|s| now.saturating_duration_since(s.at) >= SILENT_AFTER)
+    }
+
+    /// Marks the satellites silent since the last call, forgets long-gone
+    /// ones, and says whether any went silent now.
+    pub fn tick(&mut self, now: Instant) -> bool {
+        self.seen
+            .retain(|_, s| now.saturating_duration_since(s.at) < FORGET_AFTER);
+        let mut newly = false;
+        for s in self.seen.values_mut() {
+            if !s.silent && now.saturating_duration_since(s.at) >= SILENT_AFTER {
+                s.silent = true;
+                newly = true;
+            }
+        }
+        newly
+    }
+}
+
+/// The caller's view of the fleet, shared by its requests and kept by one
+/// task pinging the satellites.
+#[derive(Clone)]
+pub struct Watch {
+    sightings: Arc<Mutex<Sightings>>,
+    /// Bumped whenever a satellite goes silent.
+    silenced: tokio::sync::watch::Receiver<u64>,
+}
+
+#[derive(Deserialize)]
+struct Pong {
+    id: String,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+}
+
+impl Watch {
+    /// Starts watching through `client`; outside a runtime nothing is
+    /// watched and receipts are never asked for.
+    pub fn start(client: &async_nats::Client) -> Watch {
+        let sightings: Arc<Mutex<Sightings>> = Arc::default();
+        let (tx, silenced) = tokio::sync::watch::channel(0u64);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(keep(client.clone(), sightings.clone(), tx));
+        }
+        Watch {
+            sightings,
+            silenced,
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Sightings) -> T) -> T {
+        f(&self.sightings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether a request sent now asks for a receipt.
+    pub fn ask(&self) -> bool {
+        self.with(|s| s.ask(Instant::now()))
+    }
+
+    /// Whether `instance` is silent now.
+    pub fn is_silent(&self, instance: &str) -> bool {
+        self.with(|s| s.is_silent(instance, Instant::now()))
+    }
+
+    /// Resolves once `instance` is silent.
+    pub async fn silent(&self, instance: &str) {
+        let mut silenced = self.silenced.clone();
+        loop {
+            if self.is_silent(instance) {
+                return;
+            }
+            if silenced.changed().await.is_err() {
+                // Nothing watches any more: never silent.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// Pings every satellite each [`PING_EVERY`] and records who answers,
+/// until the last [`Watch`] is gone.
+async fn keep(
+    client: async_nats::Client,
+    sightings: Arc<Mutex<Sightings>>,
+    silenced: tokio::sync::watch::Sender<u64>,
+) {
+    let inbox = client.new_inbox();
+    let Ok(mut pongs) = client.subscribe(inbox.clone()).await else {
+        return;
+    };
+    let subject = format!("$SRV.PING.{SERVICE_NAME}");
+    let mut ticks = tokio::time::interval(PING_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !silenced.is_closed() {
+        tokio::select! {
+            _ = ticks.tick() => {
+                let newly = sightings
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .tick(Instant::now());
+                if newly {
+                    silenced.send_modify(|n| *n += 1);
+                }
+                // A failed publish (the connection is down) is a missed
+                // round: satellites fall silent after a few, as they should.
+                let _ = client
+                    .publish_with_reply(subject.clone(), inbox.clone(), bytes::Bytes::new())
+                    .await;
+            }
+            pong = pongs.next() => {
+                let Some(pong) = pong else { return };
+                let Ok(pong) = serde_json::from_slice::<Pong>(&pong.payload) else {
+                    continue;
+                };
+                let receipts = pong.metadata.get(METADATA).is_some_and(|v| v == "1");
+                sightings
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .saw(&pong.id, receipts, Instant::now());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receipts_are_asked_for_only_while_every_satellite_gives_them() {
+        let t0 = Instant::now();
+        let mut s = Sightings::default();
+        assert!(!s.ask(t0), "nobody seen");
+        s.saw("a", true, t0);
+        assert!(s.ask(t0));
+        s.saw("b", false, t0);
+        assert!(
+            !s.ask(t0),
+            "an older satellite answers with its answer alone"
+        );
+        // The older one long gone: forgotten.
+        s.saw("a", true, t0 + FORGET_AFTER);
+        assert!(s.tick(t0 + FORGET_AFTER));
+        assert!(s.ask(t0 + FORGET_AFTER));
+    }
+
+    #[test]
+    fn a_satellite_unheard_for_silent_after_is_silent_once() {
+        let t0 = Instant::now();
+        let mut s = Sightings::default();
+        assert!(s.is_silent("a", t0), "never heard of");
+        s.saw("a", true, t0);
+        assert!(!s.is_silent("a", t0 + SILENT_AFTER / 2));
+        assert!(!s.tick(t0 + SILENT_AFTER / 2));
+        assert!(s.is_silent("a", t0 + SILENT_AFTER));
+        assert!(s.tick(t0 + SILENT_AFTER), "newly silent");
+        assert!(!s.tick(t0 + SILENT_AFTER * 2), "told once");
+        s.saw("a", true, t0 + SILENT_AFTER * 2);
+        assert!(!s.is_silent("a", t0 + SILENT_AFTER * 2), "back");
+    }
+}
