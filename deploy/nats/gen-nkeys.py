@@ -102,6 +102,9 @@ def parse_identity(spec: str, kind: str) -> tuple[str, list[tuple[str, str]] | N
 def subscribe_subjects(pairs: list[tuple[str, str]]) -> list[str]:
     """What a satellite serving `pairs` subscribes to, and nothing else."""
     ops = [f"orrery.op.{p}.{t}" for p, t in pairs]
+    # Its direct subjects (orrery.op.PLUGIN.TARGET.<instance id>): a primary
+    # addresses a live satellite of these targets alone (satellite --receipts).
+    ops += [f"orrery.op.{p}.{t}.*" for p, t in pairs]
     # Describe per target (orrery.describe.PLUGIN.TARGET), so no other
     # site's satellite can answer for these targets' schemas; the
     # plugin-wide orrery.describe.PLUGIN only with every target (PLUGIN:*),

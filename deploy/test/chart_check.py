@@ -233,8 +233,10 @@ def secure_defaults(case: str, docs, values: dict) -> None:
         if values["nats"]["enabled"] and values["natsClient"]["auth"]["mode"] == "nkey":
             for u in users:
                 if u.get("nkey") in ("<< $ORRERY_NKEY_SATELLITE >>", "<< $ORRERY_NKEY_LEAF >>"):
+                    # orrery.op.P.T.* is one target's direct subjects (receipts).
                     wild = [x for x in (u.get("permissions", {}).get("subscribe", {}).get("allow") or [])
-                             if x.startswith("orrery.op.") and ("*" in x or ">" in x)]
+                             if x.startswith("orrery.op.") and ("*" in x or ">" in x)
+                             and not (x.endswith(".*") and x.count(".") == 4 and "*" not in x[:-2] and ">" not in x)]
                     if wild:
                         problems.append(f"{u['nkey']} may subscribe to {wild} without satellite.everyTarget")
     elif case == "default":

@@ -25,7 +25,9 @@ use orrery_bus::answer::protocol_error;
 use orrery_bus::bus::{message_limit, HEADER_ROOM};
 use orrery_bus::plugin_host::{stopped, PluginHost};
 use orrery_bus::receipts;
-pub use orrery_bus::subjects::{operation_subject, queue_group, SERVICE_NAME, SUBJECT_PREFIX};
+pub use orrery_bus::subjects::{
+    direct_subject, operation_subject, queue_group, SERVICE_NAME, SUBJECT_PREFIX,
+};
 
 /// How long a stopping satellite waits for NATS to take its last messages.
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
@@ -97,6 +99,10 @@ pub async fn serve(
                 .map(move |t| (endpoint_name(h, t), h.clone()))
         })
         .collect();
+    // This instance's id in the service API: what a receipt names, what
+    // its direct subjects end with, and what primaries ping to tell a live
+    // satellite from a silent one.
+    let instance = uuid::Uuid::now_v7().simple().to_string();
     let mut endpoints = Vec::new();
     for host in &hosts {
         let permits = Arc::new(Semaphore::new(config.max_in_flight));
@@ -111,16 +117,26 @@ pub async fn serve(
                     ("target".to_owned(), target.clone()),
                 ]),
             ));
-            let requests = client
+            let register = |e: async_nats::SubscribeError| RelayError::Register(e.to_string());
+            let mut requests = vec![client
                 .queue_subscribe(stats.subject().to_owned(), stats.queue_group().to_owned())
                 .await
-                .map_err(|e| RelayError::Register(e.to_string()))?;
+                .map_err(register)?];
+            if config.receipts {
+                // Addressed to this satellite alone: a primary that knows
+                // which satellites are live sends here, so a hung one gets
+                // no new work (see orrery_bus::receipts).
+                requests.push(
+                    client
+                        .subscribe(direct_subject(host.name(), target, &instance))
+                        .await
+                        .map_err(register)?,
+                );
+            }
+            let requests = futures::stream::select_all(requests);
             endpoints.push((requests, stats, host.clone(), permits.clone()));
         }
     }
-    // This instance's id in the service API: what a receipt names, and
-    // what primaries ping to tell a live satellite from a silent one.
-    let instance = uuid::Uuid::now_v7().simple().to_string();
     let service = Service::start(
         client.clone(),
         ServiceInfo {
@@ -133,6 +149,8 @@ pub async fn serve(
                 ("protocol".to_owned(), PROTOCOL_MAJOR.to_string()),
                 // Primaries ask for receipts only while every satellite
                 // they see says it gives them.
+                // Which (plugin, target) a primary may address here directly.
+                ("targets".to_owned(), targets.join(",")),
                 (
                     receipts::METADATA.to_owned(),
                     if config.receipts { "1" } else { "0" }.to_owned(),
@@ -224,7 +242,7 @@ pub async fn serve(
 
 async fn serve_endpoint(
     client: async_nats::Client,
-    mut requests: async_nats::Subscriber,
+    mut requests: futures::stream::SelectAll<async_nats::Subscriber>,
     stats: Arc<EndpointStats>,
     host: PluginHost,
     permits: Arc<Semaphore>,
@@ -261,7 +279,9 @@ async fn serve_endpoint(
                 stopping = true;
                 // Unsubscribing leaves already-delivered requests in the
                 // stream; the loop keeps serving them until it ends.
-                let _ = requests.unsubscribe().await;
+                for subscription in requests.iter_mut() {
+                    let _ = subscription.unsubscribe().await;
+                }
             }
             next = next => match next {
                 Some((permit, request)) => {

@@ -186,7 +186,9 @@ receiving any other operation. */}}
 {{- range $subj := $subs -}}
 {{- $subj = toString $subj -}}
 {{- if or (hasPrefix "orrery.op." $subj) (hasPrefix "orrery.describe." $subj) (eq $subj "orrery.>") (eq $subj ">") (hasPrefix "orrery.*" $subj) -}}
-{{- if or (contains "*" $subj) (contains ">" $subj) (and (hasPrefix "orrery.describe." $subj) (eq (len (splitList "." $subj)) 3)) -}}
+{{- /* orrery.op.<plugin>.<target>.* is one target's direct subjects (satellite receipts), not every target's */ -}}
+{{- $direct := and (hasPrefix "orrery.op." $subj) (hasSuffix ".*" $subj) (eq (len (splitList "." $subj)) 5) (not (contains "*" (trimSuffix ".*" $subj))) (not (contains ">" $subj)) -}}
+{{- if and (not $direct) (or (contains "*" $subj) (contains ">" $subj) (and (hasPrefix "orrery.describe." $subj) (eq (len (splitList "." $subj)) 3))) -}}
 {{- fail (printf "nats.config.merge: the user %s may subscribe to %s, every target's operations or describe: list orrery.op.<plugin>.<target> and orrery.describe.<plugin>.<target> subjects (gen-nkeys.py --satellite/--leaf NAME=PLUGIN:TARGET,... --helm-values), or opt in with satellite.everyTarget=true" (toString $u.nkey) $subj) -}}
 {{- end -}}
 {{- end -}}

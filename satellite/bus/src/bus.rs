@@ -15,7 +15,7 @@ use orrery_schema::{Envelope, ErrorCode, Request};
 use tracing::Instrument;
 
 use crate::receipts;
-use crate::subjects::operation_subject;
+use crate::subjects::{direct_subject, operation_subject};
 
 /// Why an operation got no answer from a plugin.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -362,13 +362,14 @@ impl NatsBus {
                 receipts::RECEIPT_BY,
                 receipts::receipt_by().to_string().as_str(),
             );
+            // A live satellite serving the target, addressed alone, so a
+            // hung one gets nothing new; the queue group when none is known.
+            let direct = self.receipts.pick(plugin, target);
+            let to = direct
+                .as_deref()
+                .map_or_else(|| subject.clone(), |id| direct_subject(plugin, target, id));
             self.client
-                .publish_with_reply_and_headers(
-                    subject.clone(),
-                    inbox.clone(),
-                    headers,
-                    payload.clone(),
-                )
+                .publish_with_reply_and_headers(to, inbox.clone(), headers, payload.clone())
                 .await
                 .map_err(|e| transport(&e))?;
             let until = deadline.min(
@@ -383,12 +384,23 @@ impl NatsBus {
                 // Nobody took it: it reached no plugin, and the satellite
                 // that reads it late drops it. NATS picks a member again.
                 Err(_) => {
-                    tracing::debug!(%plugin, %target, "no satellite took the request in time; sending it again");
+                    tracing::debug!(%plugin, %target, satellite = ?direct, "no satellite took the request in time; sending it again");
+                    if let Some(id) = &direct {
+                        self.receipts.shun(id);
+                    }
                     continue;
                 }
                 Ok(None) => return Err(transport(&"the reply subscription ended")),
                 Ok(Some(m)) if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) => {
-                    return Err(self.no_responders(plugin, target))
+                    match &direct {
+                        // Its identity may not subscribe to its direct
+                        // subjects (older permissions), or it just went.
+                        Some(id) => {
+                            self.receipts.undirected(id);
+                            continue;
+                        }
+                        None => return Err(self.no_responders(plugin, target)),
+                    }
                 }
                 Ok(Some(m)) => match receipt_of(&m) {
                     Some(id) => break id,

@@ -119,24 +119,111 @@ pub struct Sightings {
     seen: HashMap<String, Seen>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Seen {
     at: Instant,
     receipts: bool,
     silent: bool,
+    serves: Serves,
+    /// Took no request sent to it directly in time: not picked before this.
+    shunned_until: Option<Instant>,
+    /// Its direct subjects had no subscriber (its NATS identity may not
+    /// subscribe to them): never picked again.
+    undirected: bool,
 }
+
+/// What a satellite says it serves, from its service metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Serves {
+    /// Plugin names (`plugins` metadata: `name@version,…`).
+    pub plugins: Vec<String>,
+    /// Targets (`targets` metadata), `*` for every target.
+    pub targets: Vec<String>,
+}
+
+impl Serves {
+    /// Reads the service metadata.
+    pub fn from_metadata(metadata: &HashMap<String, String>) -> Serves {
+        let list = |key: &str| -> Vec<String> {
+            metadata
+                .get(key)
+                .map(|v| {
+                    v.split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Serves {
+            plugins: list("plugins")
+                .into_iter()
+                .map(|p| p.split('@').next().unwrap_or_default().to_owned())
+                .collect(),
+            targets: list("targets"),
+        }
+    }
+
+    fn serves(&self, plugin: &str, target: &str) -> bool {
+        self.plugins.iter().any(|p| p == plugin)
+            && self.targets.iter().any(|t| t == target || t == "*")
+    }
+}
+
+/// How long a satellite that took no request sent to it directly is not
+/// picked again.
+pub const SHUN_FOR: Duration = Duration::from_secs(5);
 
 impl Sightings {
     /// Satellite `instance` answered a ping at `now`.
-    pub fn saw(&mut self, instance: &str, receipts: bool, now: Instant) {
-        self.seen.insert(
-            instance.to_owned(),
-            Seen {
-                at: now,
-                receipts,
-                silent: false,
-            },
-        );
+    pub fn saw(&mut self, instance: &str, receipts: bool, serves: Serves, now: Instant) {
+        let seen = self.seen.entry(instance.to_owned()).or_insert(Seen {
+            at: now,
+            receipts,
+            silent: false,
+            serves: Serves::default(),
+            shunned_until: None,
+            undirected: false,
+        });
+        seen.at = now;
+        seen.receipts = receipts;
+        seen.silent = false;
+        seen.serves = serves;
+    }
+
+    /// The live satellite to send a request for `plugin` on `target` to
+    /// directly, the `turn`-th of those that qualify (a caller counts its
+    /// turns, spreading requests over them); `None` sends it to the queue
+    /// group.
+    pub fn pick(&self, plugin: &str, target: &str, turn: usize, now: Instant) -> Option<String> {
+        let mut live: Vec<&String> = self
+            .seen
+            .iter()
+            .filter(|(_, s)| {
+                s.receipts
+                    && !s.undirected
+                    && now.saturating_duration_since(s.at) < SILENT_AFTER
+                    && s.shunned_until.is_none_or(|until| now >= until)
+                    && s.serves.serves(plugin, target)
+            })
+            .map(|(id, _)| id)
+            .collect();
+        live.sort();
+        (!live.is_empty()).then(|| live[turn % live.len()].clone())
+    }
+
+    /// `instance` took no request sent to it directly in time.
+    pub fn shun(&mut self, instance: &str, now: Instant) {
+        if let Some(s) = self.seen.get_mut(instance) {
+            s.shunned_until = Some(now + SHUN_FOR);
+        }
+    }
+
+    /// Nobody subscribes to `instance`'s direct subjects.
+    pub fn undirected(&mut self, instance: &str) {
+        if let Some(s) = self.seen.get_mut(instance) {
+            s.undirected = true;
+        }
     }
 
     /// Whether requests ask for receipts: some satellite was heard from
@@ -180,6 +267,8 @@ pub struct Watch {
     sightings: Arc<Mutex<Sightings>>,
     /// Bumped whenever a satellite goes silent.
     silenced: tokio::sync::watch::Receiver<u64>,
+    /// Requests addressed so far, to spread them over the satellites.
+    turns: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 #[derive(Deserialize)]
@@ -201,11 +290,30 @@ impl Watch {
         Watch {
             sightings,
             silenced,
+            turns: Arc::default(),
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&Sightings) -> T) -> T {
-        f(&self.sightings.lock().unwrap_or_else(|p| p.into_inner()))
+    fn with<T>(&self, f: impl FnOnce(&mut Sightings) -> T) -> T {
+        f(&mut self.sightings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The satellite to address a request to directly, if any.
+    pub fn pick(&self, plugin: &str, target: &str) -> Option<String> {
+        let turn = self
+            .turns
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.with(|s| s.pick(plugin, target, turn, Instant::now()))
+    }
+
+    /// `instance` took no request sent to it directly in time.
+    pub fn shun(&self, instance: &str) {
+        self.with(|s| s.shun(instance, Instant::now()));
+    }
+
+    /// Nobody subscribes to `instance`'s direct subjects.
+    pub fn undirected(&self, instance: &str) {
+        self.with(|s| s.undirected(instance));
     }
 
     /// Whether a request sent now asks for a receipt.
@@ -269,10 +377,11 @@ async fn keep(
                     continue;
                 };
                 let receipts = pong.metadata.get(METADATA).is_some_and(|v| v == "1");
+                let serves = Serves::from_metadata(&pong.metadata);
                 sightings
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .saw(&pong.id, receipts, Instant::now());
+                    .saw(&pong.id, receipts, serves, Instant::now());
             }
         }
     }
@@ -287,16 +396,16 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Sightings::default();
         assert!(!s.ask(t0), "nobody seen");
-        s.saw("a", true, t0);
+        s.saw("a", true, Serves::default(), t0);
         assert!(s.ask(t0));
-        s.saw("b", false, t0);
+        s.saw("b", false, Serves::default(), t0);
         assert!(
             !s.ask(t0),
             "an older satellite answers with its answer alone"
         );
         // The older one long gone: forgotten.
-        s.saw("a", true, t0 + FORGET_AFTER);
-        assert!(s.tick(t0 + FORGET_AFTER));
+        s.saw("a", true, Serves::default(), t0 + FORGET_AFTER);
+        s.tick(t0 + FORGET_AFTER);
         assert!(s.ask(t0 + FORGET_AFTER));
     }
 
@@ -305,13 +414,63 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Sightings::default();
         assert!(s.is_silent("a", t0), "never heard of");
-        s.saw("a", true, t0);
+        s.saw("a", true, Serves::default(), t0);
         assert!(!s.is_silent("a", t0 + SILENT_AFTER / 2));
         assert!(!s.tick(t0 + SILENT_AFTER / 2));
         assert!(s.is_silent("a", t0 + SILENT_AFTER));
         assert!(s.tick(t0 + SILENT_AFTER), "newly silent");
         assert!(!s.tick(t0 + SILENT_AFTER * 2), "told once");
-        s.saw("a", true, t0 + SILENT_AFTER * 2);
+        s.saw("a", true, Serves::default(), t0 + SILENT_AFTER * 2);
         assert!(!s.is_silent("a", t0 + SILENT_AFTER * 2), "back");
+    }
+
+    #[test]
+    fn requests_go_directly_to_live_satellites_serving_the_target_in_turn() {
+        let t0 = Instant::now();
+        let meta = |plugins: &str, targets: &str| {
+            Serves::from_metadata(&HashMap::from([
+                ("plugins".to_owned(), plugins.to_owned()),
+                ("targets".to_owned(), targets.to_owned()),
+            ]))
+        };
+        let mut s = Sightings::default();
+        s.saw(
+            "a",
+            true,
+            meta("testbed@0.1.0,local@0.1.0", "lab,site-a"),
+            t0,
+        );
+        s.saw("b", true, meta("testbed@0.1.0", "*"), t0);
+        s.saw("c", true, meta("local@0.1.0", "lab"), t0);
+        s.saw("d", false, meta("testbed@0.1.0", "lab"), t0);
+        let picks: Vec<_> = (0..4)
+            .map(|turn| s.pick("testbed", "lab", turn, t0))
+            .collect();
+        assert_eq!(picks, ["a", "b", "a", "b"].map(|x| Some(x.to_owned())));
+        assert_eq!(s.pick("testbed", "site-z", 0, t0).as_deref(), Some("b"));
+        assert_eq!(s.pick("local", "lab", 1, t0).as_deref(), Some("c"));
+        s.shun("a", t0);
+        assert_eq!(s.pick("testbed", "lab", 0, t0).as_deref(), Some("b"));
+        let t1 = t0 + SHUN_FOR;
+        s.saw(
+            "a",
+            true,
+            meta("testbed@0.1.0,local@0.1.0", "lab,site-a"),
+            t1,
+        );
+        s.saw("b", true, meta("testbed@0.1.0", "*"), t1);
+        assert_eq!(
+            s.pick("testbed", "lab", 0, t1).as_deref(),
+            Some("a"),
+            "shunned no more"
+        );
+        s.undirected("b");
+        assert_eq!(
+            s.pick("testbed", "site-z", 0, t1),
+            None,
+            "to the queue group"
+        );
+        // Silent: not picked.
+        assert_eq!(s.pick("testbed", "lab", 0, t1 + SILENT_AFTER), None);
     }
 }

@@ -18,6 +18,13 @@ pub fn operation_subject(plugin: &str, target: &str) -> String {
     subject
 }
 
+/// The subject of satellite `instance` alone (its service instance id) for
+/// operations of `plugin` on `target`: `operation_subject` and the id. Only
+/// satellites giving receipts subscribe to it (see `receipts`).
+pub fn direct_subject(plugin: &str, target: &str, instance: &str) -> String {
+    format!("{SUBJECT_PREFIX}.{plugin}.{target}.{instance}")
+}
+
 /// The queue group of every satellite serving `plugin`.
 pub fn queue_group(plugin: &str) -> String {
     format!("orrery-{plugin}")
