@@ -82,7 +82,7 @@ pub enum SchemaTrustError {
         package: String,
         /// The check that refused it (in the message, so not also a
         /// source: a cause chain would repeat it).
-        refusal: HubError,
+        refusal: Box<HubError>,
     },
 }
 
@@ -155,7 +155,7 @@ impl HubSchemas {
                 plugin: plugin.to_owned(),
                 origin: answer.origin(),
                 package: package.label(),
-                refusal,
+                refusal: Box::new(refusal),
             })?;
         if !same_schemas(&signed, &answer.announcement) {
             return Err(SchemaTrustError::Differs {

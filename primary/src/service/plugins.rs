@@ -114,7 +114,7 @@ pub enum PluginError {
         /// The plugin.
         name: String,
         /// Which satellite, and why.
-        why: super::hub_schemas::SchemaTrustError,
+        why: Box<super::hub_schemas::SchemaTrustError>,
     },
 }
 
@@ -336,7 +336,7 @@ impl PluginPool {
                             .await
                             .map_err(|why| PluginError::Unsigned {
                                 name: name.clone(),
-                                why,
+                                why: Box::new(why),
                             })?;
                     if let Some(signed) = signed {
                         answer.announcement = signed;
