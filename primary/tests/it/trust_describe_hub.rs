@@ -7,7 +7,7 @@
 //! verify.
 //!
 //! Real nats-server, a real satellite installing `local` from a directory
-//! hub, and a forging responder on the same target's describe subject
+//! hub (or the JetStream hub on that server), and a forging responder on the same target's describe subject
 //! (per-target permissions would let it: it is that target's).
 
 use crate::common;
@@ -35,9 +35,8 @@ fn publisher(dir: &Path, name: &str) -> (PublisherKey, PathBuf) {
     (key, public)
 }
 
-/// `local` packaged at 1.0.0, signed with `key`, published to the
-/// directory hub `hub`.
-async fn publish_local(scratch: &Path, hub: &Path, key: &PublisherKey) {
+/// `local` packaged at 1.0.0, signed with `key`, published to `hub`.
+async fn publish_local(scratch: &Path, hub: &Hub, key: &PublisherKey) {
     let package = orrery_hub::testing::build(
         &orrery_testing::binary("orrery-plugin-local"),
         "1.0.0",
@@ -46,19 +45,23 @@ async fn publish_local(scratch: &Path, hub: &Path, key: &PublisherKey) {
         None,
     )
     .await;
-    Hub::dir(hub).unwrap().publish(&package).await.unwrap();
+    hub.publish(&package).await.unwrap();
 }
 
 /// `orrery-satellite` serving site-c with `local@=1.0.0` installed from
-/// the directory hub, trusting `trusted` for it.
-fn hub_satellite(url: &str, id: &str, hub: &Path, trusted: &Path, cache: &Path) -> Killed {
-    let child = Command::new(orrery_testing::binary("orrery-satellite"))
+/// the directory hub `hub` (`None`: the hub on its NATS server), trusting
+/// `trusted` for it.
+fn hub_satellite(url: &str, id: &str, hub: Option<&Path>, trusted: &Path, cache: &Path) -> Killed {
+    let mut command = Command::new(orrery_testing::binary("orrery-satellite"));
+    command
         .args(["--nats-url", url, "--id", id, "--target", "site-c"])
         .args(["--install", "local@=1.0.0"])
         .arg("--trusted-key")
-        .arg(format!("{}=local", trusted.display()))
-        .arg("--hub-dir")
-        .arg(hub)
+        .arg(format!("{}=local", trusted.display()));
+    if let Some(hub) = hub {
+        command.arg("--hub-dir").arg(hub);
+    }
+    let child = command
         .arg("--cache-dir")
         .arg(cache)
         .stdout(Stdio::null())
@@ -120,11 +123,11 @@ async fn a_forged_schema_is_refused_by_the_signed_hub_package() {
     let scratch = common::Scratch::new();
     let hub = scratch.path().join("hub");
     let (key, public) = publisher(scratch.path(), "publisher.key");
-    publish_local(scratch.path(), &hub, &key).await;
+    publish_local(scratch.path(), &Hub::dir(&hub).unwrap(), &key).await;
     let sat = hub_satellite(
         &server.url,
         "sat-hub",
-        &hub,
+        Some(&hub),
         &public,
         &scratch.path().join("cache"),
     );
@@ -310,14 +313,16 @@ async fn a_forged_schema_is_refused_by_the_signed_hub_package() {
 async fn a_package_the_primary_cannot_verify_is_refused() {
     let server = NatsServer::start().await;
     let scratch = common::Scratch::new();
-    let hub = scratch.path().join("hub");
     let (key, public) = publisher(scratch.path(), "publisher.key");
     let (_other, other_public) = publisher(scratch.path(), "other.key");
+    // The hub on the NATS server itself (JetStream): the satellite and the
+    // primary find it on their own connections.
+    let hub = Hub::nats(server.client().await).await.unwrap();
     publish_local(scratch.path(), &hub, &key).await;
     let _sat = hub_satellite(
         &server.url,
         "sat-hub",
-        &hub,
+        None,
         &public,
         &scratch.path().join("cache"),
     );
@@ -327,17 +332,19 @@ async fn a_package_the_primary_cannot_verify_is_refused() {
     let state = scratch.path().join("state");
     let root = scratch.path().join("site-c");
     let file = scratch.write("doc.yaml", &document("doc", &root));
-    let flags = |key: &Path, hub: &Path| {
-        vec![
+    let flags = |key: &Path, hub: Option<&Path>| {
+        let mut flags = vec![
             "--trusted-key".to_owned(),
             format!("{}=local", key.display()),
-            "--hub-dir".to_owned(),
-            hub.display().to_string(),
-        ]
+        ];
+        if let Some(hub) = hub {
+            flags.extend(["--hub-dir".to_owned(), hub.display().to_string()]);
+        }
+        flags
     };
 
     // Signed by a key the satellite trusts but this primary does not.
-    let run = plan(&state, &server.url, &file, &flags(&other_public, &hub)).await;
+    let run = plan(&state, &server.url, &file, &flags(&other_public, None)).await;
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(run.code != 0 && run.code != 2, "{run:?}");
     assert!(
@@ -351,7 +358,7 @@ async fn a_package_the_primary_cannot_verify_is_refused() {
     // A package the primary's hub does not have.
     let empty = scratch.path().join("empty-hub");
     std::fs::create_dir_all(&empty).unwrap();
-    let run = plan(&state, &server.url, &file, &flags(&public, &empty)).await;
+    let run = plan(&state, &server.url, &file, &flags(&public, Some(&empty))).await;
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(run.code != 0 && run.code != 2, "{run:?}");
     assert!(
@@ -359,8 +366,9 @@ async fn a_package_the_primary_cannot_verify_is_refused() {
         "{said}"
     );
 
-    // The same primary trusting the publisher plans.
-    let run = plan(&state, &server.url, &file, &flags(&public, &hub)).await;
+    // The same primary trusting the publisher plans, from the hub on its
+    // own NATS connection.
+    let run = plan(&state, &server.url, &file, &flags(&public, None)).await;
     assert_eq!(run.code, 2, "{run:?}");
     assert!(!root.exists());
 }
