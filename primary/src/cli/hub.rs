@@ -41,6 +41,83 @@ impl HubLocation {
     }
 }
 
+/// Holding satellites' schemas to signed hub packages: `orrery primary`
+/// and the commands that plan through satellites (`--nats-url`). The keys
+/// and hub are given as to a satellite (`--trusted-key`, `--hub-url`,
+/// `--hub-dir`), and verified by the same code (`orrery_hub`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct HubTrustArgs {
+    /// A publisher public key file to trust, with the plugin names it may
+    /// sign: FILE=local,acme-*. With one, a satellite describing such a
+    /// plugin must name the hub package it installed, signed by such a
+    /// key, and plans use that package's signed schema (docs/security.md,
+    /// "Where schemas come from"). Repeat for several. Needs --nats-url.
+    #[arg(
+        long = "trusted-key",
+        value_name = "FILE[=PLUGIN,...]",
+        env = "ORRERY_TRUSTED_KEY"
+    )]
+    pub trusted_keys: Vec<TrustedKeySpec>,
+    /// NATS URL of the hub the satellites install from, if not --nats-url
+    /// (same credentials). Used with --trusted-key.
+    #[arg(long, env = "ORRERY_HUB_URL", conflicts_with = "hub_dir")]
+    pub hub_url: Option<String>,
+    /// A directory-backed hub instead of JetStream. Used with
+    /// --trusted-key.
+    #[arg(long, env = "ORRERY_HUB_DIR")]
+    pub hub_dir: Option<PathBuf>,
+}
+
+impl HubTrustArgs {
+    /// The hub and the trusted keys, when keys are given; `nats` is the
+    /// connection plans go through (`None`: plugins in-process, where no
+    /// satellite describes anything and keys are refused as a mistake).
+    pub async fn open(
+        &self,
+        nats: Option<&async_nats::Client>,
+        auth: &NatsAuth,
+    ) -> anyhow::Result<Option<std::sync::Arc<orrery_primary::service::hub_schemas::HubSchemas>>>
+    {
+        if self.trusted_keys.is_empty() {
+            if self.hub_url.is_some() || self.hub_dir.is_some() {
+                tracing::warn!(
+                    "--hub-url and --hub-dir are used only with --trusted-key: satellites' \
+                     schemas are not checked against the hub"
+                );
+            }
+            return Ok(None);
+        }
+        let Some(nats) = nats else {
+            anyhow::bail!(
+                "--trusted-key holds satellites' schemas to their hub packages; it needs \
+                 --nats-url (in-process plugins are the operator's own binaries)"
+            );
+        };
+        let trusted = TrustedKeys::load_specs(&self.trusted_keys)?;
+        let hub = match (&self.hub_dir, &self.hub_url) {
+            (Some(dir), _) => {
+                // Hub::dir creates a missing directory: a mistyped path
+                // would refuse every package as not on the hub.
+                anyhow::ensure!(
+                    dir.is_dir(),
+                    "--hub-dir {} is not a directory",
+                    dir.display()
+                );
+                Hub::dir(dir)?
+            }
+            (None, Some(url)) => Hub::nats_existing(connect(url, auth).await?)
+                .await
+                .with_context(|| format!("cannot open the hub at {url}"))?,
+            (None, None) => Hub::nats_existing(nats.clone())
+                .await
+                .context("cannot open the hub on --nats-url (give --hub-url or --hub-dir)")?,
+        };
+        Ok(Some(std::sync::Arc::new(
+            orrery_primary::service::hub_schemas::HubSchemas::new(hub, trusted),
+        )))
+    }
+}
+
 async fn connect(url: &str, auth: &NatsAuth) -> anyhow::Result<async_nats::Client> {
     orrery_primary::nats::connect(url, "orrery", auth)
         .await

@@ -107,6 +107,8 @@ pub struct Args {
     pub nats_url: Option<String>,
     #[command(flatten)]
     pub nats_auth: NatsAuth,
+    #[command(flatten)]
+    pub hub: super::hub::HubTrustArgs,
     /// Discover the unmanaged resources of every recorded target this
     /// often, e.g. `10m` (`0`: never).
     #[arg(long, env = "ORRERY_DISCOVER_EVERY", default_value = "0", value_parser = parse_duration)]
@@ -243,6 +245,10 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
         held = held.secrets_dir(dir);
     }
     orrery_primary::service::set_held_targets(held);
+    let nats = match &args.nats_url {
+        Some(url) => Some(connect(url, "orrery-primary", &args.nats_auth).await?),
+        None => None,
+    };
     let config = Config {
         data_dir: args.data_dir.clone(),
         database_url: args.database_url.clone(),
@@ -262,10 +268,8 @@ pub async fn run(args: Args, mode: Mode, metrics: MetricsReader) -> anyhow::Resu
             stop_at: super::stop_point(),
             ..Options::default()
         },
-        nats: match &args.nats_url {
-            Some(url) => Some(connect(url, "orrery-primary", &args.nats_auth).await?),
-            None => None,
-        },
+        hub_schemas: args.hub.open(nats.as_ref(), &args.nats_auth).await?,
+        nats,
         metrics: Some(metrics),
         discover_every: Some(args.discover_every).filter(|d| !d.is_zero()),
         drift_every: Some(args.drift_every).filter(|d| !d.is_zero()),

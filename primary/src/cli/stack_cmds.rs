@@ -59,6 +59,8 @@ pub struct Common {
     pub nats_url: Option<String>,
     #[command(flatten)]
     pub nats_auth: NatsAuth,
+    #[command(flatten)]
+    pub hub: super::hub::HubTrustArgs,
     /// Print every operation's transitions (by default: a progress bar on
     /// a terminal, else a summary line every few seconds, and failures).
     #[arg(long)]
@@ -240,10 +242,15 @@ impl Common {
                 let client = orrery_primary::nats::connect(url, "orrery-primary", &self.nats_auth)
                     .await
                     .with_context(|| format!("cannot connect to NATS at {url}"))?;
-                (PluginPool::distributed(client), Engine::Nats)
+                let pool = match self.hub.open(Some(&client), &self.nats_auth).await? {
+                    Some(hub) => PluginPool::distributed(client).with_hub_schemas(hub),
+                    None => PluginPool::distributed(client),
+                };
+                (pool, Engine::Nats)
             }
             None => (
                 {
+                    self.hub.open(None, &self.nats_auth).await?;
                     orrery_primary::service::set_plugin_env(self.plugin_env.clone());
                     // The user running the CLI is the operator of its
                     // plugins: a reference may name any variable or file.

@@ -178,10 +178,11 @@ impl From<ServiceError> for ApiError {
             ServiceError::Plugin(
                 e @ (PluginError::NotFound { .. } | PluginError::Misnamed { .. }),
             ) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-            // Satellites answered different schemas: theirs to fix.
-            ServiceError::Plugin(e @ PluginError::Disagreement { .. }) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, e.to_string())
-            }
+            // Satellites answered different schemas, or one not signed in
+            // its hub package: theirs to fix.
+            ServiceError::Plugin(
+                e @ (PluginError::Disagreement { .. } | PluginError::Unsigned { .. }),
+            ) => ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()),
             ServiceError::Plugin(e) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
             }

@@ -99,6 +99,10 @@ pub struct Config {
     /// Distributed mode: plugins are served by satellites over this NATS
     /// connection instead of running in this process.
     pub nats: Option<async_nats::Client>,
+    /// With `nats`: the hub and the publisher keys this primary trusts,
+    /// so satellites' schemas are held to their signed packages
+    /// (`service::hub_schemas`). `None`: schemas as the satellites agree.
+    pub hub_schemas: Option<Arc<crate::service::hub_schemas::HubSchemas>>,
     /// This process's metrics, served on `GET /metrics` when set.
     pub metrics: Option<orrery_plugin_sdk::telemetry::MetricsReader>,
     /// Discovery of the recorded targets' unmanaged resources every so
@@ -162,7 +166,14 @@ impl Primary {
             }
         };
         let (plugins, engine) = match &config.nats {
-            Some(client) => (PluginPool::distributed(client.clone()), Engine::Nats),
+            Some(client) => {
+                let pool = PluginPool::distributed(client.clone());
+                let pool = match &config.hub_schemas {
+                    Some(hub) => pool.with_hub_schemas(hub.clone()),
+                    None => pool,
+                };
+                (pool, Engine::Nats)
+            }
             None => (
                 PluginPool::new(config.plugin_search.clone()),
                 Engine::Embedded,

@@ -23,6 +23,7 @@ fn fixture() -> Fixture {
         stack_dir: dir.path().to_owned(),
         max_body_bytes: 4096,
         in_flight_bodies: Default::default(),
+        hub_schemas: None,
         max_list_items: super::pages::DEFAULT_MAX_LIST_ITEMS,
         audit_retention: crate::http::DEFAULT_AUDIT_RETENTION,
         options: Options::default(),

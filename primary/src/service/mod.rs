@@ -14,6 +14,7 @@
 //! - [`error`]: the domain errors.
 
 mod error;
+pub mod hub_schemas;
 mod imports;
 pub mod outputs;
 pub mod plugins;

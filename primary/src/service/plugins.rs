@@ -18,6 +18,7 @@ use orrery_bus::held_targets::HeldTargets;
 use orrery_bus::plugin_host::{PluginHost, PluginSpec};
 use orrery_bus::transport::{LocalBus, Transport};
 
+use super::hub_schemas::HubSchemas;
 use crate::scheduler::RateRegistry;
 use crate::stack::Catalog;
 
@@ -100,6 +101,20 @@ pub enum PluginError {
         /// Who answered what.
         #[source]
         source: orrery_bus::describe::DescribeError,
+    },
+    /// A satellite's schema is not the one signed in the hub package it
+    /// names, or it names none (or one that does not verify) where this
+    /// primary trusts publishers for the plugin.
+    ///
+    /// Its message is the whole of `why` (the satellite, the package, the
+    /// check), which is not also its source: printed with its cause chain,
+    /// it would say everything twice.
+    #[error("{why}")]
+    Unsigned {
+        /// The plugin.
+        name: String,
+        /// Which satellite, and why.
+        why: Box<super::hub_schemas::SchemaTrustError>,
     },
 }
 
@@ -211,6 +226,9 @@ pub struct PluginPool {
     starting: tokio::sync::Mutex<()>,
     /// Set in distributed mode: plugins are behind satellites.
     nats: Option<async_nats::Client>,
+    /// Set when this primary trusts hub publishers: satellites' schemas
+    /// are held to their signed packages.
+    hub: Option<Arc<HubSchemas>>,
 }
 
 /// Whether `name` can be a plugin name: it becomes part of a file name.
@@ -232,6 +250,7 @@ impl PluginPool {
             current: RwLock::new(Arc::new(Snapshot::default())),
             starting: tokio::sync::Mutex::new(()),
             nats: None,
+            hub: None,
         }
     }
 
@@ -241,6 +260,13 @@ impl PluginPool {
             nats: Some(client),
             ..PluginPool::new(Vec::new())
         }
+    }
+
+    /// Holds the schemas satellites describe to the hub packages they name
+    /// (distributed mode only): plans use the signed schemas.
+    pub fn with_hub_schemas(mut self, hub: Arc<HubSchemas>) -> Self {
+        self.hub = Some(hub);
+        self
     }
 
     /// The runs' rate limits from `rates` instead of this pool's own
@@ -260,41 +286,33 @@ impl PluginPool {
     /// The satellites' plugins, as the satellites of each target describe
     /// them. The catalog holds one schema per plugin, so every target's
     /// satellites must agree on it: a plugin whose schemas differ between
-    /// two satellites fails with [`PluginError::Disagreement`]. A plugin no
-    /// target's satellite describes is left out, with why.
+    /// two satellites fails with [`PluginError::Disagreement`]. With `hub`,
+    /// each answer is first held to the hub package it names, and the
+    /// signed schema is the one kept ([`PluginError::Unsigned`] otherwise).
+    /// A plugin no target's satellite describes is left out, with why.
     async fn described(
         client: &async_nats::Client,
         needs: &Needs,
         rates: &RateRegistry,
+        hub: Option<&HubSchemas>,
     ) -> Result<Plugins, PluginError> {
-        use orrery_bus::describe::{describe_target, DescribeError};
+        use orrery_bus::describe::{describe_target_all, DescribeError};
         let asks = needs.iter().map(|(plugin, target)| async move {
-            let answer =
-                describe_target(client, plugin, target, DESCRIBE_TIMEOUT, DESCRIBE_GATHER).await;
-            (plugin, target, answer)
+            let answers =
+                describe_target_all(client, plugin, target, DESCRIBE_TIMEOUT, DESCRIBE_GATHER)
+                    .await;
+            (plugin, target, answers)
         });
         let mut chosen: BTreeMap<&String, orrery_bus::describe::Answer> = BTreeMap::new();
         let mut unavailable = BTreeMap::new();
         let mut target_stacks = BTreeMap::new();
-        for (name, target, answer) in futures::future::join_all(asks).await {
+        for (name, target, answers) in futures::future::join_all(asks).await {
             let disagreement = |source| PluginError::Disagreement {
                 name: name.clone(),
                 source,
             };
-            if let Ok(orrery_bus::describe::Answer {
-                stacks: Some(stacks),
-                ..
-            }) = &answer
-            {
-                target_stacks.insert(target.clone(), stacks.clone());
-            }
-            match answer {
-                Ok(answer) => match chosen.get(name) {
-                    Some(first) => first.check(&answer).map_err(disagreement)?,
-                    None => {
-                        chosen.insert(name, answer);
-                    }
-                },
+            let answers = match answers {
+                Ok(answers) => answers,
                 Err(e @ DescribeError::Disagreement { .. }) => return Err(disagreement(e)),
                 Err(DescribeError::Bus(source)) => {
                     let e = PluginError::Describe {
@@ -302,6 +320,33 @@ impl PluginPool {
                         source,
                     };
                     unavailable.entry(name.clone()).or_insert(e.to_string());
+                    continue;
+                }
+            };
+            if let Some(stacks) = answers.first().and_then(|a| a.stacks.clone()) {
+                target_stacks.insert(target.clone(), stacks);
+            }
+            // Every answer gathered, the first first: each is held to its
+            // signed package before any is compared, so a refusal names
+            // the satellite whose schema is wrong rather than a pair.
+            for mut answer in answers {
+                if let Some(hub) = hub {
+                    let signed =
+                        hub.check(name, &answer)
+                            .await
+                            .map_err(|why| PluginError::Unsigned {
+                                name: name.clone(),
+                                why: Box::new(why),
+                            })?;
+                    if let Some(signed) = signed {
+                        answer.announcement = signed;
+                    }
+                }
+                match chosen.get(name) {
+                    Some(first) => first.check(&answer).map_err(disagreement)?,
+                    None => {
+                        chosen.insert(name, answer);
+                    }
                 }
             }
         }
@@ -334,7 +379,7 @@ impl PluginPool {
     /// not start, or when satellites disagree about one's schemas.
     pub async fn ensure(&self, needs: &Needs) -> Result<Plugins, PluginError> {
         if let Some(client) = &self.nats {
-            return Self::described(client, needs, &self.rates).await;
+            return Self::described(client, needs, &self.rates, self.hub.as_deref()).await;
         }
         let names: &BTreeSet<String> = &needs.iter().map(|(p, _)| p.clone()).collect();
         let needs_start = |snap: &Snapshot| {

@@ -56,6 +56,7 @@ mod targeted;
 mod throttled;
 mod trust_authorize;
 mod trust_describe;
+mod trust_describe_hub;
 mod trust_events;
 mod trust_login;
 mod trust_mtls;

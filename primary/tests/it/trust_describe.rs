@@ -24,7 +24,7 @@ use common::fleet::{
 };
 
 /// The write-only value of site C's resources.
-const SECRET: &str = "c-site-write-only-4e71b9";
+pub(crate) const SECRET: &str = "c-site-write-only-4e71b9";
 /// Plans the attack gets.
 const PLANS: usize = 20;
 
@@ -93,7 +93,7 @@ async fn connect(url: &str, seed: &std::path::Path) -> async_nats::Client {
 }
 
 /// The announcement of `local` as the satellites of `target` give it.
-async fn honest(client: &async_nats::Client, target: &str) -> Announcement {
+pub(crate) async fn honest(client: &async_nats::Client, target: &str) -> Announcement {
     let subject = format!("orrery.describe.local.{target}");
     let message = orrery_testing::wait_for_async(
         "the honest satellite describes `local`",
@@ -114,7 +114,7 @@ async fn honest(client: &async_nats::Client, target: &str) -> Announcement {
 
 /// `announcement` with `Local::Fs::File`'s `owner_note` no longer secret
 /// and `content` create-only: a forged schema.
-fn forged(mut announcement: Announcement) -> Announcement {
+pub(crate) fn forged(mut announcement: Announcement) -> Announcement {
     let file = announcement
         .resources
         .iter_mut()
@@ -134,7 +134,7 @@ fn forged(mut announcement: Announcement) -> Announcement {
     announcement
 }
 
-fn encoded(announcement: &Announcement) -> Vec<u8> {
+pub(crate) fn encoded(announcement: &Announcement) -> Vec<u8> {
     Envelope::new(MessageKind::Announce, announcement)
         .unwrap()
         .encode()
@@ -142,8 +142,8 @@ fn encoded(announcement: &Announcement) -> Vec<u8> {
 }
 
 /// A raw responder: how many requests it received; dropping it stops it.
-struct Forger {
-    received: Arc<AtomicUsize>,
+pub(crate) struct Forger {
+    pub(crate) received: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -155,10 +155,22 @@ impl Drop for Forger {
 
 /// Answers every message of `subjects` (a queue group when given) with
 /// `payload`, naming itself `name` as a satellite does.
-async fn forger(
+pub(crate) async fn forger(
     client: async_nats::Client,
     subjects: &[(&str, Option<&str>)],
     name: &str,
+    payload: Vec<u8>,
+) -> Forger {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Orrery-Satellite", name);
+    forger_with_headers(client, subjects, headers, payload).await
+}
+
+/// As [`forger`], answering with `headers`.
+pub(crate) async fn forger_with_headers(
+    client: async_nats::Client,
+    subjects: &[(&str, Option<&str>)],
+    headers: async_nats::HeaderMap,
     payload: Vec<u8>,
 ) -> Forger {
     let received = Arc::new(AtomicUsize::new(0));
@@ -174,8 +186,6 @@ async fn forger(
         all.push(sub);
     }
     client.flush().await.unwrap();
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Orrery-Satellite", name);
     let count = received.clone();
     let task = tokio::spawn(async move {
         while let Some(message) = all.next().await {
@@ -190,14 +200,14 @@ async fn forger(
     Forger { received, task }
 }
 
-fn document(stack: &str, root: &std::path::Path) -> String {
+pub(crate) fn document(stack: &str, root: &std::path::Path) -> String {
     format!(
         "stack: {stack}\ntargets:\n  - name: site-c\n    plugin: local\n    config: {{ root: \"{}\", create_root: true }}\nresources:\n  - label: note\n    type: Local::Fs::File\n    target: site-c\n    properties: {{ path: note.txt, content: \"hello\", owner_note: \"{SECRET}\" }}\n",
         root.display()
     )
 }
 
-fn contains(haystack: &[u8], needle: &str) -> bool {
+pub(crate) fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack
         .windows(needle.len())
         .any(|w| w == needle.as_bytes())

@@ -29,6 +29,76 @@ pub const SATELLITE_HEADER: &str = "Orrery-Satellite";
 /// refuses its operations whatever the primary does.
 pub const STACKS_HEADER: &str = "Orrery-Stacks";
 
+/// The NATS header of a describe answer that names the hub package the
+/// satellite installed the plugin from: `NAME@VERSION
+/// manifest-sha256=DIGEST`, the digest of the signed manifest's canonical
+/// encoding. Absent for a plugin not installed from a hub. A primary that
+/// trusts publishers fetches that manifest, verifies it and plans with its
+/// schema (docs/security.md, "Where schemas come from").
+pub const PACKAGE_HEADER: &str = "Orrery-Package";
+
+/// The longest [`PACKAGE_HEADER`] value read.
+const MAX_PACKAGE_HEADER: usize = 256;
+
+/// A hub package a plugin was installed from, as a satellite names it in
+/// [`PACKAGE_HEADER`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Package {
+    /// The plugin's name.
+    pub name: String,
+    /// The package version (the manifest's, which may differ from the one
+    /// the binary announces).
+    pub version: String,
+    /// SHA-256 (lower-case hex) of the signed manifest's canonical
+    /// encoding.
+    pub manifest_sha256: String,
+}
+
+impl Package {
+    /// The header value: `NAME@VERSION manifest-sha256=DIGEST`.
+    pub fn header_value(&self) -> String {
+        format!(
+            "{}@{} manifest-sha256={}",
+            self.name, self.version, self.manifest_sha256
+        )
+    }
+
+    /// Reads a header value; `None` when it is not one (what a satellite
+    /// says is outside input: bounded and checked character by character).
+    pub fn parse(value: &str) -> Option<Package> {
+        if value.len() > MAX_PACKAGE_HEADER {
+            return None;
+        }
+        let (label, digest) = value.split_once(' ')?;
+        let digest = digest.strip_prefix("manifest-sha256=")?;
+        let (name, version) = label.split_once('@')?;
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        let version_ok = !version.is_empty()
+            && version.len() <= 64
+            && version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+'));
+        let digest_ok = digest.len() == 64
+            && digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        (name_ok && version_ok && digest_ok).then(|| Package {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            manifest_sha256: digest.to_owned(),
+        })
+    }
+
+    /// `name@version`.
+    pub fn label(&self) -> String {
+        format!("{}@{}", self.name, self.version)
+    }
+}
+
 /// The most stack patterns read from one [`STACKS_HEADER`].
 const MAX_STACK_PATTERNS: usize = 64;
 
@@ -91,8 +161,11 @@ pub async fn serve_describe(
                     None
                 }
             };
+            // What each answer's headers say besides the satellite: who
+            // may use a target, and the hub package the plugin came from.
             let held = host.held().clone();
-            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (subs, p, held)))
+            let package = host.package().map(Package::header_value);
+            Ok::<_, async_nats::SubscribeError>(payload.map(|p| (subs, p, (held, package))))
         });
     }
     let mut headers = async_nats::HeaderMap::new();
@@ -101,16 +174,19 @@ pub async fn serve_describe(
     loop {
         tokio::select! {
             Some(ready) = pending.next(), if !pending.is_empty() => {
-                if let Some((subs, payload, held)) = ready? {
+                if let Some((subs, payload, plugin)) = ready? {
                     for sub in subs {
-                        let (payload, held) = (payload.clone(), held.clone());
-                        subscriptions.push(sub.map(move |msg| (msg, payload.clone(), held.clone())));
+                        let (payload, plugin) = (payload.clone(), plugin.clone());
+                        subscriptions.push(sub.map(move |msg| (msg, payload.clone(), plugin.clone())));
                     }
                 }
             }
-            Some((msg, payload, held)) = subscriptions.next(), if !subscriptions.is_empty() => {
+            Some((msg, payload, (held, package))) = subscriptions.next(), if !subscriptions.is_empty() => {
                 if let Some(reply) = msg.reply {
                     let mut headers = headers.clone();
+                    if let Some(package) = &package {
+                        headers.insert(PACKAGE_HEADER, package.as_str());
+                    }
                     // `orrery.describe.<plugin>.<target>`: say who may use
                     // the target.
                     if let Some(stacks) = msg
@@ -167,6 +243,10 @@ pub struct Answer {
     /// The stack patterns the satellite's operator allows on the target
     /// ([`STACKS_HEADER`]); `None` when it allows every stack.
     pub stacks: Option<Vec<String>>,
+    /// The hub package the satellite says it runs ([`PACKAGE_HEADER`]):
+    /// `None` without the header, `Some(Err(value))` with one that does not
+    /// read (at most [`MAX_PACKAGE_HEADER`] bytes of it kept).
+    pub package: Option<Result<Package, String>>,
 }
 
 impl Answer {
@@ -187,11 +267,7 @@ impl Answer {
     /// what decides which values are secret. The version may differ (a
     /// release that changed no schema).
     pub fn agrees_with(&self, other: &Answer) -> bool {
-        let (a, b) = (&self.announcement, &other.announcement);
-        a.name == b.name
-            && a.namespace == b.namespace
-            && a.resources == b.resources
-            && a.target_config == b.target_config
+        same_schemas(&self.announcement, &other.announcement)
     }
 
     /// [`DescribeError::Disagreement`] unless `other` agrees with this one.
@@ -207,6 +283,17 @@ impl Answer {
     }
 }
 
+/// Whether two announcements describe the same schemas: what planning
+/// reads and what decides which values are secret (name, namespace,
+/// resource and target-configuration schemas). The version may differ (a
+/// release that changed no schema).
+pub fn same_schemas(a: &Announcement, b: &Announcement) -> bool {
+    a.name == b.name
+        && a.namespace == b.namespace
+        && a.resources == b.resources
+        && a.target_config == b.target_config
+}
+
 /// Asks the satellites serving `plugin` for `target` for its announcement:
 /// on `orrery.describe.<plugin>.<target>`, and only when no satellite
 /// listens there on the plugin-wide subject of older satellites. Waits at
@@ -220,6 +307,31 @@ pub async fn describe_target(
     timeout: Duration,
     gather: Duration,
 ) -> Result<Answer, DescribeError> {
+    let mut answers = describe_target_all(client, plugin, target, timeout, gather)
+        .await?
+        .into_iter();
+    let first = answers.next().ok_or_else(|| {
+        DescribeError::Bus(BusError::NoSatellite {
+            plugin: plugin.to_owned(),
+            target: target.to_owned(),
+        })
+    })?;
+    for other in answers {
+        first.check(&other)?;
+    }
+    Ok(first)
+}
+
+/// As [`describe_target`], but every answer gathered, the first first, and
+/// none compared: for a caller that checks each answer itself (a primary
+/// holding each against its signed hub package). Never empty.
+pub async fn describe_target_all(
+    client: &async_nats::Client,
+    plugin: &str,
+    target: &str,
+    timeout: Duration,
+    gather: Duration,
+) -> Result<Vec<Answer>, DescribeError> {
     let subject = target_describe_subject(plugin, target);
     match gather_answers(client, plugin, &subject, Some(target), timeout, gather).await {
         Err(DescribeError::Bus(BusError::NoSatellite { .. })) => {
@@ -254,7 +366,7 @@ async fn gather_answers(
     target: Option<&str>,
     timeout: Duration,
     gather: Duration,
-) -> Result<Answer, DescribeError> {
+) -> Result<Vec<Answer>, DescribeError> {
     let transport = |e: &dyn std::fmt::Display| BusError::Transport(e.to_string());
     let inbox = client.new_inbox();
     let mut answers = client
@@ -285,11 +397,20 @@ async fn gather_answers(
                     .map(|p| p.chars().take(200).collect())
                     .collect()
             });
+        let package = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(PACKAGE_HEADER))
+            .map(|v| {
+                let v = v.as_str();
+                Package::parse(v).ok_or_else(|| v.chars().take(MAX_PACKAGE_HEADER).collect())
+            });
         let answer = Answer {
             announcement,
             satellite,
             target: target.map(str::to_owned),
             stacks,
+            package,
         };
         if answer.announcement.name != plugin {
             return Err(transport(&format!(
@@ -324,19 +445,50 @@ async fn gather_answers(
     // not compared: the window bounds a plan's wait, and the NATS
     // permissions, not this check, keep other sites out.
     let until = tokio::time::Instant::now() + gather;
+    let mut all = vec![first];
     for _ in 1..MAX_ANSWERS {
         match tokio::time::timeout_at(until, answers.next()).await {
-            Ok(Some(m)) if m.status.is_none() => first.check(&decode(m)?)?,
+            Ok(Some(m)) if m.status.is_none() => all.push(decode(m)?),
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => break,
         }
     }
-    Ok(first)
+    Ok(all)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::served_subjects;
+    use super::{served_subjects, Package};
+
+    /// The package header reads back what a satellite writes, and nothing
+    /// that is not one.
+    #[test]
+    fn package_headers_round_trip_and_refuse_anything_else() {
+        let package = Package {
+            name: "local".into(),
+            version: "1.2.0+build.7".into(),
+            manifest_sha256: "ab".repeat(32),
+        };
+        let value = package.header_value();
+        assert_eq!(Package::parse(&value), Some(package));
+        for bad in [
+            String::new(),
+            "local@1.0.0".into(),
+            format!("local@1.0.0 sha256={}", "ab".repeat(32)),
+            format!("local@1.0.0 manifest-sha256={}", "AB".repeat(32)),
+            format!("local@1.0.0 manifest-sha256={}", "ab".repeat(31)),
+            format!("Local@1.0.0 manifest-sha256={}", "ab".repeat(32)),
+            format!("local@1 0 manifest-sha256={}", "ab".repeat(32)),
+            format!("local@ manifest-sha256={}", "ab".repeat(32)),
+            format!(
+                "{}@1.0.0 manifest-sha256={}",
+                "a".repeat(65),
+                "ab".repeat(32)
+            ),
+        ] {
+            assert_eq!(Package::parse(&bad), None, "{bad}");
+        }
+    }
 
     /// A satellite with targets answers for those only; one serving every
     /// target for all of them and on the plugin-wide subject.

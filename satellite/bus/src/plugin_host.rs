@@ -33,6 +33,10 @@ pub struct PluginSpec {
     /// Target configuration this host's operator holds, and which secret
     /// references a request may resolve ([`HeldTargets`]).
     pub held: Arc<HeldTargets>,
+    /// The hub package the binary was installed from, if any: named in
+    /// describe answers ([`crate::describe::PACKAGE_HEADER`]) so a primary
+    /// can plan with the package's signed schema.
+    pub package: Option<crate::describe::Package>,
 }
 
 impl PluginSpec {
@@ -45,6 +49,7 @@ impl PluginSpec {
             policy: Policy::default(),
             env_allow: Vec::new(),
             held: Arc::default(),
+            package: None,
         }
     }
 }
@@ -160,6 +165,7 @@ struct Shared {
     /// The first announcement; unset until a handshake succeeds.
     announced: OnceLock<Announcement>,
     held: Arc<HeldTargets>,
+    package: Option<crate::describe::Package>,
     status: Mutex<(State, u64, Option<u32>)>,
     /// The supervisor's target backoffs, as last published.
     target_backoffs: Mutex<BTreeMap<String, TargetBackoff>>,
@@ -328,6 +334,7 @@ impl PluginHost {
             name,
             announced,
             held: spec.held.clone(),
+            package: spec.package.clone(),
             status: Mutex::new((supervisor.state().clone(), 0, pid)),
             target_backoffs: Mutex::default(),
             client: client_tx,
@@ -357,6 +364,11 @@ impl PluginHost {
     /// What this host's operator holds for its targets.
     pub fn held(&self) -> &Arc<HeldTargets> {
         &self.shared.held
+    }
+
+    /// The hub package the binary was installed from, if any.
+    pub fn package(&self) -> Option<&crate::describe::Package> {
+        self.shared.package.as_ref()
     }
 
     /// The first announcement (name, version, schemas); before the first

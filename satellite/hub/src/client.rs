@@ -476,6 +476,49 @@ impl Hub {
         decode_schema(&bytes).map(Some)
     }
 
+    /// The schemas `name@version` was published with, vouched for by its
+    /// publisher: the index entry's manifest must be the one whose content
+    /// digest is `manifest_digest` (what a satellite running the package
+    /// names) and verify with a key `trusted` holds for the plugin
+    /// ([`SignedManifest::verify`], checked first), and carry a schema whose bytes match
+    /// its digest ([`Hub::schema`]) and that announces the plugin `name`.
+    ///
+    /// This is how a primary learns which schema to plan with; installs
+    /// check the same signature with the same code.
+    pub async fn signed_schema(
+        &self,
+        name: &str,
+        version: &str,
+        manifest_digest: &str,
+        trusted: &TrustedKeys,
+    ) -> Result<Announcement, HubError> {
+        let entry = self.entry(name, version).await?;
+        // The signature first: nothing an untrusted manifest names (its
+        // schema's size, its digest) is acted on.
+        entry.manifest.verify(trusted)?;
+        let published = entry.manifest.content_digest()?;
+        if published != manifest_digest {
+            return Err(HubError::ManifestMismatch {
+                plugin: name.to_owned(),
+                version: version.to_owned(),
+                claimed: manifest_digest.to_owned(),
+                published,
+            });
+        }
+        let missing = || HubError::SchemaMissing {
+            plugin: name.to_owned(),
+            version: version.to_owned(),
+        };
+        let announcement = self.schema(&entry).await?.ok_or_else(missing)?;
+        if announcement.name != name {
+            return Err(HubError::invalid(
+                entry.label(),
+                format!("its signed schema announces plugin `{}`", announcement.name),
+            ));
+        }
+        Ok(announcement)
+    }
+
     /// Copies every index entry and artifact this hub has and `dest` lacks
     /// (for example from JetStream into a directory carried to an
     /// air-gapped site). Entries are copied verbatim, signatures intact.

@@ -73,6 +73,11 @@ impl std::fmt::Display for Requirement {
 pub struct Installed {
     /// Its manifest.
     pub manifest: Manifest,
+    /// The SHA-256 of its signed manifest's canonical encoding
+    /// ([`crate::SignedManifest::content_digest`]): what a satellite names
+    /// in its describe answers, so a primary can fetch and verify exactly
+    /// this manifest ([`Hub::signed_schema`]).
+    pub manifest_digest: String,
     /// Its SHA-256.
     pub sha256: String,
     /// The platform installed.
@@ -371,6 +376,7 @@ impl Installer {
         let yank = entry.yank_state(&self.trusted).filter(|s| s.yanked);
         let installed = Installed {
             manifest: manifest.clone(),
+            manifest_digest: entry.manifest.content_digest()?,
             sha256: artifact.sha256.clone(),
             platform: self.platform.clone(),
             path: path.clone(),

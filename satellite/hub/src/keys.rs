@@ -360,6 +360,15 @@ impl TrustedKeys {
             .is_some_and(|t| t.plugins.iter().any(|p| pattern_matches(p, name)))
     }
 
+    /// Whether some key is trusted to sign plugin `name`: a primary
+    /// trusting publishers for a plugin takes its schema only from a
+    /// package such a key signed.
+    pub fn covers(&self, name: &str) -> bool {
+        self.keys
+            .values()
+            .any(|t| t.plugins.iter().any(|p| pattern_matches(p, name)))
+    }
+
     /// Whether no key is trusted.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()

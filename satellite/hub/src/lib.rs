@@ -199,6 +199,29 @@ pub enum HubError {
         /// `name@version` of the manifest found there.
         found: String,
     },
+    /// A satellite names a manifest of this plugin and version whose
+    /// digest is not the one the hub holds: it was installed from another
+    /// hub, or one of the two was tampered with.
+    #[error("refused {plugin}@{version}: the satellite names manifest sha256 {claimed}, but the hub's manifest of that version has sha256 {published}")]
+    ManifestMismatch {
+        /// The plugin.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// The digest named.
+        claimed: String,
+        /// The digest of the hub's manifest.
+        published: String,
+    },
+    /// The signed manifest carries no schema (a package built before
+    /// manifests held one), so it cannot vouch for the plugin's schemas.
+    #[error("refused {plugin}@{version}: its signed manifest carries no schema")]
+    SchemaMissing {
+        /// The plugin.
+        plugin: String,
+        /// Its version.
+        version: String,
+    },
     /// A lock would move a plugin to a lower or a yanked version, and that
     /// was not explicitly allowed (`--allow-downgrade`).
     #[error("refused to move {plugin} from {from} to {to}: {why}; pass --allow-downgrade to do it anyway")]
@@ -311,6 +334,8 @@ impl HubError {
             HubError::LockMismatch { .. } => "lock-mismatch",
             HubError::AnnouncementMismatch { .. } => "announcement-mismatch",
             HubError::EntryMismatch { .. } => "entry-mismatch",
+            HubError::ManifestMismatch { .. } => "manifest-mismatch",
+            HubError::SchemaMissing { .. } => "schema-missing",
             HubError::Downgrade { .. } => "downgrade",
             HubError::IndexRollback { .. } => "index-rollback",
             HubError::PluginNotFound { .. } => "plugin-not-found",

@@ -250,6 +250,13 @@ impl HubPlugins {
         spec.handshake_timeout = self.config.handshake_timeout;
         spec.env_allow = self.config.plugin_env.clone();
         spec.held = self.config.held.clone();
+        // Named in describe answers, so a primary trusting the publisher
+        // plans with this manifest's signed schema.
+        spec.package = Some(orrery_bus::describe::Package {
+            name: installed.manifest.name.clone(),
+            version: installed.manifest.version.clone(),
+            manifest_sha256: installed.manifest_digest.clone(),
+        });
         let host = orrery_hub::retry_text_busy(|| PluginHost::start(spec.clone())).await?;
         let announced = host.announcement();
         if announced.name != installed.manifest.name
