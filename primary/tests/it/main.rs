@@ -39,6 +39,7 @@ mod primary_fleet;
 mod progress;
 mod remote_cli;
 mod satellite_loss;
+mod saved_plan;
 mod schema;
 mod secrets_at_rest;
 mod server_background;
