@@ -573,6 +573,71 @@ impl ReportView {
 mod tests {
     use super::*;
 
+    /// A view of `changes` (label, action) made against `basis`.
+    fn planned(basis: &str, changes: &[(&str, &'static str)]) -> PlanView {
+        let mut view = PlanView::new("s", Some(Mode::Reconcile), &Plan::default());
+        view.changes = changes
+            .iter()
+            .map(|(label, action)| ChangeView {
+                label: (*label).to_owned(),
+                resource_type: "T".into(),
+                target: "t".into(),
+                action,
+                fields: Vec::new(),
+                diffs: Vec::new(),
+            })
+            .collect();
+        view.plan_hash = view.content_hash(basis);
+        view
+    }
+
+    fn confirm(view: &PlanView, exact: bool) -> ConfirmedPlan {
+        let json = serde_json::to_value(view).unwrap();
+        ConfirmedPlan {
+            plan_hash: view.plan_hash.clone(),
+            changes: serde_json::from_value(json["changes"].clone()).unwrap(),
+            exact,
+            ..ConfirmedPlan::default()
+        }
+    }
+
+    #[test]
+    fn an_exact_confirmation_refuses_any_other_hash_naming_why() {
+        let saved = planned("before", &[("a", "create"), ("b", "create")]);
+        // The same plan: it runs, exact or not.
+        assert!(saved.stale_reasons(&confirm(&saved, true)).is_empty());
+        // It does less since (`b` was created meanwhile): an interactive
+        // confirmation runs it, a saved plan does not.
+        let less = planned("after", &[("a", "create"), ("b", "no-op")]);
+        assert!(less.stale_reasons(&confirm(&saved, false)).is_empty());
+        assert_eq!(
+            less.stale_reasons(&confirm(&saved, true)),
+            ["`b`: confirmed create, now nothing"]
+        );
+        // The same changes against other records or values: still refused.
+        let other = planned("after", &[("a", "create"), ("b", "create")]);
+        let why = other.stale_reasons(&confirm(&saved, true));
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(why[0].contains("is not the saved one"), "{why:?}");
+        // Another secret value is named as such.
+        let mut secret = saved.clone();
+        secret.secrets = Some(SecretsView {
+            parameters: vec!["pw".into()],
+            hash: "1".into(),
+            in_text: Vec::new(),
+        });
+        let mut given = confirm(&secret, true);
+        given.secrets = Some(SecretsView {
+            hash: "2".into(),
+            ..secret.secrets.clone().unwrap()
+        });
+        given.plan_hash = "another".into();
+        assert_eq!(
+            secret.stale_reasons(&given),
+            ["a secret parameter's value is not the one the plan was made with"]
+        );
+    }
+
     #[test]
     fn modes_round_trip_by_name() {
         for mode in [Mode::Reconcile, Mode::Patch] {

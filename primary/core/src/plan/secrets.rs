@@ -443,6 +443,54 @@ mod tests {
     }
 
     #[test]
+    fn secrets_of_names_secrets_the_text_gives_and_hashes_the_parameters() {
+        let mut catalog = Catalog::new();
+        catalog.insert(Announcement {
+            name: "p".into(),
+            resources: vec![resource("T")
+                .field(field::string("path"))
+                .field(field::string("password").write_only())
+                .build()],
+            ..Default::default()
+        });
+        let of = |default: &str, cfg: &str, props: &str| {
+            let doc = format!(
+                "stack: s\nparameters:\n  pw: {{ type: secret, default: {default} }}\ntargets:\n  - name: t\n    plugin: p\n    config: {cfg}\nresources:\n  - label: a\n    type: T\n    target: t\n    properties: {props}\n"
+            );
+            let stack = orrery_stack::parse("s.yaml", &doc, "/").unwrap();
+            secrets_of(&stack, &catalog, &SecretHasher::new(b"k".to_vec()))
+        };
+        let given = of(
+            "param-secret-1",
+            "{ token: '${param.pw}', api_key: 'Bearer ${param.pw}' }",
+            "{ path: x, password: '${param.pw}' }",
+        );
+        assert_eq!(given.parameters, ["pw"]);
+        assert_eq!(given.in_text, Vec::<String>::new());
+        assert_eq!(given.digest.len(), 64);
+        assert!(!given.digest.contains("param-secret-1"));
+        let other = of(
+            "param-secret-2",
+            "{ token: '${param.pw}' }",
+            "{ path: x, password: '${param.pw}' }",
+        );
+        assert_ne!(other.digest, given.digest, "another value, another hash");
+        let written = of(
+            "param-secret-1",
+            "{ token: written-out, url: 'postgres://u:pw@h/db', root: /srv }",
+            "{ path: x, password: hunter2 }",
+        );
+        assert_eq!(
+            written.in_text,
+            [
+                "resource `a`: field `password`",
+                "target `t`: config `token`",
+                "target `t`: config `url`"
+            ]
+        );
+    }
+
+    #[test]
     fn connection_strings_lose_their_passwords_and_only_them() {
         assert_eq!(
             redact_dsn("host=db port=5432 password=s3cret dbname=app").as_deref(),
