@@ -59,6 +59,10 @@ pub enum SavedPlanError {
     Newer { path: String, found: u64 },
     #[error("refusing to save the plan: it would hold a secret in clear ({0}); give secrets through `type: secret` parameters, which a saved plan names but never holds (`orrery apply FILE` asks for them again)")]
     SecretInClear(String),
+    #[error(
+        "refusing to save the plan: the value of parameter `{0}` cannot be written as JSON ({1})"
+    )]
+    Unsaveable(String, String),
     #[error("the saved plan needs its secret parameter `{0}` again: give it with --var, --var-file or ORRERY_VAR_{0} (a saved plan never holds a secret)")]
     SecretMissing(String),
     #[error("the saved plan fixes parameter `{0}`; plan again to give it another value")]
@@ -106,6 +110,9 @@ pub struct SavedPlan {
     pub plan_hash: String,
     /// The plan as `orrery plan --output json` prints it.
     pub plan: Value,
+    /// Where it was read from, for messages.
+    #[serde(skip)]
+    path: String,
 }
 
 impl SavedPlan {
@@ -136,9 +143,8 @@ impl SavedPlan {
                     var_texts.insert(name, text);
                 }
                 Supplied::Value(value) => {
-                    let json = serde_json::to_value(value).map_err(|e| {
-                        SavedPlanError::SecretInClear(format!("parameter `{name}`: {e}"))
-                    })?;
+                    let json = serde_json::to_value(value)
+                        .map_err(|e| SavedPlanError::Unsaveable(name.clone(), e.to_string()))?;
                     vars.insert(name, json);
                 }
             }
@@ -158,6 +164,7 @@ impl SavedPlan {
             selection,
             plan_hash: text("plan_hash"),
             plan,
+            path: String::new(),
         })
     }
 
@@ -238,13 +245,15 @@ impl SavedPlan {
             Some(0) | None => return Err(corrupt(format!("`{VERSION_KEY}` is not a version"))),
             Some(_) => {}
         }
-        let saved: SavedPlan = serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
+        let mut saved: SavedPlan =
+            serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
         if saved.plan.get("plan_hash").and_then(Value::as_str) != Some(saved.plan_hash.as_str()) {
             return Err(corrupt("its hash is not its plan's".into()));
         }
         if saved.plan.get("stack").and_then(Value::as_str) != Some(saved.stack.as_str()) {
             return Err(corrupt("its stack is not its plan's".into()));
         }
+        saved.path = shown;
         Ok(Some(saved))
     }
 
@@ -269,7 +278,7 @@ impl SavedPlan {
         for (name, value) in &self.vars {
             let value =
                 serde_json::from_value(value.clone()).map_err(|e| SavedPlanError::Corrupt {
-                    path: self.source.clone(),
+                    path: self.path.clone(),
                     reason: format!("parameter `{name}`: {e}"),
                 })?;
             vars.insert(name.clone(), Supplied::Value(value));
@@ -310,7 +319,7 @@ impl SavedPlan {
     pub fn confirmed(&self) -> Result<ConfirmedPlan, SavedPlanError> {
         let mut confirmed: ConfirmedPlan = serde_json::from_value(confirmed_json(&self.plan))
             .map_err(|e| SavedPlanError::Corrupt {
-                path: self.source.clone(),
+                path: self.path.clone(),
                 reason: format!("its plan: {e}"),
             })?;
         confirmed.exact = true;
