@@ -22,6 +22,13 @@ fn files_doc(root: &Path, labels: &[&str]) -> String {
     doc
 }
 
+/// [`files_doc`] with one more file, `note`, whose content the document
+/// reads from `note.src` beside it (`file()`).
+fn with_note(root: &Path, labels: &[&str]) -> String {
+    files_doc(root, labels)
+        + "  - label: note\n    type: Local::Fs::File\n    target: home\n    properties:\n      path: note.txt\n      content: '${file(\"note.src\")}'\n"
+}
+
 /// `orrery ARGS`, its standard input closed: a question would fail it.
 fn orrery(scratch: &Scratch, args: &[&str]) -> Run {
     let mut cmd = scratch.command(args);
@@ -54,25 +61,33 @@ fn a_saved_plan_applies_exactly_the_plan_it_saved() {
     let scratch = Scratch::new();
     let root = scratch.path().join("site");
     apply_doc(&scratch, "first.yaml", &files_doc(&root, &["a"]));
-    let mine = scratch.write("mine.yaml", &files_doc(&root, &["a", "b"]));
+    let mine = scratch.write("mine.yaml", &with_note(&root, &["a", "b"]));
+    scratch.write("note.src", "as planned");
     let saved = scratch.path().join("mine.plan");
 
     let plan = orrery(&scratch, &["plan", path(&mine), "--out", path(&saved)]);
     assert_eq!(plan.code, 2, "{plan:?}");
-    assert!(plan.stdout.contains("1 to create"), "{plan:?}");
+    assert!(plan.stdout.contains("2 to create"), "{plan:?}");
     assert!(plan.stdout.contains("Saved the plan to"), "{plan:?}");
     assert_eq!(mode_of(&saved), 0o600, "only its owner reads a saved plan");
     let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     assert_eq!(file["orrery_saved_plan"], 1, "{file}");
     assert_eq!(file["plan_hash"].as_str().unwrap().len(), 64, "{file}");
-    assert_eq!(file["plan"]["summary"]["create"], 1, "{file}");
-    // The document may change on disk: the saved plan carries its own.
+    assert_eq!(file["plan"]["summary"]["create"], 2, "{file}");
+    assert_eq!(file["files"]["note.src"], "as planned", "{file}");
+    // The document and what it reads may change on disk: the saved plan
+    // carries its own.
     std::fs::write(&mine, files_doc(&root, &["a", "b", "z"])).unwrap();
+    scratch.write("note.src", "edited since");
 
     let apply = orrery(&scratch, &["apply", path(&saved)]);
     assert_eq!(apply.code, 0, "{apply:?}");
     assert!(!apply.stdout.contains("[y/N]"), "no question: {apply:?}");
     assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b");
+    assert_eq!(
+        std::fs::read_to_string(root.join("note.txt")).unwrap(),
+        "as planned"
+    );
     assert!(root.join("a.txt").is_file() && !root.join("z.txt").exists());
 
     // Applied once, the plan is spent: planned again it does nothing.
@@ -158,7 +173,8 @@ fn a_saved_plan_through_a_primary_runs_or_is_refused() {
             .stdin(std::process::Stdio::null());
         Run::from(cmd.output().unwrap())
     };
-    let mine = scratch.write("mine.yaml", &files_doc(&root, &["a", "b"]));
+    let mine = scratch.write("mine.yaml", &with_note(&root, &["a", "b"]));
+    scratch.write("note.src", "as planned");
     let saved = scratch.path().join("mine.plan");
 
     let plan = remote(&["plan", path(&mine), "--out", path(&saved)]);
@@ -183,10 +199,16 @@ fn a_saved_plan_through_a_primary_runs_or_is_refused() {
 
     let plan = remote(&["plan", path(&mine), "--out", path(&saved)]);
     assert_eq!(plan.code, 2, "{plan:?}");
+    // The primary reads no files: the saved plan brings what was read.
+    scratch.write("note.src", "edited since");
     let apply = remote(&["apply", path(&saved)]);
     assert_eq!(apply.code, 0, "{apply:?}");
     assert!(!apply.stdout.contains("[y/N]"), "no question: {apply:?}");
     assert!(root.join("b.txt").is_file() && !root.join("c.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("note.txt")).unwrap(),
+        "as planned"
+    );
 }
 
 const SECRET: &str = "s3cret-saved-plan-7f21c9";
