@@ -81,6 +81,7 @@ mod plugin_test;
 mod remote;
 mod remote_cmds;
 pub mod render_error;
+mod saved_plan;
 mod schema;
 mod schema_cache;
 mod server;

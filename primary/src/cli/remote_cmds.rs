@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tokio::signal::unix::Signal;
 
 use super::remote::{Remote, RemoteArgs};
+use super::saved_plan::SavedPlan;
 use super::stack_cmds::{
     confirm, confirm_typed, finish, print_plan_text, read_document, ApplyArgs, Common, DestroyArgs,
     PlanArgs, Printer, SelectArgs,
@@ -31,6 +32,17 @@ fn stack_request(
     select: &SelectArgs,
     vars: &VarArgs,
 ) -> anyhow::Result<Value> {
+    Ok(evaluated_request(file, mode, select, vars)?.0)
+}
+
+/// [`stack_request`], with the document as evaluated here (`None` when it
+/// could not be, e.g. it reads another stack's outputs).
+fn evaluated_request(
+    file: &std::path::Path,
+    mode: Mode,
+    select: &SelectArgs,
+    vars: &VarArgs,
+) -> anyhow::Result<(Value, Option<orrery_primary::stack::Stack>)> {
     let doc = read_document(file, mode, Engine::Embedded)?;
     let inputs = vars.inputs(file)?;
     let (mut typed, mut texts) = (serde_json::Map::new(), serde_json::Map::new());
@@ -53,7 +65,7 @@ fn stack_request(
         read.borrow_mut().insert(path.to_owned(), text.clone());
         Ok(text)
     };
-    let _ = orrery_primary::stack::parse_with_inputs(
+    let evaluated = orrery_primary::stack::parse_with_inputs(
         &doc.source,
         &doc.text,
         &doc.stack_dir,
@@ -73,7 +85,7 @@ fn stack_request(
     body["mode"] = json!(doc.mode);
     body["source"] = json!(doc.source);
     body["stack_dir"] = json!(doc.stack_dir);
-    Ok(body)
+    Ok((body, evaluated.ok()))
 }
 
 fn show_plan(plan: &Value, output: Output) {
@@ -88,15 +100,121 @@ fn show_plan(plan: &Value, output: Output) {
 }
 
 pub async fn plan(remote: &Remote, args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let mut body = stack_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
+    let (mut body, evaluated) =
+        evaluated_request(&args.file, args.mode.into(), &args.select, &args.vars)?;
     body["refresh"] = json!(args.refresh);
     let plan = remote.post("/v1/stacks/plan", &body)?;
+    if let Some(out) = &args.out {
+        save(out, &body, evaluated.as_ref(), &plan)?;
+    }
     show_plan(&plan, args.common.output);
+    if let (Some(out), Output::Text) = (&args.out, args.common.output) {
+        super::stack_cmds::print_saved(out);
+    }
     Ok(if plan["has_changes"] == true {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Writes the plan the primary answered to `out` (`orrery plan --out`),
+/// with what `body` (the plan request) gave.
+fn save(
+    out: &std::path::Path,
+    body: &Value,
+    evaluated: Option<&orrery_primary::stack::Stack>,
+    plan: &Value,
+) -> anyhow::Result<()> {
+    let document = orrery_primary::state::CommandDocument {
+        engine: Engine::Embedded.name().to_owned(),
+        mode: body["mode"].as_str().unwrap_or_default().to_owned(),
+        source: body["source"].as_str().unwrap_or_default().to_owned(),
+        stack_dir: body["stack_dir"].as_str().unwrap_or_default().to_owned(),
+        text: body["document"].as_str().unwrap_or_default().to_owned(),
+        selection: Default::default(),
+    };
+    let mut given = std::collections::BTreeMap::new();
+    for (name, value) in body["vars"].as_object().into_iter().flatten() {
+        given.insert(
+            name.clone(),
+            Supplied::Value(serde_json::from_value(value.clone())?),
+        );
+    }
+    for (name, text) in body["var_texts"].as_object().into_iter().flatten() {
+        given.insert(
+            name.clone(),
+            Supplied::Text(text.as_str().unwrap_or_default().to_owned()),
+        );
+    }
+    let files = serde_json::from_value(body["files"].clone()).unwrap_or_default();
+    let selection = serde_json::from_value(body.clone()).unwrap_or_default();
+    // The secrets' values as given and as the document here evaluated them
+    // (a default), which the file must not hold.
+    let secret_names: Vec<String> =
+        serde_json::from_value(plan["secrets"]["parameters"].clone()).unwrap_or_default();
+    let mut secrets: Vec<String> = secret_names
+        .iter()
+        .filter_map(|n| match given.get(n) {
+            Some(Supplied::Text(text)) => Some(text.clone()),
+            Some(Supplied::Value(orrery_schema::Value::String(text))) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    secrets.extend(
+        evaluated
+            .map(super::stack_cmds::secret_texts)
+            .unwrap_or_default(),
+    );
+    let saved = SavedPlan::new(&document, files, given, selection, plan.clone())?;
+    saved.write(out, &secrets)?;
+    Ok(())
+}
+
+/// `orrery apply FILE --primary URL` of a saved plan: the primary plans it
+/// again under the stack's lease and runs it only when that plan's hash is
+/// the saved one.
+pub async fn apply_saved(
+    remote: &Remote,
+    args: &ApplyArgs,
+    saved: &SavedPlan,
+) -> anyhow::Result<ExitCode> {
+    let output = args.common.output;
+    let inputs = saved.inputs(args.vars.inputs(&args.file)?)?;
+    let (mut typed, mut texts) = (serde_json::Map::new(), serde_json::Map::new());
+    // The API takes environment values as any other (a secret's only).
+    for (name, supplied) in inputs.env.into_iter().chain(inputs.vars) {
+        match supplied {
+            Supplied::Text(text) => texts.insert(name, json!(text)),
+            Supplied::Value(value) => typed.insert(name, serde_json::to_value(value)?),
+        };
+    }
+    let mut body = json!({
+        "document": saved.document,
+        "mode": saved.mode,
+        "source": saved.source,
+        "stack_dir": saved.stack_dir,
+        "files": saved.files,
+        "vars": typed,
+        "var_texts": texts,
+        "target": saved.selection.target,
+        "exclude": saved.selection.exclude,
+        "replace": saved.selection.replace,
+    });
+    body["confirmed_plan"] = serde_json::to_value(saved.confirmed()?)?;
+    let sigint = listen_for_ctrl_c()?;
+    let (status, accepted) = remote.post_status("/v1/stacks/apply", &body)?;
+    if status == 409 && accepted["stale_plan"] == true {
+        let changed = accepted["changed"].as_array().into_iter().flatten();
+        super::stack_cmds::print_stale(changed.map(|c| c.as_str().unwrap_or_default()));
+        return Ok(ExitCode::from(1));
+    }
+    if !(200..300).contains(&status) {
+        return Err(super::remote::api_error(status, &accepted));
+    }
+    show_plan(&accepted["plan"], output);
+    let id = command_id(&accepted)?;
+    follow(remote, &id, output, args.common.verbose, sigint).await
 }
 
 pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
@@ -116,14 +234,12 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
     }
     // Exactly the plan shown (and confirmed) runs: the primary plans again
     // under the stack's lease and refuses when that plan differs.
-    body["confirmed_plan"] = confirmed_plan(&plan);
+    body["confirmed_plan"] = super::saved_plan::confirmed_json(&plan);
     let sigint = listen_for_ctrl_c()?;
     let (status, accepted) = remote.post_status("/v1/stacks/apply", &body)?;
     if status == 409 && accepted["stale_plan"] == true {
-        eprintln!("the stack changed since your plan; plan again");
-        for change in accepted["changed"].as_array().into_iter().flatten() {
-            eprintln!("  {}", change.as_str().unwrap_or_default());
-        }
+        let changed = accepted["changed"].as_array().into_iter().flatten();
+        super::stack_cmds::print_stale(changed.map(|c| c.as_str().unwrap_or_default()));
         return Ok(ExitCode::from(1));
     }
     if !(200..300).contains(&status) {
@@ -131,26 +247,6 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
     }
     let id = command_id(&accepted)?;
     follow(remote, &id, output, args.common.verbose, sigint).await
-}
-
-/// What an apply sends of the plan it shows: its hash, its changes
-/// (label, action, fields) and its other parts, for the primary to run
-/// nothing the plan did not show and to name what differs.
-fn confirmed_plan(plan: &Value) -> Value {
-    let changes: Vec<Value> = plan["changes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["action"] != "no-op")
-        .map(|c| json!({ "label": c["label"], "action": c["action"], "fields": c["fields"] }))
-        .collect();
-    let mut confirmed = json!({ "plan_hash": plan["plan_hash"], "changes": changes });
-    for part in ["moved", "imported", "protect", "outputs"] {
-        if let Some(shown) = plan.get(part) {
-            confirmed[part] = shown.clone();
-        }
-    }
-    confirmed
 }
 
 pub async fn destroy(remote: &Remote, name: &str, args: &DestroyArgs) -> anyhow::Result<ExitCode> {

@@ -14,7 +14,7 @@ use orrery_primary::lease::{self, LeaseConfig};
 use orrery_primary::nats::NatsAuth;
 use orrery_primary::plan::{Action, Mode};
 use orrery_primary::scheduler::BucketLimit;
-use orrery_primary::service::view::{mode_name, FieldDiffView, PlanView, ReportView};
+use orrery_primary::service::view::{self, mode_name, FieldDiffView, PlanView, ReportView};
 use orrery_primary::service::{
     plugin_search_path, Command, Engine, Needs, Planned, PluginPool, Plugins, Service,
     ServiceConfig, ServiceError,
@@ -23,6 +23,7 @@ use orrery_primary::stack::{Catalog, Stack};
 use orrery_primary::state::{self, CommandDocument, Store};
 
 use super::remote::RemoteArgs;
+use super::saved_plan::{SavedPlan, SavedPlanError};
 use super::vars::VarArgs;
 use super::Output;
 
@@ -105,7 +106,9 @@ impl SelectArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ApplyArgs {
-    /// The stack document (YAML or JSON).
+    /// The stack document (YAML or JSON), or a plan `orrery plan --out`
+    /// saved: that plan runs, without a question, only if planning again
+    /// gives it exactly.
     pub file: PathBuf,
     /// Apply without asking for confirmation.
     #[arg(long, short = 'y')]
@@ -177,6 +180,11 @@ pub struct PlanArgs {
     /// drift and restores it. A read that fails stops the command (exit 1).
     #[arg(long)]
     pub refresh: bool,
+    /// Save the plan to FILE (readable by its owner only) for `orrery apply
+    /// FILE`, which runs it only if planning again gives this very plan.
+    /// Secret parameters are not saved: apply asks for them again.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
@@ -653,11 +661,18 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
     with_service(&args.common, Options::default(), |service| async {
         let result = async {
             let engine = service.config().engine;
+            let mut inputs = args.vars.inputs(&args.file)?;
+            // A saved plan carries exactly the files this parse reads.
+            let reads = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
+            inputs.record_reads = Some(reads.clone());
+            let given: std::collections::BTreeMap<_, _> = inputs
+                .env
+                .clone()
+                .into_iter()
+                .chain(inputs.vars.clone())
+                .collect();
             let mut prepared = service
-                .prepare_with(
-                    read_document(&args.file, args.mode.into(), engine)?,
-                    args.vars.inputs(&args.file)?,
-                )
+                .prepare_with(read_document(&args.file, args.mode.into(), engine)?, inputs)
                 .await?;
             prepared.selection = args.select.selection();
             let refreshed = match args.refresh {
@@ -665,11 +680,29 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
                 false => None,
             };
             let plan = service.plan(&prepared).await?;
-            print_plan(
-                &PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan)
-                    .with_refresh(refreshed),
-                args.common.output,
-            );
+            let view = PlanView::new(&prepared.stack.name, Some(prepared.mode), &plan)
+                .with_refresh(refreshed);
+            if let Some(out) = &args.out {
+                // Only the document's parameters: `ORRERY_VAR_*` may hold
+                // other stacks' values.
+                let given = given
+                    .into_iter()
+                    .filter(|(name, _)| prepared.stack.parameters.contains_key(name))
+                    .collect();
+                let files = std::mem::take(&mut *reads.lock().unwrap_or_else(|p| p.into_inner()));
+                let saved = SavedPlan::new(
+                    &prepared.document,
+                    files,
+                    given,
+                    prepared.selection.clone(),
+                    serde_json::to_value(&view)?,
+                )?;
+                saved.write(out, &secret_texts(&prepared.stack))?;
+            }
+            print_plan(&view, args.common.output);
+            if let (Some(out), Output::Text) = (&args.out, args.common.output) {
+                print_saved(out);
+            }
             Ok(if plan.has_changes() {
                 ExitCode::from(2)
             } else {
@@ -682,7 +715,44 @@ pub async fn plan_cmd(args: PlanArgs) -> anyhow::Result<ExitCode> {
     .await
 }
 
+/// The secret parameters' values of `stack` as text: what a saved plan
+/// must not contain.
+pub(super) fn secret_texts(stack: &Stack) -> Vec<String> {
+    stack
+        .parameters
+        .values()
+        .filter(|known| known.secret)
+        .filter_map(|known| match &known.value {
+            orrery_schema::Value::String(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Tells where a plan was saved and how to apply it.
+pub(super) fn print_saved(out: &Path) {
+    println!(
+        "Saved the plan to {0}; `orrery apply {0}` runs exactly this plan.",
+        out.display()
+    );
+}
+
+/// Says that a saved or confirmed plan is not what would run now, and why.
+pub(super) fn print_stale<'a>(changed: impl Iterator<Item = &'a str>) {
+    eprintln!("the stack changed since your plan; plan again");
+    for line in changed {
+        eprintln!("  {line}");
+    }
+}
+
 pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let saved = SavedPlan::read(&args.file)?;
+    if let Some(saved) = &saved {
+        refuse_with_saved(&args)?;
+        if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
+            return super::remote_cmds::apply_saved(&remote, &args, saved).await;
+        }
+    }
     if let Some(remote) = args.remote.remote(&args.common.data_dir)? {
         return super::remote_cmds::apply(&remote, &args).await;
     }
@@ -692,10 +762,76 @@ pub async fn apply_cmd(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         ..Options::default()
     };
     with_service(&args.common, options, |service| async {
-        let result = apply(&service, &args).await;
+        let result = match saved {
+            Some(saved) => apply_saved(&service, &args, saved).await,
+            None => apply(&service, &args).await,
+        };
         (service, result)
     })
     .await
+}
+
+/// The options of an apply that a saved plan fixes itself.
+fn refuse_with_saved(args: &ApplyArgs) -> Result<(), SavedPlanError> {
+    let select = &args.select;
+    let given = [
+        (!select.target.is_empty(), "--target"),
+        (!select.exclude.is_empty(), "--exclude"),
+        (!select.replace.is_empty(), "--replace"),
+        (args.refresh, "--refresh"),
+        (args.dry_run, "--dry-run"),
+    ];
+    match given.into_iter().find(|(given, _)| *given) {
+        Some((_, option)) => Err(SavedPlanError::Option(option)),
+        None => Ok(()),
+    }
+}
+
+/// `orrery apply FILE` of a saved plan: plans its document again under the
+/// stack's lease and runs that plan, without a question (saving it was the
+/// confirmation), only when its hash is the saved one.
+async fn apply_saved(
+    service: &Service,
+    args: &ApplyArgs,
+    saved: SavedPlan,
+) -> anyhow::Result<ExitCode> {
+    let output = args.common.output;
+    let inputs = saved.inputs(args.vars.inputs(&args.file)?)?;
+    let confirmed = saved.confirmed()?;
+    let mut prepared = service
+        .prepare_with(saved.document(service.config().engine), inputs)
+        .await?;
+    prepared.selection = saved.selection.clone();
+    let (name, has_outputs) = (
+        prepared.stack.name.clone(),
+        !prepared.stack.outputs.is_empty(),
+    );
+    let mut command = service
+        .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
+        .await?;
+    command.allow_protected(args.allow_protected);
+    print_resumed(command.settle().await?.as_ref(), output);
+    let planned = command.plan().await?;
+    let now = command.view(&planned.plan);
+    let stale = match command.resumes() {
+        true => vec![view::interrupted_first(command.id())],
+        false => now.stale_reasons(&confirmed),
+    };
+    if !stale.is_empty() {
+        print_stale(stale.iter().map(String::as_str));
+        return Ok(ExitCode::from(1));
+    }
+    print_plan(&now, output);
+    if !planned.plan.has_changes() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (report, printer) = execute(command, &planned, output, args.common.verbose).await?;
+    let code = finish(report, printer.finished(), output)?;
+    printer.breakdown();
+    if has_outputs {
+        super::output_cmd::print_after_apply(service.outputs(&name).await?.as_ref(), output);
+    }
+    Ok(code)
 }
 
 async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> {

@@ -56,6 +56,7 @@ impl VarArgs {
             files: None,
             // The local user is the operator: any stack's outputs.
             stack_reads: None,
+            record_reads: None,
         })
     }
 }

@@ -393,9 +393,13 @@ async fn start(
     // until this one ends), it must do nothing the confirmed plan did not
     // show (it may do less: what settling an interrupted command adopted
     // is no longer to create). A resumed command goes on with what an
-    // earlier apply was confirmed for.
-    if let Some(confirmed) = confirmed.filter(|_| !command.resumes()) {
-        let changed = view.differences(&confirmed);
+    // earlier apply was confirmed for; a saved plan (`exact`) waits for it.
+    if let Some(confirmed) = confirmed {
+        let changed = match command.resumes() {
+            false => view.stale_reasons(&confirmed),
+            true if confirmed.exact => vec![view::interrupted_first(command.id())],
+            true => Vec::new(),
+        };
         if !changed.is_empty() {
             return Err(ApiError::conflict(format!(
                 "the stack changed since your plan; plan again: {}",

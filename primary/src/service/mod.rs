@@ -151,6 +151,9 @@ pub struct StackInputs {
     /// operator, and the server resuming a command authorized when it
     /// began).
     pub stack_reads: Option<StackReads>,
+    /// When set, every file read is kept here by its path, with its text:
+    /// what a saved plan carries so that its apply reads the same.
+    pub record_reads: Option<Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>>,
 }
 
 /// Which stacks' recorded outputs a document may read
@@ -269,6 +272,17 @@ impl StackInputs {
     /// The file `path` as the document names it (`file()`, a module's
     /// `source`).
     pub fn read(&self, path: &str) -> Result<String, String> {
+        let text = self.read_unrecorded(path)?;
+        if let Some(reads) = &self.record_reads {
+            reads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(path.to_owned(), text.clone());
+        }
+        Ok(text)
+    }
+
+    fn read_unrecorded(&self, path: &str) -> Result<String, String> {
         match (&self.files_dir, &self.files) {
             (Some(dir), _) => read_relative(dir, path),
             (None, Some(files)) => files
@@ -576,6 +590,7 @@ impl Service {
             plan.outputs =
                 outputs::changes(&stack, &stored, store.outputs(&stack.name)?.as_ref(), &plan);
             plan.basis = plan_basis(&digest, &selection, &stored);
+            plan.secrets = plan::secrets_of(&stack, &catalog, &hasher);
             Ok(plan)
         })
         .await
@@ -999,6 +1014,7 @@ impl Command {
             plan.basis = plan_basis(&digest, &selection, &stored);
             let recorded_protected = store.protected_labels(&stack.name)?;
             if mode.is_some() {
+                plan.secrets = plan::secrets_of(&stack, &catalog, &hasher);
                 plan.protect = marks_of(&plan, &stack, &recorded_protected);
                 // Outputs are recorded after every apply: one the document
                 // adds, removes or changes is a change of its own.

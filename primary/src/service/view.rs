@@ -44,6 +44,13 @@ pub struct PlanView {
     /// itself. An apply given it (`confirmed_plan`) runs only the plan with
     /// this hash (`docs/http-api.md`).
     pub plan_hash: String,
+    /// The document's secrets, never their values: `parameters` (the
+    /// names of its `type: secret` parameters), `hash` (a keyed hash of
+    /// their values, under the store's secret key) and `in_text` (where
+    /// the document itself gives a secret, which a saved plan would keep in
+    /// clear). Absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<SecretsView>,
     /// What `--refresh` (`"refresh": true`) read before planning: the
     /// drift sync's report (as `orrery drift --output json` prints it),
     /// whose drift the changes above restore. Absent without it.
@@ -76,6 +83,28 @@ pub struct OutputView {
     pub removed: bool,
 }
 
+/// Why a saved plan does not run while the stack's interrupted command
+/// `id` goes on: that command finishes first, then the stack is planned
+/// again.
+pub fn interrupted_first(id: &str) -> String {
+    format!("the stack's interrupted command {id} goes on first (apply the document, or let a primary resume it)")
+}
+
+/// A document's secrets as a plan shows them ([`PlanView::secrets`]).
+#[derive(Clone, Debug, Default, serde::Deserialize, Serialize, PartialEq)]
+pub struct SecretsView {
+    /// The names of its `type: secret` parameters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<String>,
+    /// A keyed hash of their values (empty without any).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hash: String,
+    /// Where the document itself gives a secret, e.g. "resource `db`:
+    /// field `password`".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_text: Vec<String>,
+}
+
 /// A plan as someone confirmed it: its hash and its changes as shown
 /// (`confirmed_plan` of an apply request; `docs/http-api.md`).
 #[derive(Clone, Debug, Default, serde::Deserialize, Serialize, PartialEq)]
@@ -97,6 +126,13 @@ pub struct ConfirmedPlan {
     /// Its `outputs`, as shown (absent: none).
     #[serde(default)]
     pub outputs: serde_json::Value,
+    /// Its `secrets`, as shown (absent: none).
+    #[serde(default)]
+    pub secrets: Option<SecretsView>,
+    /// Run only this very plan (a saved plan, `orrery apply FILE`): any
+    /// other hash refuses, even a plan that does less.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 /// One change of a confirmed plan.
@@ -282,6 +318,15 @@ impl PlanView {
             summary: SummaryView::of(plan),
             has_changes: plan.has_changes(),
             plan_hash: String::new(),
+            secrets: {
+                let s = &plan.secrets;
+                let none = s.parameters.is_empty() && s.digest.is_empty() && s.in_text.is_empty();
+                (!none).then(|| SecretsView {
+                    parameters: s.parameters.clone(),
+                    hash: s.digest.clone(),
+                    in_text: s.in_text.clone(),
+                })
+            },
             refresh: None,
         };
         view.plan_hash = view.content_hash(&plan.basis);
@@ -376,6 +421,44 @@ impl PlanView {
             if !nothing && (now != *shown || shown_nothing) {
                 out.push(format!("the {part} are not the confirmed ones"));
             }
+        }
+        out
+    }
+
+    /// Why this plan, made since, is not the `confirmed` one, one line
+    /// each: [`PlanView::differences`], and for a plan confirmed `exact`
+    /// (a saved plan) any other hash at all: a secret parameter given
+    /// another value, changes the confirmed plan made and this one no
+    /// longer does, or else the records it was made against. Empty when it
+    /// may run.
+    pub fn stale_reasons(&self, confirmed: &ConfirmedPlan) -> Vec<String> {
+        let mut out = self.differences(confirmed);
+        if !confirmed.exact || confirmed.plan_hash == self.plan_hash {
+            return out;
+        }
+        let hash = |s: &Option<SecretsView>| s.as_ref().map(|s| s.hash.clone());
+        if hash(&confirmed.secrets) != hash(&self.secrets) {
+            out.push("a secret parameter's value is not the one the plan was made with".into());
+        }
+        let now: std::collections::BTreeSet<&str> = self
+            .changes
+            .iter()
+            .filter(|c| c.action != "no-op")
+            .map(|c| c.label.as_str())
+            .collect();
+        for c in &confirmed.changes {
+            if c.action != "no-op" && !now.contains(c.label.as_str()) {
+                out.push(format!(
+                    "`{}`: confirmed {}, now nothing",
+                    c.label, c.action
+                ));
+            }
+        }
+        if out.is_empty() {
+            out.push(
+                "the plan made now is not the saved one: its values, or the stack's records it was made against, differ"
+                    .into(),
+            );
         }
         out
     }
@@ -489,6 +572,71 @@ impl ReportView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A view of `changes` (label, action) made against `basis`.
+    fn planned(basis: &str, changes: &[(&str, &'static str)]) -> PlanView {
+        let mut view = PlanView::new("s", Some(Mode::Reconcile), &Plan::default());
+        view.changes = changes
+            .iter()
+            .map(|(label, action)| ChangeView {
+                label: (*label).to_owned(),
+                resource_type: "T".into(),
+                target: "t".into(),
+                action,
+                fields: Vec::new(),
+                diffs: Vec::new(),
+            })
+            .collect();
+        view.plan_hash = view.content_hash(basis);
+        view
+    }
+
+    fn confirm(view: &PlanView, exact: bool) -> ConfirmedPlan {
+        let json = serde_json::to_value(view).unwrap();
+        ConfirmedPlan {
+            plan_hash: view.plan_hash.clone(),
+            changes: serde_json::from_value(json["changes"].clone()).unwrap(),
+            exact,
+            ..ConfirmedPlan::default()
+        }
+    }
+
+    #[test]
+    fn an_exact_confirmation_refuses_any_other_hash_naming_why() {
+        let saved = planned("before", &[("a", "create"), ("b", "create")]);
+        // The same plan: it runs, exact or not.
+        assert!(saved.stale_reasons(&confirm(&saved, true)).is_empty());
+        // It does less since (`b` was created meanwhile): an interactive
+        // confirmation runs it, a saved plan does not.
+        let less = planned("after", &[("a", "create"), ("b", "no-op")]);
+        assert!(less.stale_reasons(&confirm(&saved, false)).is_empty());
+        assert_eq!(
+            less.stale_reasons(&confirm(&saved, true)),
+            ["`b`: confirmed create, now nothing"]
+        );
+        // The same changes against other records or values: still refused.
+        let other = planned("after", &[("a", "create"), ("b", "create")]);
+        let why = other.stale_reasons(&confirm(&saved, true));
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(why[0].contains("is not the saved one"), "{why:?}");
+        // Another secret value is named as such.
+        let mut secret = saved.clone();
+        secret.secrets = Some(SecretsView {
+            parameters: vec!["pw".into()],
+            hash: "1".into(),
+            in_text: Vec::new(),
+        });
+        let mut given = confirm(&secret, true);
+        given.secrets = Some(SecretsView {
+            hash: "2".into(),
+            ..secret.secrets.clone().unwrap()
+        });
+        given.plan_hash = "another".into();
+        assert_eq!(
+            secret.stale_reasons(&given),
+            ["a secret parameter's value is not the one the plan was made with"]
+        );
+    }
 
     #[test]
     fn modes_round_trip_by_name() {

@@ -40,6 +40,7 @@ mod progress;
 mod remote_cli;
 mod satellite_faults;
 mod satellite_loss;
+mod saved_plan;
 mod schema;
 mod secrets_at_rest;
 mod server_background;

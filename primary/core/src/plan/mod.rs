@@ -22,7 +22,7 @@ use orrery_stack::{Catalog, Graph, Reference, Stack};
 
 pub use secrets::{
     config_has_secrets, declares_secrets, redact_config, redact_url, secret_looking_key,
-    storable_config, storable_targets, SecretHasher, REDACTED,
+    secrets_of, storable_config, storable_targets, SecretHasher, Secrets, REDACTED,
 };
 
 /// Whether resources missing from the document are deleted.
@@ -141,6 +141,11 @@ pub struct Plan {
     /// plan's content hash, by which an apply checks that it carries out
     /// exactly the plan that was confirmed. Empty when nobody said.
     pub basis: String,
+    /// What the document's secrets are, where whoever planned says: which
+    /// parameters are secret, a keyed digest of their values, and where the
+    /// document's own text holds a secret. A saved plan keeps none of them
+    /// in clear (`orrery plan --out`).
+    pub secrets: Secrets,
 }
 
 /// One output of the stack, as recorded and as it will be recorded.

@@ -72,6 +72,113 @@ pub fn declares_secrets(stack: &Stack, catalog: &Catalog) -> bool {
         })
 }
 
+/// The secrets of a document as a plan records them ([`super::Plan::secrets`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Secrets {
+    /// The names of its `type: secret` parameters.
+    pub parameters: Vec<String>,
+    /// A keyed hash (hex) of those parameters' values: an apply of a saved
+    /// plan, given them again, tells by it that they are the ones planned
+    /// with. Empty without secret parameters.
+    pub digest: String,
+    /// Each place where the document itself (its text, a file it reads, a
+    /// parameter that is not secret) gives a secret, e.g. "resource `db`:
+    /// field `password`": a saved plan, which keeps the document, would keep
+    /// those in clear.
+    pub in_text: Vec<String>,
+}
+
+/// [`Secrets`] of `stack`, its parameters' values hashed under `hasher`.
+///
+/// A resource's write-only or opaque field (or any field of a type the
+/// catalog does not know) is in the text unless a secret parameter gave
+/// it. Target configuration carries no such mark, so a secret-looking
+/// value there counts as given by a secret parameter only when it contains
+/// one's value (`${token}`, `Bearer ${token}`, a URL's password); anything
+/// else is taken as written in the document.
+pub fn secrets_of(stack: &Stack, catalog: &Catalog, hasher: &SecretHasher) -> Secrets {
+    let secret_params: Vec<(&String, &Value)> = stack
+        .parameters
+        .iter()
+        .filter(|(_, known)| known.secret)
+        .map(|(name, known)| (name, &known.value))
+        .collect();
+    let digest = if secret_params.is_empty() {
+        String::new()
+    } else {
+        use sha2::Digest;
+        let mut hash = Sha256::new();
+        for (name, value) in &secret_params {
+            hash.update(name.as_bytes());
+            hash.update([0]);
+            hash.update(hasher.hash(&format!("parameter {name}"), value).as_bytes());
+            hash.update([0]);
+        }
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let texts: Vec<&str> = secret_params
+        .iter()
+        .filter_map(|(_, v)| match v {
+            Value::String(s) if !s.is_empty() => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    let from_parameter =
+        |v: &Value| matches!(v, Value::String(s) if texts.iter().any(|t| s.contains(t)));
+    let mut in_text = Vec::new();
+    for r in &stack.resources {
+        let schema = stack
+            .targets
+            .iter()
+            .find(|t| t.name == r.target)
+            .and_then(|t| catalog.schema(&t.plugin, &r.resource_type));
+        for key in r.properties.keys() {
+            let secret = schema.is_none_or(|s| s.field(key).is_none_or(|f| f.hints.is_secret()));
+            if secret && !r.secret.contains(key) {
+                in_text.push(format!("resource `{}`: field `{key}`", r.label));
+            }
+        }
+    }
+    for t in &stack.targets {
+        for (key, value) in &t.config {
+            let keyed = *value != Value::Null
+                && (secret_looking_key(key) || declared_secret(catalog, &t.plugin, key));
+            if literal_secret(value, keyed, &from_parameter) {
+                in_text.push(format!("target `{}`: config `{key}`", t.name));
+            }
+        }
+    }
+    Secrets {
+        parameters: secret_params.iter().map(|(n, _)| (*n).clone()).collect(),
+        digest,
+        in_text,
+    }
+}
+
+/// Whether `value` (under a secret-looking key when `keyed`) holds a
+/// secret that `from_parameter` does not account for, at any depth.
+fn literal_secret(value: &Value, keyed: bool, from_parameter: &dyn Fn(&Value) -> bool) -> bool {
+    if keyed {
+        return !from_parameter(value);
+    }
+    match value {
+        Value::String(s) => {
+            (redact_url(s).is_some() || redact_dsn(s).is_some()) && !from_parameter(value)
+        }
+        Value::List(items) => items
+            .iter()
+            .any(|i| literal_secret(i, false, from_parameter)),
+        Value::Map(m) => m.iter().any(|(k, v)| {
+            literal_secret(
+                v,
+                secret_looking_key(k) && *v != Value::Null,
+                from_parameter,
+            )
+        }),
+        _ => false,
+    }
+}
+
 /// Whether `plugin` declares its target-configuration field `key` secret
 /// ([`orrery_schema::Announcement::target_config`]).
 pub fn declared_secret(catalog: &Catalog, plugin: &str, key: &str) -> bool {
@@ -333,6 +440,54 @@ mod tests {
             &with_target("{ dsn: 'postgres://u:pw@h/db' }"),
             &catalog
         ));
+    }
+
+    #[test]
+    fn secrets_of_names_secrets_the_text_gives_and_hashes_the_parameters() {
+        let mut catalog = Catalog::new();
+        catalog.insert(Announcement {
+            name: "p".into(),
+            resources: vec![resource("T")
+                .field(field::string("path"))
+                .field(field::string("password").write_only())
+                .build()],
+            ..Default::default()
+        });
+        let of = |default: &str, cfg: &str, props: &str| {
+            let doc = format!(
+                "stack: s\nparameters:\n  pw: {{ type: secret, default: {default} }}\ntargets:\n  - name: t\n    plugin: p\n    config: {cfg}\nresources:\n  - label: a\n    type: T\n    target: t\n    properties: {props}\n"
+            );
+            let stack = orrery_stack::parse("s.yaml", &doc, "/").unwrap();
+            secrets_of(&stack, &catalog, &SecretHasher::new(b"k".to_vec()))
+        };
+        let given = of(
+            "param-secret-1",
+            "{ token: '${param.pw}', api_key: 'Bearer ${param.pw}' }",
+            "{ path: x, password: '${param.pw}' }",
+        );
+        assert_eq!(given.parameters, ["pw"]);
+        assert_eq!(given.in_text, Vec::<String>::new());
+        assert_eq!(given.digest.len(), 64);
+        assert!(!given.digest.contains("param-secret-1"));
+        let other = of(
+            "param-secret-2",
+            "{ token: '${param.pw}' }",
+            "{ path: x, password: '${param.pw}' }",
+        );
+        assert_ne!(other.digest, given.digest, "another value, another hash");
+        let written = of(
+            "param-secret-1",
+            "{ token: written-out, url: 'postgres://u:pw@h/db', root: /srv }",
+            "{ path: x, password: hunter2 }",
+        );
+        assert_eq!(
+            written.in_text,
+            [
+                "resource `a`: field `password`",
+                "target `t`: config `token`",
+                "target `t`: config `url`"
+            ]
+        );
     }
 
     #[test]
