@@ -14,6 +14,7 @@ use opentelemetry_sdk::metrics::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
+use tracing_subscriber::filter::FilterExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -114,10 +115,9 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     // so those spans must pass this filter too: `info` (the default) keeps
     // Orrery's; a narrower RUST_LOG keeps `orrery_plugin_sdk`,
     // `orrery_satellite`, `orrery_primary` at `info` for trace ids in lines.
-    let logs = silence(
-        EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter)),
-    );
+    let logs = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(&config.default_log_filter))
+        .and(limits());
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if config.log_json {
         fmt.json()
@@ -144,7 +144,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             // cost in the layer (BENCHMARKS.md, Tracing overhead), and
             // nothing here reads `opentelemetry::Context::current()`.
             .with_context_activation(false);
-        otel.with_filter(super::sampling::traced_only())
+        otel.with_filter(super::sampling::traced_only().and(limits()))
     });
     // A subscriber set earlier (a test harness) is kept.
     let _ = tracing_subscriber::registry()
@@ -201,24 +201,40 @@ impl MetricsReader {
     }
 }
 
-/// Log targets that are off whatever `RUST_LOG` asks for them:
-/// tokio-postgres writes every statement's text, and its parameters, at
-/// `debug`, and a statement may carry a credential (issue #43: a role's
-/// password in the logs at `RUST_LOG=debug`). A directive of `RUST_LOG`
-/// for the same target is replaced; only one narrowed to a span or to
-/// fields could still turn them on.
-const SILENCED: [&str; 3] = [
+/// Log targets held off, or under a level, whatever `RUST_LOG` asks for
+/// them, because what they write may be a credential:
+///
+/// - tokio-postgres writes every statement's text, and its parameters, at
+///   `debug`, and a statement may carry a credential (issue #43: a role's
+///   password in the logs at `RUST_LOG=debug`);
+/// - the AWS SDK (issue #46): the orchestrator's `trace` dumps its runtime
+///   components, the identity cache's session access key id among them;
+///   the profile provider logs the credentials it loaded (their key id) at
+///   `info`, the `AssumeRole` provider the session's key id at `debug`;
+///   a property of a shared config file set twice is logged with both
+///   values at `trace` (an `aws_secret_access_key`). Their other lines
+///   (attempts, retries, the identity cache's expiry and refresh) stay.
+const LIMITS: [&str; 7] = [
     "tokio_postgres::query=off",
     "tokio_postgres::prepare=off",
     "tokio_postgres::simple_query=off",
+    "aws_smithy_runtime::client::orchestrator=debug",
+    "aws_config::profile::credentials=warn",
+    "aws_config::sts=info",
+    "aws_runtime::env_config::property=debug",
 ];
 
-/// `filter` with the [`SILENCED`] targets off.
-fn silence(filter: EnvFilter) -> EnvFilter {
-    SILENCED
+/// A filter passing everything but what [`LIMITS`] holds off or under its
+/// level: the second half of an `and` with what `RUST_LOG` asks, so a
+/// limit only ever lowers a target's level (a directive added to the
+/// asked filter itself would raise one the default `info` keeps lower),
+/// and no directive of `RUST_LOG`, narrowed to a span or a field or not,
+/// lifts it. Logs and OpenTelemetry both pass it.
+fn limits() -> EnvFilter {
+    LIMITS
         .iter()
         .filter_map(|d| d.parse().ok())
-        .fold(filter, EnvFilter::add_directive)
+        .fold(EnvFilter::new("trace"), EnvFilter::add_directive)
 }
 
 /// A manual reader that both the meter provider and the HTTP endpoint hold.
@@ -253,6 +269,7 @@ mod silence_tests {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
+    use tracing_subscriber::filter::FilterExt;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::{EnvFilter, Layer};
 
@@ -274,23 +291,36 @@ mod silence_tests {
         for asked in [
             "trace",
             "debug,tokio_postgres=trace,tokio_postgres::query=trace",
+            "trace,aws_config=trace,aws_smithy_runtime::client::orchestrator=trace",
+            "info",
         ] {
             let buffer = Buffer::default();
             let writer = buffer.clone();
             let fmt = tracing_subscriber::fmt::layer()
                 .with_ansi(false)
                 .with_writer(move || writer.clone())
-                .with_filter(super::silence(EnvFilter::new(asked)));
+                .with_filter(EnvFilter::new(asked).and(super::limits()));
             let subscriber = tracing_subscriber::registry().with(fmt);
             tracing::subscriber::with_default(subscriber, || {
                 tracing::debug!(target: "tokio_postgres::simple_query", "executing statement batch: ALTER ROLE \"r\" WITH PASSWORD 'hunter2'");
                 tracing::debug!(target: "tokio_postgres::prepare", "preparing query s0: SELECT 'hunter2'");
                 tracing::debug!(target: "tokio_postgres::query", "executing statement s0 with parameters: [\"hunter2\"]");
                 tracing::debug!(target: "tokio_postgres::connection", "still logged");
+                tracing::trace!(target: "aws_smithy_runtime::client::orchestrator", runtime_components = "access_key_id: \"hunter2\"");
+                tracing::info!(target: "aws_config::profile::credentials", creds = "access_key_id: \"hunter2\"", "loaded base credentials");
+                tracing::debug!(target: "aws_config::sts::assume_role", access_key_id = "hunter2", "obtained assumed credentials");
+                tracing::trace!(target: "aws_runtime::env_config::property", "overwriting aws_secret_access_key: was hunter2, now hunter2");
+                tracing::debug!(target: "aws_smithy_runtime::client::orchestrator", "beginning attempt #1, still logged");
             });
             let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
             assert!(!text.contains("hunter2"), "{asked}: {text}");
-            assert!(text.contains("still logged"), "{asked}: {text}");
+            if asked == "info" {
+                // A limit lowers a level, never raises one.
+                assert!(!text.contains("still logged"), "{asked}: {text}");
+            } else {
+                assert!(text.contains("still logged"), "{asked}: {text}");
+                assert!(text.contains("beginning attempt"), "{asked}: {text}");
+            }
         }
     }
 }

@@ -17,6 +17,13 @@
 //! holds one, the request may set no field the operator did not hold,
 //! except those the operator opened, so a stack cannot send the held
 //! password to a `host` of its choosing.
+//!
+//! Some fields name credentials *of the host itself*: a credential source
+//! ([`HOST_FIELDS`], `credentials`) reads a key file, a profile or a web
+//! identity token of the host the plugin runs on, or assumes a role from
+//! the host's own identity. Only that host's operator may set one; a
+//! request that brings its own is refused, else a stack could name the key
+//! file of a target held for other stacks and act with it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -28,6 +35,13 @@ use orrery_schema::{codec, Envelope, MessageKind, PropertyMap, Value};
 /// The most bytes a `${file:…}` reference reads (secrets are small; a
 /// reference to a large file is a mistake or an attack on memory).
 pub const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+/// Target config fields only the operator of the host that runs the plugin
+/// may set: a credential source (`credentials`) names files, profiles and
+/// identities of that host. A request that sets one the operator did not
+/// hold is refused ([`HeldError::HostOnly`]) wherever references are
+/// [`RefPolicy::Exposed`]; the local CLI, whose user is the operator, may.
+pub const HOST_FIELDS: &[&str] = &["credentials"];
 
 /// Which references in a request's own target configuration resolve.
 #[derive(Clone, Debug, Default)]
@@ -119,6 +133,17 @@ pub enum HeldError {
         /// The field.
         field: String,
     },
+    /// The request sets a field that names credentials of this host
+    /// ([`HOST_FIELDS`]), which only this host's operator may set.
+    #[error(
+        "target `{target}`: `{field}` names credentials of the host that runs the plugin; only that host's operator sets it (in its held target config), never a stack"
+    )]
+    HostOnly {
+        /// The target.
+        target: String,
+        /// The field.
+        field: String,
+    },
     /// The request body is not a request with a target.
     #[error("the request body cannot be read: {0}")]
     Body(String),
@@ -201,7 +226,11 @@ impl HeldTargets {
             .keys()
             .chain(self.access.keys())
             .any(|t| memchr::memmem::find(&envelope.body, t.as_bytes()).is_some());
-        if !is_request(&envelope.kind) || (!names_held && !mentions_ref(&envelope.body)) {
+        if !is_request(&envelope.kind)
+            || (!names_held
+                && !mentions_ref(&envelope.body)
+                && !mentions_host_field(&envelope.body))
+        {
             return Ok(envelope);
         }
         let mut body: PropertyMap =
@@ -226,7 +255,8 @@ impl HeldTargets {
             }
         }
         let held = self.held.get(&name);
-        if held.is_none() && !mentions_ref(&envelope.body) {
+        let exposed = matches!(self.policy, RefPolicy::Exposed);
+        if held.is_none() && !mentions_ref(&envelope.body) && !exposed {
             return Ok(envelope);
         }
         let config = match target
@@ -246,6 +276,22 @@ impl HeldTargets {
             dir: self.secrets_dir.as_deref(),
             env: &self.env,
         };
+        if exposed {
+            // Checked before a reference is read: a refused request reads
+            // nothing.
+            if let Some(field) = HOST_FIELDS
+                .iter()
+                .find(|f| config.contains_key(**f) && !held.is_some_and(|h| h.contains_key(**f)))
+            {
+                return Err(HeldError::HostOnly {
+                    target: name,
+                    field: (*field).to_owned(),
+                });
+            }
+            if held.is_none() && !mentions_ref(&envelope.body) {
+                return Ok(envelope);
+            }
+        }
         for value in config.values_mut() {
             request.resolve(value)?;
         }
@@ -306,6 +352,19 @@ fn mentions_ref(body: &[u8]) -> bool {
     // Two bytes: `memmem` would build a searcher per call, which cost more
     // than the scan.
     memchr::memchr_iter(b'$', body).any(|at| body.get(at + 1) == Some(&b'{'))
+}
+
+/// Whether `body` may set a [`HOST_FIELDS`] field: one scan per field
+/// with a searcher built once.
+fn mentions_host_field(body: &[u8]) -> bool {
+    static FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+        std::sync::LazyLock::new(|| {
+            HOST_FIELDS
+                .iter()
+                .map(|f| memchr::memmem::Finder::new(f.as_bytes()))
+                .collect()
+        });
+    FINDERS.iter().any(|f| f.find(body).is_some())
 }
 
 #[derive(Clone, Copy)]

@@ -5,6 +5,7 @@
 mod bucket;
 mod common;
 mod conformance;
+mod credentials;
 mod iam;
 mod queue;
 mod throttling;

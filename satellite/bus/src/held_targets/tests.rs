@@ -302,3 +302,61 @@ fn a_held_credential_goes_only_where_the_operator_said() {
         ))
         .unwrap();
 }
+
+fn credential_source(path: &str) -> Value {
+    Value::Map(props([
+        ("source", "profile".into()),
+        ("credentials_file", path.into()),
+    ]))
+}
+
+#[test]
+fn only_the_operator_names_credentials_of_its_host() {
+    let b_keys = "/etc/orrery/aws/team-b/credentials";
+    let held = HeldTargets::default()
+        .hold("b-aws", props([("credentials", credential_source(b_keys))]))
+        .hold("open", props([("region", "eu-west-1".into())]));
+    // A target nobody holds, one held without a credential, and one held
+    // with its own: a stack's credential source is refused on each.
+    for target in ["unheld", "open"] {
+        let refused = held
+            .apply(create_for(
+                Some("team-a"),
+                target,
+                props([("credentials", credential_source(b_keys))]),
+            ))
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            HeldError::HostOnly {
+                target: target.into(),
+                field: "credentials".into()
+            }
+        );
+    }
+    let refused = held
+        .apply(create_for(
+            Some("team-a"),
+            "b-aws",
+            props([("credentials", credential_source("/root/.aws/credentials"))]),
+        ))
+        .unwrap_err();
+    assert!(matches!(refused, HeldError::Fixed { .. }), "{refused:?}");
+    // The operator's own reaches the plugin.
+    let ok = held
+        .apply(create_for(Some("team-b"), "b-aws", PropertyMap::new()))
+        .unwrap();
+    assert_eq!(config_of(&ok)["credentials"], credential_source(b_keys));
+    // The local CLI's user is the operator.
+    let local = HeldTargets::default().policy(RefPolicy::Open {
+        base: PathBuf::from("/"),
+    });
+    let ok = local
+        .apply(create_for(
+            None,
+            "mine",
+            props([("credentials", credential_source(b_keys))]),
+        ))
+        .unwrap();
+    assert_eq!(config_of(&ok)["credentials"], credential_source(b_keys));
+}
