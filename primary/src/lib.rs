@@ -13,12 +13,14 @@
 //! - [`nats`]: the NATS connection (URLs, credentials, nkey).
 //! - [`http`]: the HTTP API of `orrery primary`.
 //! - [`lease`]: command leases (which primary runs a command), kept while it runs.
+//! - [`memory`]: giving the allocator's free memory back after a command.
 //! - [`timetable`]: when periodic jobs are due (pure, time passed in).
 
 pub mod apply;
 pub mod discovery;
 pub mod http;
 pub mod lease;
+pub mod memory;
 pub mod metrics;
 pub mod nats;
 pub mod service;

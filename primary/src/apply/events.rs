@@ -120,6 +120,11 @@ impl EventSink {
         self.inner.latest.borrow().1
     }
 
+    /// How many events the log holds.
+    pub fn held(&self) -> usize {
+        lock(&self.inner.ring).events.len()
+    }
+
     /// The events after `after` (0: from the first), at most `limit`.
     pub fn after(&self, after: u64, limit: usize) -> Batch {
         let ring = lock(&self.inner.ring);

@@ -14,9 +14,13 @@ use crate::service::{Command, Planned, ServiceError};
 
 /// How many finished commands' reports are kept in memory.
 const KEEP_FINISHED: usize = 256;
-/// How many finished commands' events are kept in memory (each up to
-/// `apply::events::RING`); older ones are served from their records.
+/// How many finished commands' events are kept in memory; older ones are
+/// served from their records.
 const KEEP_FINISHED_EVENTS: usize = 16;
+/// A finished command with more events than this is served from its record
+/// at once: five 100,000-resource commands kept 131,072 events each, about
+/// half of an idle primary's memory (primary/benches/idle_memory.sh).
+const KEEP_FINISHED_EVENTS_UP_TO: usize = 10_000;
 
 /// How a command this process ran ended.
 #[derive(Clone, Debug)]
@@ -130,7 +134,7 @@ impl Commands {
             if inner.by_stack.get(&running.stack).map(String::as_str) == Some(id) {
                 inner.by_stack.remove(&running.stack);
             }
-            if outcome.is_some() {
+            if outcome.is_some() && running.events.held() <= KEEP_FINISHED_EVENTS_UP_TO {
                 inner
                     .finished_events
                     .push_back((id.to_owned(), running.stack, running.events));
@@ -282,6 +286,8 @@ impl Reservation {
                 }
             };
             commands.finish(&id, Some(outcome));
+            // The command's memory is free now: hand it back while idle.
+            let _ = tokio::task::spawn_blocking(crate::memory::give_back).await;
         });
         let mut inner = self.commands.lock();
         if let Some(running) = inner.running.get_mut(&self.id) {

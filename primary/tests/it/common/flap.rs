@@ -12,6 +12,8 @@ pub struct Flapper {
     pub port: u16,
     open: Arc<Mutex<Vec<TcpStream>>>,
     stop: Arc<AtomicBool>,
+    /// While set, new connections are closed at once: the server is down.
+    down: Arc<AtomicBool>,
 }
 
 impl Flapper {
@@ -20,13 +22,18 @@ impl Flapper {
         let port = listener.local_addr().unwrap().port();
         let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (o, s) = (open.clone(), stop.clone());
+        let down = Arc::new(AtomicBool::new(false));
+        let (o, s, d) = (open.clone(), stop.clone(), down.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if s.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(client) = client else { continue };
+                if d.load(Ordering::Relaxed) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     continue;
                 };
@@ -43,7 +50,24 @@ impl Flapper {
                 held.push(server);
             }
         });
-        Flapper { port, open, stop }
+        Flapper {
+            port,
+            open,
+            stop,
+            down,
+        }
+    }
+
+    /// The server gone for `how_long`: every open connection cut, and
+    /// every new one closed at once until then.
+    pub fn outage(&self, how_long: Duration) {
+        self.down.store(true, Ordering::Relaxed);
+        for stream in self.open.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        // The fault's own length, not a wait for a condition.
+        std::thread::sleep(how_long);
+        self.down.store(false, Ordering::Relaxed);
     }
 
     /// Cuts every open connection, every `every`, for `how_long`; returns
