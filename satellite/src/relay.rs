@@ -118,22 +118,23 @@ pub async fn serve(
                 ]),
             ));
             let register = |e: async_nats::SubscribeError| RelayError::Register(e.to_string());
-            let mut requests = vec![client
+            let queue = client
                 .queue_subscribe(stats.subject().to_owned(), stats.queue_group().to_owned())
                 .await
-                .map_err(register)?];
-            if config.receipts {
-                // Addressed to this satellite alone: a primary that knows
-                // which satellites are live sends here, so a hung one gets
-                // no new work (see orrery_bus::receipts).
-                requests.push(
+                .map_err(register)?;
+            // Addressed to this satellite alone: a primary that knows which
+            // satellites are live sends here, so a hung one gets no new work
+            // (see orrery_bus::receipts).
+            let direct = match config.receipts {
+                true => Some(
                     client
                         .subscribe(direct_subject(host.name(), target, &instance))
                         .await
                         .map_err(register)?,
-                );
-            }
-            let requests = futures::stream::select_all(requests);
+                ),
+                false => None,
+            };
+            let requests = Requests { queue, direct };
             endpoints.push((requests, stats, host.clone(), permits.clone()));
         }
     }
@@ -242,7 +243,7 @@ pub async fn serve(
 
 async fn serve_endpoint(
     client: async_nats::Client,
-    mut requests: futures::stream::SelectAll<async_nats::Subscriber>,
+    mut requests: Requests,
     stats: Arc<EndpointStats>,
     host: PluginHost,
     permits: Arc<Semaphore>,
@@ -279,9 +280,7 @@ async fn serve_endpoint(
                 stopping = true;
                 // Unsubscribing leaves already-delivered requests in the
                 // stream; the loop keeps serving them until it ends.
-                for subscription in requests.iter_mut() {
-                    let _ = subscription.unsubscribe().await;
-                }
+                requests.unsubscribe().await;
             }
             next = next => match next {
                 Some((permit, request)) => {
@@ -317,6 +316,38 @@ async fn serve_endpoint(
         }
     }
     while in_flight.next().await.is_some() {}
+}
+
+/// An endpoint's subscriptions: its queue group's, and with receipts its
+/// direct subject's.
+struct Requests {
+    queue: async_nats::Subscriber,
+    direct: Option<async_nats::Subscriber>,
+}
+
+impl Requests {
+    /// The next request of either; `None` once both have ended. Each call
+    /// polls the subscribers themselves: a subscriber closed by
+    /// `unsubscribe` ends only when polled again (a combinator that waits
+    /// for a wake-up would wait forever).
+    async fn next(&mut self) -> Option<async_nats::Message> {
+        let Some(direct) = &mut self.direct else {
+            return self.queue.next().await;
+        };
+        tokio::select! {
+            Some(request) = self.queue.next() => Some(request),
+            Some(request) = direct.next() => Some(request),
+            else => None,
+        }
+    }
+
+    /// Stops both; what they delivered already is still read.
+    async fn unsubscribe(&mut self) {
+        let _ = self.queue.unsubscribe().await;
+        if let Some(direct) = &mut self.direct {
+            let _ = direct.unsubscribe().await;
+        }
+    }
 }
 
 /// The `satellite.relay` span of one relayed request, made once its
