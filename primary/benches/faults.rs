@@ -12,6 +12,12 @@
 //! time, not CPU: the debug binaries of `cargo build` are the ones run
 //! (`--profile dev` only spares building the workspace again in release).
 //! `ORRERY_BENCH_FAULTS=hung,killed` runs only those rows.
+//!
+//! With a PostgreSQL server (`ORRERY_BENCH_DATABASE_URL`, else
+//! `ORRERY_TEST_DATABASE_URL`: run it through `scripts/with-postgres.sh`),
+//! two rows more run the apply through an `orrery primary` whose store is
+//! reached through a relay: once as is (its own baseline), once with the
+//! store refusing every connection for 1 s after a fifth of the creates.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -22,6 +28,10 @@ use orrery_testing::nats::NatsServer;
 
 #[path = "../tests/it/chaos/proxy.rs"]
 mod proxy;
+
+#[path = "../tests/it/common/flap.rs"]
+#[allow(dead_code)]
+mod flap;
 
 const THINGS: usize = 400;
 const CREATE_MS: u64 = 250;
@@ -36,6 +46,7 @@ enum Fault {
     Hung,
     Partitioned,
     NatsRestarted,
+    DatabaseBlip,
 }
 
 impl Fault {
@@ -46,6 +57,7 @@ impl Fault {
             Fault::Hung => "hung",
             Fault::Partitioned => "partitioned",
             Fault::NatsRestarted => "nats-restart",
+            Fault::DatabaseBlip => "database-blip",
         }
     }
 
@@ -56,6 +68,7 @@ impl Fault {
             Fault::Hung => "one of two satellites SIGSTOPped for 10 s",
             Fault::Partitioned => "one of two satellites cut off for 10 s",
             Fault::NatsRestarted => "nats-server killed, back after 1 s",
+            Fault::DatabaseBlip => "PostgreSQL store refusing all for 1 s",
         }
     }
 }
@@ -130,6 +143,151 @@ fn succeeded(state: &Path) -> usize {
     .map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
+/// The stack: `THINGS` cloud-like things whose provider is `world`.
+fn document(world: &Path) -> String {
+    let mut doc = format!(
+        "stack: faults\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: {CREATE_MS} }}\nresources:\n",
+        world.display()
+    );
+    for i in 0..THINGS {
+        doc.push_str(&format!(
+            "  - label: c{i:03}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:03}, value: {i} }}\n"
+        ));
+    }
+    doc
+}
+
+/// A fresh database on the server `url` names; its URL.
+fn fresh_database(url: &str, name: &str) -> String {
+    let (config, tls) = orrery_primary::state::pg_connect_config(url).unwrap();
+    let mut client = postgres::Config::from(config).connect(tls).unwrap();
+    // Two calls: one batch would be a transaction, which neither allows.
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\""))
+        .unwrap();
+    client
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .unwrap();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let server = base.rsplit_once('/').map_or(base, |(s, _)| s);
+    if query.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{query}")
+    }
+}
+
+const TOKEN: &str = "orr_bench_admin_0123456789abcdef0123456789abcdef";
+
+/// The same apply through an `orrery primary` over NATS whose PostgreSQL
+/// store is reached through a relay; with `blip`, the store refuses every
+/// connection for 1 s after a fifth of the creates. Progress is read from
+/// `GET /v1/commands/{id}` (nothing is read while the store is down).
+fn run_served(database: &str, blip: bool, nats_url: &str) -> Figures {
+    use sha2::Digest;
+    let name = format!("orrery_faults_{}_{}", std::process::id(), u8::from(blip));
+    let url = fresh_database(database, &name);
+    let (head, tail) = url.rsplit_once('/').unwrap();
+    let (host, port) = head.rsplit_once(':').unwrap();
+    let relay = flap::Flapper::start(port.parse().unwrap());
+    let url = format!("{host}:{}/{tail}", relay.port);
+    let dir = tempfile::tempdir().unwrap();
+    let sha = sha2::Sha256::digest(TOKEN.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    std::fs::write(
+        dir.path().join("tokens.toml"),
+        format!("[[principal]]\nname = \"bench\"\ntoken_sha256 = \"{sha}\"\nroles = [\"admin\"]\n"),
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let api = listener.local_addr().unwrap().port();
+    drop(listener);
+    let _primary = Killed(
+        Command::new(orrery_testing::binary("orrery"))
+            .args(["primary", "--listen", &format!("127.0.0.1:{api}")])
+            .args(["--database-url", &url, "--nats-url", nats_url])
+            .args(["--concurrency", CONCURRENCY])
+            .arg("--auth-tokens")
+            .arg(dir.path().join("tokens.toml"))
+            .env("ORRERY_DATA_DIR", dir.path().join("state"))
+            .env("ORRERY_PLUGIN_DIR", "/nonexistent")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let base = format!("http://127.0.0.1:{api}");
+    let get = |path: &str| -> Option<serde_json::Value> {
+        let mut r = agent
+            .get(&format!("{base}{path}"))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .call()
+            .ok()?;
+        (r.status() == 200).then(|| r.body_mut().read_json().ok())?
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    while get("/v1/stacks").is_none() {
+        assert!(
+            Instant::now() < until,
+            "the primary did not serve within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let world = dir.path().join("cloud.sqlite");
+    let started = Instant::now();
+    let mut accepted = agent
+        .post(&format!("{base}/v1/stacks/apply"))
+        .header("Authorization", &format!("Bearer {TOKEN}"))
+        .send_json(serde_json::json!({ "document": document(&world) }))
+        .unwrap();
+    let accepted: serde_json::Value = accepted.body_mut().read_json().unwrap();
+    let id = accepted["command_id"]
+        .as_str()
+        .expect("accepted")
+        .to_owned();
+    let (mut done, mut changed, mut stall, mut struck) = (0, Instant::now(), Duration::ZERO, false);
+    let ok = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "database-blip: the apply did not end within 300 s"
+        );
+        if let Some(command) = get(&format!("/v1/commands/{id}")) {
+            let now = command["operations"].as_array().map_or(0, |ops| {
+                ops.iter().filter(|o| o["status"] == "succeeded").count()
+            });
+            if now != done {
+                stall = stall.max(changed.elapsed());
+                (done, changed) = (now, Instant::now());
+            }
+            if command["active"] == false && command["status"] != "running" {
+                break command["status"] == "completed";
+            }
+        }
+        if blip && !struck && done >= THINGS / 5 {
+            struck = true;
+            relay.outage(Duration::from_secs(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let total = started.elapsed();
+    stall = stall.max(changed.elapsed().min(total));
+    let census = orrery_plugin_testbed::store::census(&world).unwrap();
+    Figures {
+        total,
+        stall,
+        things: census.rows.len(),
+        duplicates: census.duplicates(),
+        ok,
+    }
+}
+
 struct Figures {
     total: Duration,
     stall: Duration,
@@ -148,15 +306,7 @@ async fn run(fault: Fault) -> Figures {
     registered(&server.client().await, 2).await;
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path().join("cloud.sqlite");
-    let mut doc = format!(
-        "stack: faults\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: {CREATE_MS} }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:03}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:03}, value: {i} }}\n"
-        ));
-    }
+    let doc = document(&world);
     let file = dir.path().join("stack.yaml");
     std::fs::write(&file, doc).unwrap();
     let state = dir.path().join("state");
@@ -204,6 +354,7 @@ async fn run(fault: Fault) -> Figures {
                 // The fault's own length; this loop's clock stops with it,
                 // so the gap it leaves is measured by the counts after it.
                 Fault::NatsRestarted => server.restart(Duration::from_secs(1)).await,
+                Fault::DatabaseBlip => unreachable!("run_served strikes the store"),
             }
         }
         if let Some(at) = struck {
@@ -275,5 +426,44 @@ async fn main() {
     for fault in faults {
         let figures = run(fault).await;
         row(fault, &figures);
+    }
+    let database = std::env::var("ORRERY_BENCH_DATABASE_URL")
+        .or_else(|_| std::env::var("ORRERY_TEST_DATABASE_URL"))
+        .ok();
+    let wanted = chosen
+        .as_deref()
+        .is_none_or(|c| c.split(',').any(|n| n == Fault::DatabaseBlip.name()));
+    match database {
+        Some(database) if wanted => {
+            let server = NatsServer::start().await;
+            let _a = satellite(&server.url, "sat-a");
+            let _b = satellite(&server.url, "sat-b");
+            registered(&server.client().await, 2).await;
+            let url = server.url.clone();
+            let (served, blipped) = tokio::task::spawn_blocking(move || {
+                (
+                    run_served(&database, false, &url),
+                    run_served(&database, true, &url),
+                )
+            })
+            .await
+            .unwrap();
+            println!("through `orrery primary`, its store in PostgreSQL behind a relay (its own baseline):");
+            let served_base = served.total.as_secs_f64();
+            for (fault, f) in [(Fault::None, &served), (Fault::DatabaseBlip, &blipped)] {
+                println!(
+                    "{:<40} {:>9.1} {:>7.2} {:>16.2} {:>8} {:>11} {:>5}",
+                    fault.describe(),
+                    f.total.as_secs_f64(),
+                    f.total.as_secs_f64() / served_base,
+                    f.stall.as_secs_f64(),
+                    f.things,
+                    f.duplicates,
+                    if f.ok { "0" } else { "fail" }
+                );
+            }
+        }
+        Some(_) => {}
+        None => println!("(no PostgreSQL: ORRERY_BENCH_DATABASE_URL or ORRERY_TEST_DATABASE_URL unset; the database blip is not run)"),
     }
 }

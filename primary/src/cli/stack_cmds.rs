@@ -863,18 +863,59 @@ async fn apply(service: &Service, args: &ApplyArgs) -> anyhow::Result<ExitCode> 
         prepared.stack.name.clone(),
         !prepared.stack.outputs.is_empty(),
     );
-    let mut command = service
-        .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
-        .await?;
-    command.allow_protected(args.allow_protected);
-    let code = run(
-        command,
-        args.yes,
-        args.refresh,
-        &|| confirm("Apply these changes?"),
-        &args.common,
-    )
-    .await?;
+    // Confirmed once, the apply goes on through a state store failure
+    // without asking again.
+    let asked = std::cell::Cell::new(false);
+    let ask = || {
+        let yes = confirm("Apply these changes?")?;
+        asked.set(yes);
+        Ok(yes)
+    };
+    let mut prepared = Some(prepared);
+    let mut waits = store_waits();
+    let code = loop {
+        let attempt = async {
+            let prepared = match prepared.take() {
+                Some(prepared) => prepared,
+                None => {
+                    let mut again = service
+                        .prepare_with(
+                            read_document(&args.file, args.mode.into(), engine)?,
+                            args.vars.inputs(&args.file)?,
+                        )
+                        .await?;
+                    again.selection = args.select.selection();
+                    again
+                }
+            };
+            // The command the store failure left running is taken up again.
+            let mut command = service
+                .begin_apply(prepared, &new_command_id(), Some(&local_principal()))
+                .await?;
+            command.allow_protected(args.allow_protected);
+            run(
+                command,
+                args.yes || asked.get(),
+                args.refresh,
+                &ask,
+                &args.common,
+            )
+            .await
+        }
+        .await;
+        match attempt {
+            Err(e) if store_failed(&e) => match waits.next() {
+                Some(wait) => {
+                    eprintln!(
+                        "warning: {e:#}\n  the command stays running; trying again in {wait:?}"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                None => return Err(e),
+            },
+            other => break other?,
+        }
+    };
     if has_outputs {
         super::output_cmd::print_after_apply(service.outputs(&name).await?.as_ref(), output);
     }
@@ -910,6 +951,27 @@ async fn run(
     let code = finish(report, printer.finished(), output)?;
     printer.breakdown();
     Ok(code)
+}
+
+/// How long to wait before each new try after the state store failed mid-
+/// command: 0.2 s doubling to 5 s, for about two minutes in all, then the
+/// command is left `running` for the next apply (or a server) to resume.
+fn store_waits() -> impl Iterator<Item = std::time::Duration> {
+    let mut total = std::time::Duration::ZERO;
+    std::iter::successors(Some(std::time::Duration::from_millis(200)), |w| {
+        Some((*w * 2).min(std::time::Duration::from_secs(5)))
+    })
+    .take_while(move |w| {
+        total += *w;
+        total <= std::time::Duration::from_secs(120)
+    })
+}
+
+/// Whether `e` is the state store failing (not a request it refused).
+fn store_failed(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<ServiceError>(), Some(ServiceError::Store(s)) if s.is_transient())
+        || e.downcast_ref::<state::StoreError>()
+            .is_some_and(state::StoreError::is_transient)
 }
 
 fn new_command_id() -> String {

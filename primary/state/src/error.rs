@@ -78,3 +78,24 @@ pub enum StoreError {
         reason: String,
     },
 }
+
+impl StoreError {
+    /// Whether the store, not the request, failed, so that trying again once
+    /// it answers may succeed: PostgreSQL unreachable, a connection broken,
+    /// or the server refusing work (SQLSTATE classes 08, connection, and 57,
+    /// operator intervention: a shutdown or restart).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Unavailable { .. } | StoreError::ConnectionLost { .. } => true,
+            StoreError::Postgres(e) => {
+                e.is_closed()
+                    || e.as_db_error().is_none()
+                    || e.code().is_some_and(|c| {
+                        let code = c.code();
+                        code.starts_with("08") || code.starts_with("57")
+                    })
+            }
+            _ => false,
+        }
+    }
+}

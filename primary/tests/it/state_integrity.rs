@@ -2,7 +2,7 @@
 //! exists, whatever the kind of change. Each test here failed before the
 //! fix it names.
 
-use crate::common::{self, Run, Scratch};
+use crate::common::{self, crash, Run, Scratch};
 use orrery_testing::Wait;
 use serde_json::Value;
 
@@ -1196,5 +1196,89 @@ fn apply_through_a_store_fault(name: &str, fault: impl FnOnce(&common::flap::Fla
     eprintln!(
         "{what}; {before} creates done before; completed {} ms after the store was back",
         after.as_millis()
+    );
+}
+
+/// Issue 44, item 2, from the CLI: `orrery apply` with its state in
+/// PostgreSQL, the store refusing every connection for 10 s in the middle.
+/// The command is not left for the next apply: the CLI tries again with
+/// backoff, takes up the command the failure left `running` once the store
+/// answers, finishes it and exits 0, each thing once at the provider.
+#[test]
+fn a_cli_apply_goes_on_when_its_state_store_comes_back() {
+    const THINGS: usize = 60;
+    let Some(db) = common::postgres::fresh_database("cli_down") else {
+        eprintln!(
+            "skipped: ORRERY_TEST_DATABASE_URL is not set (run through scripts/with-postgres.sh)"
+        );
+        return;
+    };
+    let (head, tail) = db.rsplit_once('/').unwrap();
+    let port: u16 = head.rsplit_once(':').unwrap().1.parse().unwrap();
+    let flapper = common::flap::Flapper::start(port);
+    let url = format!(
+        "{}:{}/{tail}",
+        head.rsplit_once(':').unwrap().0,
+        flapper.port
+    );
+    let scratch = Scratch::new();
+    let world = scratch.path().join("cloud.sqlite");
+    let mut doc = format!(
+        "stack: cli-down\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: 300 }}\nresources:\n",
+        world.display()
+    );
+    for i in 0..THINGS {
+        doc.push_str(&format!(
+            "  - label: c{i:02}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:02}, value: {i} }}\n"
+        ));
+    }
+    let file = scratch.write("stack.yaml", &doc);
+    let err = scratch.path().join("apply.err");
+    let mut apply = crash::Killed(
+        scratch
+            .command(&[
+                "apply",
+                file.to_str().unwrap(),
+                "--yes",
+                "--concurrency",
+                "4",
+                "--database-url",
+                &url,
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let wait = Wait::new(
+        "10 creates at the provider",
+        std::time::Duration::from_secs(60),
+    );
+    wait.poll(|| {
+        let rows = orrery_plugin_testbed::store::census(&world).map_or(0, |c| c.rows.len());
+        (rows >= 10).then_some(()).ok_or(rows)
+    })
+    .unwrap_or_else(|rows| wait.fail(format_args!("{rows} so far")));
+    flapper.outage(std::time::Duration::from_secs(10));
+    let back = std::time::Instant::now();
+    let wait = Wait::new("the apply's end", std::time::Duration::from_secs(60));
+    let exit = wait
+        .poll(|| apply.0.try_wait().unwrap().ok_or(()))
+        .unwrap_or_else(|()| wait.fail("still applying"));
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert!(exit.success(), "{exit}\n{said}");
+    assert!(
+        said.contains("trying again"),
+        "the store failed mid-command: {said}"
+    );
+    let census = orrery_plugin_testbed::store::census(&world).unwrap();
+    assert_eq!(
+        (census.rows.len(), census.duplicates()),
+        (THINGS, 0),
+        "{census:?}"
+    );
+    eprintln!(
+        "the CLI's apply ended {} ms after the store was back",
+        back.elapsed().as_millis()
     );
 }
