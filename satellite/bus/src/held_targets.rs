@@ -38,10 +38,13 @@ pub const MAX_SECRET_BYTES: u64 = 64 * 1024;
 
 /// Target config fields only the operator of the host that runs the plugin
 /// may set: a credential source (`credentials`) names files, profiles and
-/// identities of that host. A request that sets one the operator did not
-/// hold is refused ([`HeldError::HostOnly`]) wherever references are
+/// identities of that host, and so do the JetStream plugin's `creds_file`
+/// and its client certificate and key (`tls_cert_file`, `tls_key_file`):
+/// a stack naming another target's would act as it on the servers it
+/// picks. A request that sets one the operator did not hold is refused
+/// ([`HeldError::HostOnly`]) wherever references are
 /// [`RefPolicy::Exposed`]; the local CLI, whose user is the operator, may.
-pub const HOST_FIELDS: &[&str] = &["credentials"];
+pub const HOST_FIELDS: &[&str] = &["credentials", "creds_file", "tls_cert_file", "tls_key_file"];
 
 /// Which references in a request's own target configuration resolve.
 #[derive(Clone, Debug, Default)]

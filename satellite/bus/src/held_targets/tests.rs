@@ -360,3 +360,24 @@ fn only_the_operator_names_credentials_of_its_host() {
         .unwrap();
     assert_eq!(config_of(&ok)["credentials"], credential_source(b_keys));
 }
+
+#[test]
+fn a_stack_cannot_name_a_nats_credentials_file_of_the_host() {
+    let held = HeldTargets::default();
+    for field in ["creds_file", "tls_cert_file", "tls_key_file"] {
+        let refused = held
+            .apply(create_for(
+                Some("team-a"),
+                "js",
+                props([(field, "/etc/orrery/nats/team-b.creds".into())]),
+            ))
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            HeldError::HostOnly {
+                target: "js".into(),
+                field: field.into()
+            }
+        );
+    }
+}
