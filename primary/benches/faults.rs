@@ -29,6 +29,9 @@ use orrery_testing::nats::NatsServer;
 #[path = "../tests/it/chaos/proxy.rs"]
 mod proxy;
 
+#[path = "../tests/it/common/cloud.rs"]
+mod cloud;
+
 #[path = "../tests/it/common/flap.rs"]
 #[allow(dead_code)]
 mod flap;
@@ -145,16 +148,7 @@ fn succeeded(state: &Path) -> usize {
 
 /// The stack: `THINGS` cloud-like things whose provider is `world`.
 fn document(world: &Path) -> String {
-    let mut doc = format!(
-        "stack: faults\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: {CREATE_MS} }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:03}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:03}, value: {i} }}\n"
-        ));
-    }
-    doc
+    cloud::stack("faults", world, THINGS, CREATE_MS)
 }
 
 /// A fresh database on the server `url` names; its URL.

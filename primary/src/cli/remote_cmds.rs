@@ -179,7 +179,6 @@ pub async fn apply_saved(
     args: &ApplyArgs,
     saved: &SavedPlan,
 ) -> anyhow::Result<ExitCode> {
-    let output = args.common.output;
     let inputs = saved.inputs(args.vars.inputs(&args.file)?)?;
     let (mut typed, mut texts) = (serde_json::Map::new(), serde_json::Map::new());
     // The API takes environment values as any other (a secret's only).
@@ -202,19 +201,9 @@ pub async fn apply_saved(
         "replace": saved.selection.replace,
     });
     body["confirmed_plan"] = serde_json::to_value(saved.confirmed()?)?;
-    let sigint = listen_for_ctrl_c()?;
-    let (status, accepted) = remote.post_status("/v1/stacks/apply", &body)?;
-    if status == 409 && accepted["stale_plan"] == true {
-        let changed = accepted["changed"].as_array().into_iter().flatten();
-        super::stack_cmds::print_stale(changed.map(|c| c.as_str().unwrap_or_default()));
-        return Ok(ExitCode::from(1));
-    }
-    if !(200..300).contains(&status) {
-        return Err(super::remote::api_error(status, &accepted));
-    }
-    show_plan(&accepted["plan"], output);
-    let id = command_id(&accepted)?;
-    follow(remote, &id, output, args.common.verbose, sigint).await
+    // Saving it was the confirmation: the plan is shown as the primary
+    // made it again.
+    apply_confirmed(remote, &body, args, true).await
 }
 
 pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
@@ -235,8 +224,22 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
     // Exactly the plan shown (and confirmed) runs: the primary plans again
     // under the stack's lease and refuses when that plan differs.
     body["confirmed_plan"] = super::saved_plan::confirmed_json(&plan);
+    apply_confirmed(remote, &body, args, false).await
+}
+
+/// Asks the primary to apply `body`, whose `confirmed_plan` it must run
+/// exactly, and follows the command; a plan that moved since is refused
+/// (409 `stale_plan`) naming what changed, exit 1. `show` prints the plan
+/// the primary accepted.
+async fn apply_confirmed(
+    remote: &Remote,
+    body: &serde_json::Value,
+    args: &ApplyArgs,
+    show: bool,
+) -> anyhow::Result<ExitCode> {
+    let output = args.common.output;
     let sigint = listen_for_ctrl_c()?;
-    let (status, accepted) = remote.post_status("/v1/stacks/apply", &body)?;
+    let (status, accepted) = remote.post_status("/v1/stacks/apply", body)?;
     if status == 409 && accepted["stale_plan"] == true {
         let changed = accepted["changed"].as_array().into_iter().flatten();
         super::stack_cmds::print_stale(changed.map(|c| c.as_str().unwrap_or_default()));
@@ -244,6 +247,9 @@ pub async fn apply(remote: &Remote, args: &ApplyArgs) -> anyhow::Result<ExitCode
     }
     if !(200..300).contains(&status) {
         return Err(super::remote::api_error(status, &accepted));
+    }
+    if show {
+        show_plan(&accepted["plan"], output);
     }
     let id = command_id(&accepted)?;
     follow(remote, &id, output, args.common.verbose, sigint).await

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use orrery_testing::{nats, Wait};
 
-use crate::common::{crash, fleet, Scratch};
+use crate::common::{self, crash, fleet, Scratch};
 
 const THINGS: usize = 120;
 
@@ -21,15 +21,7 @@ async fn a_nats_restart_mid_apply_does_not_stall_it_for_a_request_timeout() {
     let _satellite = fleet::testbed_satellite(&server).await;
     let scratch = Scratch::new();
     let world = scratch.path().join("cloud.sqlite");
-    let mut doc = format!(
-        "stack: restart\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: 200 }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:03}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:03}, value: {i} }}\n"
-        ));
-    }
+    let doc = common::cloud::stack("restart", &world, THINGS, 200);
     let file = scratch.write("stack.yaml", &doc);
     let state = scratch.state();
     let mut apply = crash::Killed(

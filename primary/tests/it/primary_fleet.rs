@@ -18,16 +18,7 @@ const BURST: f64 = 4.0;
 const THINGS: usize = 60;
 
 fn document(stack: &str, world: &std::path::Path) -> String {
-    let mut doc = format!(
-        "stack: {stack}\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: 0 }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:02}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: {stack}-{i:02}, value: {i} }}\n"
-        ));
-    }
-    doc
+    common::cloud::stack(stack, world, THINGS, 0)
 }
 
 /// Two primaries on a fresh PostgreSQL database, each started with

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use orrery_testing::{nats, Wait};
 
-use crate::common::{crash, fleet, Scratch};
+use crate::common::{self, crash, fleet, Scratch};
 
 const THINGS: usize = 160;
 
@@ -46,15 +46,7 @@ async fn apply_through_a_fault(fault: Fault) -> (Duration, Duration) {
     fleet::wait_registered(&server.client().await, 2, Duration::from_secs(20)).await;
     let scratch = Scratch::new();
     let world = scratch.path().join("cloud.sqlite");
-    let mut doc = format!(
-        "stack: faults\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: 250 }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:03}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:03}, value: {i} }}\n"
-        ));
-    }
+    let doc = common::cloud::stack("faults", &world, THINGS, 250);
     let file = scratch.write("stack.yaml", &doc);
     let state = scratch.state();
     let mut apply = crash::Killed(

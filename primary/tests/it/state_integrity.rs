@@ -1140,15 +1140,7 @@ fn apply_through_a_store_fault(name: &str, fault: impl FnOnce(&common::flap::Fla
         ],
         ..Default::default()
     });
-    let mut doc = format!(
-        "stack: {name}\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: 300 }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:02}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:02}, value: {i} }}\n"
-        ));
-    }
+    let doc = common::cloud::stack(name, &world, THINGS, 300);
     let (status, accepted) =
         server.post("/v1/stacks/apply", &serde_json::json!({ "document": doc }));
     assert_eq!(status, 202, "{accepted}");
@@ -1223,15 +1215,7 @@ fn a_cli_apply_goes_on_when_its_state_store_comes_back() {
     );
     let scratch = Scratch::new();
     let world = scratch.path().join("cloud.sqlite");
-    let mut doc = format!(
-        "stack: cli-down\ntargets:\n  - name: lab\n    plugin: testbed\n    config: {{ store: \"{}\", create_ms: 300 }}\nresources:\n",
-        world.display()
-    );
-    for i in 0..THINGS {
-        doc.push_str(&format!(
-            "  - label: c{i:02}\n    type: Testbed::Cloud::Thing\n    target: lab\n    properties: {{ name: c{i:02}, value: {i} }}\n"
-        ));
-    }
+    let doc = common::cloud::stack("cli-down", &world, THINGS, 300);
     let file = scratch.write("stack.yaml", &doc);
     let err = scratch.path().join("apply.err");
     let mut apply = crash::Killed(

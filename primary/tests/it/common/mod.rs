@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod cloud;
 pub mod crash;
 pub mod flap;
 pub mod postgres;
