@@ -13,8 +13,8 @@
 //! (`--profile dev` only spares building the workspace again in release).
 //! `ORRERY_BENCH_FAULTS=hung,killed` runs only those rows.
 //!
-//! With a PostgreSQL server (`ORRERY_BENCH_DATABASE_URL`, else
-//! `ORRERY_TEST_DATABASE_URL`: run it through `scripts/with-postgres.sh`),
+//! With a PostgreSQL server (`ORRERY_TEST_DATABASE_URL`: run it through
+//! `scripts/with-postgres.sh`),
 //! two rows more run the apply through an `orrery primary` whose store is
 //! reached through a relay: once as is (its own baseline), once with the
 //! store refusing every connection for 1 s after a fifth of the creates.
@@ -31,6 +31,9 @@ mod proxy;
 
 #[path = "../tests/it/common/cloud.rs"]
 mod cloud;
+
+#[path = "../tests/it/common/postgres.rs"]
+mod postgres;
 
 #[path = "../tests/it/common/flap.rs"]
 #[allow(dead_code)]
@@ -151,36 +154,15 @@ fn document(world: &Path) -> String {
     cloud::stack("faults", world, THINGS, CREATE_MS)
 }
 
-/// A fresh database on the server `url` names; its URL.
-fn fresh_database(url: &str, name: &str) -> String {
-    let (config, tls) = orrery_primary::state::pg_connect_config(url).unwrap();
-    let mut client = postgres::Config::from(config).connect(tls).unwrap();
-    // Two calls: one batch would be a transaction, which neither allows.
-    client
-        .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\""))
-        .unwrap();
-    client
-        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-        .unwrap();
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let server = base.rsplit_once('/').map_or(base, |(s, _)| s);
-    if query.is_empty() {
-        format!("{server}/{name}")
-    } else {
-        format!("{server}/{name}?{query}")
-    }
-}
-
 const TOKEN: &str = "orr_bench_admin_0123456789abcdef0123456789abcdef";
 
 /// The same apply through an `orrery primary` over NATS whose PostgreSQL
 /// store is reached through a relay; with `blip`, the store refuses every
 /// connection for 1 s after a fifth of the creates. Progress is read from
 /// `GET /v1/commands/{id}` (nothing is read while the store is down).
-fn run_served(database: &str, blip: bool, nats_url: &str) -> Figures {
+fn run_served(blip: bool, nats_url: &str) -> Figures {
     use sha2::Digest;
-    let name = format!("orrery_faults_{}_{}", std::process::id(), u8::from(blip));
-    let url = fresh_database(database, &name);
+    let url = postgres::fresh_database("orrery_faults").expect("ORRERY_TEST_DATABASE_URL");
     let (head, tail) = url.rsplit_once('/').unwrap();
     let (host, port) = head.rsplit_once(':').unwrap();
     let relay = flap::Flapper::start(port.parse().unwrap());
@@ -421,24 +403,19 @@ async fn main() {
         let figures = run(fault).await;
         row(fault, &figures);
     }
-    let database = std::env::var("ORRERY_BENCH_DATABASE_URL")
-        .or_else(|_| std::env::var("ORRERY_TEST_DATABASE_URL"))
-        .ok();
+    let database = std::env::var("ORRERY_TEST_DATABASE_URL").is_ok();
     let wanted = chosen
         .as_deref()
         .is_none_or(|c| c.split(',').any(|n| n == Fault::DatabaseBlip.name()));
     match database {
-        Some(database) if wanted => {
+        true if wanted => {
             let server = NatsServer::start().await;
             let _a = satellite(&server.url, "sat-a");
             let _b = satellite(&server.url, "sat-b");
             registered(&server.client().await, 2).await;
             let url = server.url.clone();
             let (served, blipped) = tokio::task::spawn_blocking(move || {
-                (
-                    run_served(&database, false, &url),
-                    run_served(&database, true, &url),
-                )
+                (run_served(false, &url), run_served(true, &url))
             })
             .await
             .unwrap();
@@ -457,7 +434,9 @@ async fn main() {
                 );
             }
         }
-        Some(_) => {}
-        None => println!("(no PostgreSQL: ORRERY_BENCH_DATABASE_URL or ORRERY_TEST_DATABASE_URL unset; the database blip is not run)"),
+        true => {}
+        false => println!(
+            "(no PostgreSQL: ORRERY_TEST_DATABASE_URL unset; the database blip is not run)"
+        ),
     }
 }

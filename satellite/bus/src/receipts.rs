@@ -31,9 +31,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use orrery_plugin_sdk::client::deadline_ms;
 use serde::Deserialize;
 
 use crate::subjects::SERVICE_NAME;
@@ -63,15 +64,10 @@ pub const SILENT_AFTER: Duration = Duration::from_millis(2500);
 /// decides whether receipts are asked for.
 const FORGET_AFTER: Duration = Duration::from_secs(30);
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The value of [`RECEIPT_BY`] for a request sent now.
+/// The value of [`RECEIPT_BY`] for a request sent now: in the clock and
+/// unit of the request's own `deadline_ms`.
 pub fn receipt_by() -> u64 {
-    now_ms().saturating_add(u64::try_from(RECEIPT_WINDOW.as_millis()).unwrap_or(u64::MAX))
+    deadline_ms(RECEIPT_WINDOW)
 }
 
 /// The satellite's side: whether to work on `request`. A request asking
@@ -91,7 +87,7 @@ pub async fn confirm(
     let (Some(by), Some(reply)) = (by, request.reply.as_ref()) else {
         return true;
     };
-    let now = now_ms();
+    let now = deadline_ms(Duration::ZERO);
     if now > by {
         tracing::debug!(
             late_ms = now - by,
