@@ -114,6 +114,10 @@ impl Server {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(60)))
+            // A pooled connection idle longer than this may have been
+            // closed by the server's idle timeout: reusing it after a long
+            // pause (a 10 s store outage) met a reset (found by CI).
+            .max_idle_age(Duration::from_secs(2))
             .build()
             .into();
         let mut server = Server {
